@@ -1,0 +1,565 @@
+//! The `MongoDB` custom resource (`middleware.fedstate.io/v1alpha1`): the API the
+//! control plane (FedState's or any other) writes into each member cluster, and the
+//! status this operator reports back.
+//!
+//! The spec accepts every field of FedState's data-plane `MongoDB`, with FedState's
+//! defaults and immutability rules expressed as schema defaults and CEL
+//! `x-kubernetes-validations` (so the API server refuses a bad object with a clear
+//! message), plus this operator's extensions (credentials Secret, replica-set name,
+//! PVC policy, replica-set settings). The status keeps FedState's shape, which its
+//! control plane parses, and adds standard conditions and per-member facts. Nothing
+//! in the status is ever a secret.
+//!
+//! Every doc comment here becomes the `kubectl explain` text of its field.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Affinity, PodSecurityContext, Toleration, TopologySpreadConstraint};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The API group of the `MongoDB` kind.
+pub const GROUP: &str = "middleware.fedstate.io";
+/// Label carrying this cluster's VIP on the `MongoDB` object (set by the control plane).
+pub const VIP_LABEL: &str = "app.multicloudmongodb.io/vip";
+/// Label every object of an instance carries: `app.kubernetes.io/instance: <name>`.
+pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+/// Default replica-set name (FedState uses `replset-0`).
+pub const DEFAULT_REPLSET_NAME: &str = "replset-0";
+/// Default mongod image: a supported release (FedState's 3.6 default is refused on purpose).
+pub const DEFAULT_IMAGE: &str = "mongo:7.0";
+
+/// Desired state of the MongoDB members hosted in this cluster, and of the
+/// cross-cluster replica set they belong to.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "middleware.fedstate.io",
+    version = "v1alpha1",
+    kind = "MongoDB",
+    plural = "mongodbs",
+    singular = "mongodb",
+    shortname = "mdb",
+    category = "fedstate",
+    namespaced,
+    status = "MongoDBStatus",
+    doc = "A MongoDB replica set spanning the member clusters of a federation; this object describes the members hosted in this cluster.",
+    printcolumn(name = "State", type_ = "string", json_path = ".status.state", description = "Running, Pause, Reconciling, Error or Unknown"),
+    printcolumn(name = "Members", type_ = "string", json_path = ".status.readyMembers", description = "local members ready in the replica set / desired"),
+    printcolumn(name = "Primary", type_ = "string", json_path = ".status.primary", description = "host of the replica set's primary"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new("size(self.metadata.name) <= 40").message("metadata.name must be at most 40 characters: member StatefulSets are named <name>-mongodb-<index>"),
+)]
+#[x_kube(
+    validation = Rule::new("has(self.credentialsSecretRef) || has(self.rootPassword)").message("set spec.credentialsSecretRef (preferred) or spec.rootPassword"),
+    validation = Rule::new("!has(oldSelf.memberConfigRef) || (has(self.memberConfigRef) && self.memberConfigRef == oldSelf.memberConfigRef)").message("spec.memberConfigRef is immutable once set"),
+    validation = Rule::new("!has(oldSelf.rootPassword) || (has(self.rootPassword) && self.rootPassword == oldSelf.rootPassword)").message("spec.rootPassword is immutable once set: every cluster derives the shared keyfile from it"),
+    validation = Rule::new("has(self.customConfigRef) == has(oldSelf.customConfigRef) && (!has(self.customConfigRef) || self.customConfigRef == oldSelf.customConfigRef)").message("spec.customConfigRef is immutable"),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MongoDBSpec {
+    /// How many members of the replica set this cluster hosts (the control plane
+    /// rewrites it per cluster). Member `i` runs in StatefulSet
+    /// `<name>-mongodb-<i>` behind the propagated Service of the same name. When it
+    /// shrinks, the members with the highest indexes leave the replica set first.
+    #[serde(default = "default_members")]
+    #[schemars(range(min = 0, max = 50))]
+    pub members: i32,
+
+    /// Name of the ConfigMap ("hostconf") listing every member of the replica set
+    /// as `VIP:NodePort`. Empty means `<name>-hostconf`. Immutable once set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member_config_ref: Option<String>,
+
+    /// True on exactly one cluster: the one allowed to initiate the replica set,
+    /// and only when no reachable member already has a replica-set configuration.
+    #[serde(default)]
+    pub rs_init: bool,
+
+    /// True on the cluster that hosts the replica set's arbiter, if any.
+    #[serde(default)]
+    pub arbiter: bool,
+
+    /// Deployment type. Only `ReplicaSet` exists. Immutable.
+    #[serde(rename = "type", default = "default_type")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.type is immutable"))]
+    pub type_: DeploymentType,
+
+    /// mongod container image. Releases older than 4.4 are refused: they lack the
+    /// safe-reconfig semantics (newlyAdded, one voting change per reconfig) this
+    /// operator relies on.
+    #[serde(default = "default_image")]
+    #[x_kube(validation = Rule::new("!self.matches('^.*:v?([0-3]|4\\\\.[0-3])(\\\\.[0-9]+)*(-[A-Za-z0-9._-]*)?$')").message("MongoDB images older than 4.4 are not supported"))]
+    #[schemars(length(min = 1))]
+    pub image: String,
+
+    /// Image pull policy of the mongod (and exporter) containers.
+    #[serde(default = "default_pull_policy")]
+    pub image_pull_policy: PullPolicy,
+
+    /// Registry credentials (FedState field). The operator turns them into a
+    /// `kubernetes.io/dockerconfigjson` Secret used as the pods' image pull secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_secret: Option<ImagePullSecretSpec>,
+
+    /// CPU and memory of each mongod container.
+    #[serde(default = "default_resources")]
+    pub resources: ResourceSetting,
+
+    /// Persistent storage of each member's data. Immutable.
+    #[serde(default)]
+    pub persistence: PersistenceSpec,
+
+    /// Scheduling and security settings merged into each member pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_spec: Option<MemberPodSpec>,
+
+    /// Extra mongod command-line options, each given as `--<name>=<value>`.
+    /// Options the operator owns (replSet, keyFile, bind_ip, auth, port, dbpath,
+    /// config) are refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub config: Vec<ConfigVar>,
+
+    /// Name of a ConfigMap whose key `mongod.yaml` holds extra mongod
+    /// configuration, mounted and passed with `--config`. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_config_ref: Option<String>,
+
+    /// FedState's plain-text root password. Deprecated fallback: when no
+    /// `credentialsSecretRef` is given, the operator derives the keyfile and the
+    /// root user's Secret from it (identically in every cluster) and reports a
+    /// warning condition. Prefer `credentialsSecretRef`. Immutable once set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_password: Option<String>,
+
+    /// Reference to a Secret, propagated identically to every cluster, holding
+    /// the replica set's keyfile and the root user's name and password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret_ref: Option<CredentialsSecretRef>,
+
+    /// Optional application database user (FedState field).
+    #[serde(default)]
+    pub db_user_spec: DbUserSpec,
+
+    /// Optional Prometheus exporter sidecar (FedState field).
+    #[serde(default)]
+    pub metrics_exporter_spec: MetricsExporterSpec,
+
+    /// Stop every change to this instance (Kubernetes objects and replica set)
+    /// until set back to false. Status keeps being reported.
+    #[serde(default)]
+    pub pause: bool,
+
+    /// Name of the replica set (`--replSet`). Must be the same in every cluster.
+    /// Immutable.
+    #[serde(default = "default_replset_name")]
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9_-]+$"))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.replSetName is immutable"))]
+    pub repl_set_name: String,
+
+    /// What happens to the PVC of a member removed from the replica set after its
+    /// StatefulSet is deleted: `Retain` (default) keeps the data, `Delete` removes it.
+    #[serde(default)]
+    pub removed_member_pvc_policy: PvcPolicy,
+
+    /// Replica-set `settings` applied at initiate and kept in step by reconfig.
+    /// Sites far apart need longer timeouts than MongoDB's defaults.
+    #[serde(default)]
+    pub replica_set_settings: ReplicaSetSettings,
+}
+
+/// FedState's `type` field.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum DeploymentType {
+    /// A replica set.
+    #[default]
+    ReplicaSet,
+}
+
+/// Kubernetes image pull policy.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum PullPolicy {
+    /// Always pull.
+    Always,
+    /// Pull when the image is missing on the node.
+    #[default]
+    IfNotPresent,
+    /// Never pull.
+    Never,
+}
+
+impl PullPolicy {
+    /// The Kubernetes spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PullPolicy::Always => "Always",
+            PullPolicy::IfNotPresent => "IfNotPresent",
+            PullPolicy::Never => "Never",
+        }
+    }
+}
+
+/// What to do with a removed member's PVC.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum PvcPolicy {
+    /// Keep the PVC (and the data) after the member left the replica set.
+    #[default]
+    Retain,
+    /// Delete the PVC once the member has left the replica set and its
+    /// StatefulSet is gone.
+    Delete,
+}
+
+/// Registry credentials for pulling the images.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImagePullSecretSpec {
+    /// Registry user name.
+    #[serde(default)]
+    pub username: String,
+    /// Registry password.
+    #[serde(default)]
+    pub password: String,
+    /// Registry host the credentials are for.
+    #[serde(default = "default_registry")]
+    pub registry: String,
+}
+
+/// CPU and memory limits and requests (Kubernetes quantities).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceSetting {
+    /// Upper bounds, e.g. `cpu: "1"`, `memory: 1Gi`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub limits: BTreeMap<String, Quantity>,
+    /// Guaranteed amounts, used for scheduling.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests: BTreeMap<String, Quantity>,
+}
+
+/// A member's persistent volume.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("self.storage == oldSelf.storage").message("spec.persistence.storage is immutable"),
+    validation = Rule::new("has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)").message("spec.persistence.storageClassName is immutable"),
+)]
+pub struct PersistenceSpec {
+    /// Size of each member's PVC.
+    #[serde(default = "default_storage")]
+    pub storage: Quantity,
+    /// StorageClass of the PVCs; empty uses the cluster's default class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+impl Default for PersistenceSpec {
+    fn default() -> Self {
+        PersistenceSpec { storage: default_storage(), storage_class_name: None }
+    }
+}
+
+/// The part of a pod spec a user may set (FedState's `podSpec`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberPodSpec {
+    /// Node labels the member pods must run on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// Pod security context; the operator's restricted defaults fill what is unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<PodSecurityContext>,
+    /// Affinity; when unset, members prefer to run on different nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    /// Accepted for FedState compatibility; StatefulSet pods always restart (`Always`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<String>,
+    /// Tolerations of the member pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+    /// Topology spread constraints of the member pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
+}
+
+/// One extra mongod option.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigVar {
+    /// Option name without dashes, e.g. `wiredTigerCacheSizeGB`.
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[A-Za-z][A-Za-z0-9._]*$"))]
+    #[x_kube(validation = Rule::new("!(self.lowerAscii() in ['replset', 'keyfile', 'bind_ip', 'bind_ip_all', 'auth', 'noauth', 'port', 'dbpath', 'config', 'clusterauthmode', 'transitiontoauth'])").message("this mongod option is managed by the operator"))]
+    pub name: String,
+    /// Option value.
+    #[serde(default)]
+    pub value: String,
+}
+
+/// A Secret holding the shared credentials of the replica set.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialsSecretRef {
+    /// Secret name, in the MongoDB object's namespace.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Key of the keyfile (6–1024 base64 characters, identical in every cluster).
+    #[serde(default = "default_keyfile_key")]
+    pub keyfile_key: String,
+    /// Key of the root user's name.
+    #[serde(default = "default_username_key")]
+    pub username_key: String,
+    /// Key of the root user's password.
+    #[serde(default = "default_password_key")]
+    pub password_key: String,
+}
+
+/// The application database user (FedState's `dbUserSpec`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema, Default)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("self.enable == oldSelf.enable").message("spec.dbUserSpec.enable is immutable"),
+    validation = Rule::new("!self.enable || (self.name == oldSelf.name && self.user == oldSelf.user)").message("spec.dbUserSpec.name and user are immutable while enabled"),
+    validation = Rule::new("!self.enable || (self.name != '' && self.user != '')").message("spec.dbUserSpec.name and user are required when enable is true"),
+)]
+pub struct DbUserSpec {
+    /// Create and keep the user.
+    #[serde(default)]
+    pub enable: bool,
+    /// Database the user gets `readWrite` on.
+    #[serde(default)]
+    pub name: String,
+    /// User name.
+    #[serde(default)]
+    pub user: String,
+    /// Password (FedState field, plain text). Changing it rotates the password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+}
+
+/// The Prometheus exporter sidecar.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!oldSelf.enable || self.enable").message("the metrics exporter cannot be disabled once enabled"))]
+pub struct MetricsExporterSpec {
+    /// Run the exporter sidecar and its Service.
+    #[serde(default)]
+    pub enable: bool,
+    /// Exporter image.
+    #[serde(default = "default_exporter_image")]
+    pub image: String,
+    /// CPU and memory of the exporter container (defaults to 50m / 100Mi).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceSetting>,
+}
+
+impl Default for MetricsExporterSpec {
+    fn default() -> Self {
+        MetricsExporterSpec { enable: false, image: default_exporter_image(), resources: None }
+    }
+}
+
+/// Replica-set `settings` (see MongoDB's replica set configuration reference).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaSetSettings {
+    /// Time without a primary before an election is called.
+    #[serde(default = "default_election_timeout")]
+    #[schemars(range(min = 1, max = 86400000))]
+    pub election_timeout_millis: i64,
+    /// Interval between heartbeats.
+    #[serde(default = "default_heartbeat_interval")]
+    #[schemars(range(min = 1, max = 86400000))]
+    pub heartbeat_interval_millis: i64,
+    /// How long a new primary catches up before accepting writes; -1 is unlimited.
+    #[serde(default = "default_catch_up_timeout")]
+    #[schemars(range(min = -1))]
+    pub catch_up_timeout_millis: i64,
+    /// Whether secondaries may replicate from other secondaries.
+    #[serde(default = "default_true")]
+    pub chaining_allowed: bool,
+}
+
+impl Default for ReplicaSetSettings {
+    fn default() -> Self {
+        ReplicaSetSettings {
+            election_timeout_millis: default_election_timeout(),
+            heartbeat_interval_millis: default_heartbeat_interval(),
+            catch_up_timeout_millis: default_catch_up_timeout(),
+            chaining_allowed: true,
+        }
+    }
+}
+
+/// Observed state, in FedState's shape (its control plane parses it) plus
+/// standard conditions and per-member facts. Never holds a secret.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct MongoDBStatus {
+    /// Overall state: Running, Pause, Reconciling, Error or Unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<MongoState>,
+    /// FedState's restart state (`NotInProcess`, `SecondaryDeleted`, `PrimaryDeleted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_state: Option<String>,
+    /// Every member of the replica set across all clusters, as `replSetGetStatus`
+    /// reports them. The control plane deletes the Service of a member that
+    /// disappears from this list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replset: Vec<ReplSetMemberStatus>,
+    /// Revision of the spec last applied to the member StatefulSets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_revision: Option<String>,
+    /// FedState's summary of what runs here.
+    #[serde(default)]
+    pub current_info: CurrentInfo,
+    /// Standard conditions (Ready, ReplicaSetInitialized, MembersInSync,
+    /// Progressing, Degraded, CredentialsFromSpec) with observedGeneration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The spec generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Host of the replica set's primary, if one is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary: Option<String>,
+    /// Version of the replica-set configuration last seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_version: Option<i64>,
+    /// `settings.replicaSetId` of the replica set, recorded at initiate or first sight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_set_id: Option<String>,
+    /// Local members healthy in the replica set / desired, e.g. `2/2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_members: Option<String>,
+    /// Facts about each member this cluster hosts or is removing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub local_members: Vec<LocalMemberStatus>,
+}
+
+/// FedState's overall state values.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum MongoState {
+    /// Every local member is in the replica set and healthy.
+    Running,
+    /// `spec.pause` is set: nothing is changed.
+    Pause,
+    /// The operator is making changes or waiting for them to take effect.
+    Reconciling,
+    /// The operator cannot proceed; see the conditions.
+    Error,
+    /// Not yet observed.
+    Unknown,
+}
+
+/// One replica-set member, as `replSetGetStatus` reports it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplSetMemberStatus {
+    /// Member `_id` in the replica-set configuration.
+    #[serde(rename = "_id")]
+    pub id: i64,
+    /// Member host, `VIP:NodePort`.
+    pub name: String,
+    /// 1 when reachable, 0 otherwise.
+    pub health: f64,
+    /// Numeric member state (1 PRIMARY, 2 SECONDARY, 7 ARBITER, 8 DOWN, …).
+    pub state: i32,
+    /// Member state name.
+    pub state_str: String,
+    /// Host this member replicates from.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sync_source_host: String,
+}
+
+/// FedState's `currentInfo`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct CurrentInfo {
+    /// Local members that are in the replica set and healthy (Karmada's health
+    /// check compares it with spec.members).
+    pub members: i32,
+    /// SHA-256 fingerprint (first 16 hex digits) of the database user's password,
+    /// to detect rotations. FedState stored the password itself; this never does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_user_password_fingerprint: Option<String>,
+}
+
+/// Facts about one member hosted in this cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalMemberStatus {
+    /// Member index (`<name>-mongodb-<index>`).
+    pub index: i32,
+    /// StatefulSet (and Service) name.
+    pub stateful_set: String,
+    /// Pod name.
+    pub pod: String,
+    /// NodePort of the member's Service, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_port: Option<i32>,
+    /// Member host `VIP:NodePort`, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Role in the replica set (PRIMARY, SECONDARY, …) or `NotInConfig`.
+    pub role: String,
+    /// Replication lag behind the primary, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_seconds: Option<i64>,
+}
+
+fn default_members() -> i32 {
+    1
+}
+fn default_type() -> DeploymentType {
+    DeploymentType::ReplicaSet
+}
+fn default_image() -> String {
+    DEFAULT_IMAGE.to_string()
+}
+fn default_pull_policy() -> PullPolicy {
+    PullPolicy::IfNotPresent
+}
+fn default_registry() -> String {
+    "docker.io".to_string()
+}
+fn default_resources() -> ResourceSetting {
+    let quantities = |cpu: &str, memory: &str| {
+        BTreeMap::from([("cpu".to_string(), Quantity(cpu.to_string())), ("memory".to_string(), Quantity(memory.to_string()))])
+    };
+    ResourceSetting { limits: quantities("1", "1Gi"), requests: quantities("50m", "100Mi") }
+}
+fn default_storage() -> Quantity {
+    Quantity("1Gi".to_string())
+}
+fn default_keyfile_key() -> String {
+    "keyfile".to_string()
+}
+fn default_username_key() -> String {
+    "username".to_string()
+}
+fn default_password_key() -> String {
+    "password".to_string()
+}
+fn default_exporter_image() -> String {
+    "percona/mongodb_exporter:0.43".to_string()
+}
+fn default_replset_name() -> String {
+    DEFAULT_REPLSET_NAME.to_string()
+}
+fn default_election_timeout() -> i64 {
+    10_000
+}
+fn default_heartbeat_interval() -> i64 {
+    2_000
+}
+fn default_catch_up_timeout() -> i64 {
+    -1
+}
+fn default_true() -> bool {
+    true
+}
