@@ -1,1 +1,72 @@
-fn main() {}
+//! The operator binary: flags (with environment fallbacks), logging, the
+//! operational endpoints, a startup check for the CRD, then the controller until
+//! SIGTERM or Ctrl-C.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{Api, Client};
+use mongodb_member_operator::{controller, telemetry};
+
+/// Keeps one MongoDB replica set alive across the member clusters of a Karmada
+/// federation; run one copy in every member cluster.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Namespace to watch; empty watches every namespace.
+    #[arg(long, env = "WATCH_NAMESPACE", default_value = "")]
+    namespace: String,
+    /// Address of the /metrics, /healthz and /readyz endpoints.
+    #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
+    metrics_address: SocketAddr,
+    /// How many MongoDB objects are reconciled at once.
+    #[arg(long, env = "CONCURRENCY", default_value_t = 4)]
+    concurrency: u16,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: telemetry::LogFormat,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    telemetry::init_logging(args.log_format);
+    let metrics = Arc::new(telemetry::Metrics::default());
+    let endpoints = tokio::spawn(telemetry::serve(args.metrics_address, metrics.clone()));
+
+    let client = Client::try_default().await.context("connecting to the Kubernetes API server")?;
+    wait_for_crd(&client).await?;
+    let namespace = Some(args.namespace).filter(|ns| !ns.is_empty());
+    tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), concurrency = args.concurrency, "starting the controller");
+    controller::run(client, namespace, args.concurrency, metrics).await;
+    endpoints.abort();
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Waits until the `MongoDB` CRD is installed, saying what is missing.
+async fn wait_for_crd(client: &Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = "mongodbs.middleware.fedstate.io";
+    let mut warned = false;
+    loop {
+        match crds.get_opt(name).await {
+            Ok(Some(_)) => return Ok(()),
+            Ok(None) => {
+                if !warned {
+                    tracing::warn!("CRD {name} is not installed: apply crds/mongodb.yaml (or install the Helm chart); waiting for it");
+                    warned = true;
+                }
+            }
+            Err(error) => tracing::warn!(%error, "cannot check for CRD {name}; retrying"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+            _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted while waiting for CRD {name}"),
+        }
+    }
+}

@@ -1,0 +1,374 @@
+//! The pod spec every member runs (data members and the arbiter alike): mongod,
+//! the keyfile init container, the optional exporter sidecar, their volumes,
+//! probes, resources, security and scheduling.
+//!
+//! The spec depends only on the `MongoDB` object, never on which member runs it,
+//! so its hash is one revision for the whole instance.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
+    EnvVarSource, KeyToPath, LocalObjectReference, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
+    Probe, ResourceRequirements, SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext,
+    TCPSocketAction, Volume, VolumeMount, WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::labels::{instance_selector, APP_NAME, NAME_LABEL};
+use super::{names, secrets, BuildContext};
+use crate::api::{MongoDBSpec, ResourceSetting};
+
+/// Port of mongod, in the pod and on every Service.
+pub const MONGODB_PORT: i32 = 27017;
+/// Port of the exporter sidecar.
+pub const METRICS_PORT: i32 = 9216;
+/// Where mongod finds the keyfile: a read-only, in-memory copy of the credentials
+/// Secret's key, made by the pod's init container.
+pub const KEYFILE_PATH: &str = "/etc/mongodb/keyfile/keyfile";
+/// mongod's data directory, on the member's PVC.
+pub const DATA_PATH: &str = "/data/db";
+/// Name of the volume claim template holding a member's data.
+pub const DATA_VOLUME: &str = "data";
+/// Key of the custom configuration in the `spec.customConfigRef` ConfigMap.
+pub const CUSTOM_CONFIG_KEY: &str = "mongod.yaml";
+
+const MONGOD_CONTAINER: &str = "mongod";
+const KEYFILE_INIT_CONTAINER: &str = "keyfile-init";
+const EXPORTER_CONTAINER: &str = "metrics-exporter";
+
+const KEYFILE_SECRET_VOLUME: &str = "keyfile-secret";
+const KEYFILE_SECRET_DIR: &str = "/etc/mongodb/keyfile-secret";
+const KEYFILE_VOLUME: &str = "keyfile";
+const KEYFILE_DIR: &str = "/etc/mongodb/keyfile";
+const KEYFILE_FILE: &str = "keyfile";
+const TMP_VOLUME: &str = "tmp";
+const TMP_PATH: &str = "/tmp";
+const CUSTOM_CONFIG_VOLUME: &str = "custom-config";
+const CUSTOM_CONFIG_DIR: &str = "/etc/mongodb/custom";
+const CUSTOM_CONFIG_PATH: &str = "/etc/mongodb/custom/mongod.yaml";
+
+/// User and group of the `mongodb` account in the official image.
+const MONGODB_UID: i64 = 999;
+/// Long enough for mongod to step down and shut down cleanly (≥ 30 required).
+const TERMINATION_GRACE_PERIOD_SECONDS: i64 = 60;
+/// Read-only for the owner: mongod refuses a keyfile readable by group or others.
+const KEYFILE_MODE: i32 = 0o400;
+/// Anti-affinity topology when the user gives no affinity.
+const HOSTNAME_TOPOLOGY_KEY: &str = "kubernetes.io/hostname";
+
+/// The pod spec of every member of the instance.
+pub(super) fn member_pod_spec(ctx: &BuildContext) -> PodSpec {
+    let spec = ctx.spec();
+    let user_pod_spec = spec.pod_spec.clone().unwrap_or_default();
+    let mut containers = vec![mongod_container(ctx)];
+    if spec.metrics_exporter_spec.enable {
+        containers.push(exporter_container(ctx));
+    }
+    PodSpec {
+        init_containers: Some(vec![keyfile_init_container(ctx)]),
+        containers,
+        volumes: Some(pod_volumes(ctx)),
+        security_context: Some(pod_security_context(user_pod_spec.security_context)),
+        affinity: Some(user_pod_spec.affinity.unwrap_or_else(|| default_anti_affinity(ctx.name()))),
+        node_selector: user_pod_spec.node_selector,
+        tolerations: user_pod_spec.tolerations,
+        topology_spread_constraints: user_pod_spec.topology_spread_constraints,
+        image_pull_secrets: spec
+            .image_pull_secret
+            .as_ref()
+            .map(|_| vec![LocalObjectReference { name: names::image_pull_secret(ctx.name()) }]),
+        termination_grace_period_seconds: Some(TERMINATION_GRACE_PERIOD_SECONDS),
+        // mongod needs no Kubernetes API access and no Service environment variables.
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        ..PodSpec::default()
+    }
+}
+
+/// mongod, started through the official image's entrypoint (only `args`, no
+/// `command`): the entrypoint creates the root user from
+/// `MONGO_INITDB_ROOT_USERNAME`/`_PASSWORD` on an empty data directory.
+fn mongod_container(ctx: &BuildContext) -> Container {
+    let spec = ctx.spec();
+    let mut volume_mounts = vec![
+        mount(DATA_VOLUME, DATA_PATH, false),
+        mount(TMP_VOLUME, TMP_PATH, false),
+        mount(KEYFILE_VOLUME, KEYFILE_DIR, true),
+    ];
+    if spec.custom_config_ref.is_some() {
+        volume_mounts.push(mount(CUSTOM_CONFIG_VOLUME, CUSTOM_CONFIG_DIR, true));
+    }
+    let credentials = ctx.credentials();
+    Container {
+        name: MONGOD_CONTAINER.to_string(),
+        image: Some(spec.image.clone()),
+        image_pull_policy: Some(spec.image_pull_policy.as_str().to_string()),
+        args: Some(mongod_args(spec)),
+        env: Some(vec![
+            secret_env("MONGO_INITDB_ROOT_USERNAME", credentials.secret_name(), credentials.username_key()),
+            secret_env("MONGO_INITDB_ROOT_PASSWORD", credentials.secret_name(), credentials.password_key()),
+        ]),
+        ports: Some(vec![container_port("mongodb", MONGODB_PORT)]),
+        readiness_probe: Some(readiness_probe()),
+        liveness_probe: Some(liveness_probe()),
+        startup_probe: Some(startup_probe()),
+        resources: Some(resource_requirements(&spec.resources)),
+        security_context: Some(container_security_context()),
+        volume_mounts: Some(volume_mounts),
+        ..Container::default()
+    }
+}
+
+/// `mongod --replSet … --bind_ip_all --port … --dbpath … --keyFile … --auth`,
+/// `--config` when a custom configuration is given, then `spec.config` as
+/// `--<name>=<value>`. Only paths, never a secret.
+fn mongod_args(spec: &MongoDBSpec) -> Vec<String> {
+    let port = MONGODB_PORT.to_string();
+    let mut args: Vec<String> = [
+        "mongod",
+        "--replSet",
+        spec.repl_set_name.as_str(),
+        "--bind_ip_all",
+        "--port",
+        port.as_str(),
+        "--dbpath",
+        DATA_PATH,
+        "--keyFile",
+        KEYFILE_PATH,
+        "--auth",
+    ]
+    .map(String::from)
+    .into();
+    if spec.custom_config_ref.is_some() {
+        args.extend(["--config".to_string(), CUSTOM_CONFIG_PATH.to_string()]);
+    }
+    args.extend(spec.config.iter().map(|option| format!("--{}={}", option.name, option.value)));
+    args
+}
+
+/// Copies the keyfile out of its Secret volume before mongod starts.
+///
+/// mongod refuses a keyfile readable by group or others, and Kubernetes widens
+/// a Secret volume's file modes (0400 becomes 0440, group = fsGroup) when the pod
+/// has an `fsGroup` — which it needs for the data volume. So the Secret volume
+/// (defaultMode 0400) is mounted read-only here only, and this container (same
+/// image, same restricted security context, running as mongod's user) copies the
+/// key into an in-memory emptyDir with mode 0400; mongod mounts that emptyDir
+/// read-only. The old copy is removed first: a restarted pod keeps its emptyDir,
+/// and a 0400 file cannot be overwritten by a non-root user.
+fn keyfile_init_container(ctx: &BuildContext) -> Container {
+    let spec = ctx.spec();
+    let source = format!("{KEYFILE_SECRET_DIR}/{KEYFILE_FILE}");
+    let script =
+        format!("set -eu; umask 0377; rm -f {KEYFILE_PATH}; cp {source} {KEYFILE_PATH}; chmod 0400 {KEYFILE_PATH}");
+    Container {
+        name: KEYFILE_INIT_CONTAINER.to_string(),
+        image: Some(spec.image.clone()),
+        image_pull_policy: Some(spec.image_pull_policy.as_str().to_string()),
+        command: Some(vec!["sh".to_string(), "-c".to_string(), script]),
+        resources: Some(resource_requirements(&spec.resources)),
+        security_context: Some(container_security_context()),
+        volume_mounts: Some(vec![
+            mount(KEYFILE_SECRET_VOLUME, KEYFILE_SECRET_DIR, true),
+            mount(KEYFILE_VOLUME, KEYFILE_DIR, false),
+        ]),
+        ..Container::default()
+    }
+}
+
+/// The Prometheus exporter; it logs in as `clusterMonitor`, with credentials from
+/// the monitor user's Secret through the environment only.
+fn exporter_container(ctx: &BuildContext) -> Container {
+    let exporter = &ctx.spec().metrics_exporter_spec;
+    let monitor_secret = names::monitor_credentials_secret(ctx.name());
+    let resources = exporter.resources.clone().unwrap_or_else(default_exporter_resources);
+    Container {
+        name: EXPORTER_CONTAINER.to_string(),
+        image: Some(exporter.image.clone()),
+        image_pull_policy: Some(ctx.spec().image_pull_policy.as_str().to_string()),
+        args: Some(vec![
+            format!("--mongodb.uri=mongodb://127.0.0.1:{MONGODB_PORT}"),
+            "--collect-all".to_string(),
+            format!("--web.listen-address=:{METRICS_PORT}"),
+        ]),
+        env: Some(vec![
+            secret_env("MONGODB_USER", &monitor_secret, secrets::USERNAME_KEY),
+            secret_env("MONGODB_PASSWORD", &monitor_secret, secrets::PASSWORD_KEY),
+        ]),
+        ports: Some(vec![container_port("metrics", METRICS_PORT)]),
+        resources: Some(resource_requirements(&resources)),
+        security_context: Some(container_security_context()),
+        ..Container::default()
+    }
+}
+
+/// 50m CPU and 100Mi memory, requested and limited.
+fn default_exporter_resources() -> ResourceSetting {
+    let quantities = BTreeMap::from([
+        ("cpu".to_string(), Quantity("50m".to_string())),
+        ("memory".to_string(), Quantity("100Mi".to_string())),
+    ]);
+    ResourceSetting { limits: quantities.clone(), requests: quantities }
+}
+
+fn pod_volumes(ctx: &BuildContext) -> Vec<Volume> {
+    let credentials = ctx.credentials();
+    let mut volumes = vec![
+        Volume {
+            name: KEYFILE_SECRET_VOLUME.to_string(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(credentials.secret_name().to_string()),
+                items: Some(vec![KeyToPath {
+                    key: credentials.keyfile_key().to_string(),
+                    path: KEYFILE_FILE.to_string(),
+                    mode: None,
+                }]),
+                default_mode: Some(KEYFILE_MODE),
+                optional: Some(false),
+            }),
+            ..Volume::default()
+        },
+        Volume {
+            name: KEYFILE_VOLUME.to_string(),
+            empty_dir: Some(EmptyDirVolumeSource {
+                medium: Some("Memory".to_string()),
+                size_limit: Some(Quantity("1Mi".to_string())),
+            }),
+            ..Volume::default()
+        },
+        Volume { name: TMP_VOLUME.to_string(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Volume::default() },
+    ];
+    if let Some(config_map) = &ctx.spec().custom_config_ref {
+        volumes.push(Volume {
+            name: CUSTOM_CONFIG_VOLUME.to_string(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: config_map.clone(),
+                items: Some(vec![KeyToPath {
+                    key: CUSTOM_CONFIG_KEY.to_string(),
+                    path: CUSTOM_CONFIG_KEY.to_string(),
+                    mode: None,
+                }]),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
+    volumes
+}
+
+/// The restricted defaults (non-root as mongod's user 999, fsGroup 999,
+/// RuntimeDefault seccomp), under whatever the user set in
+/// `spec.podSpec.securityContext`: a field the user set wins.
+fn pod_security_context(user: Option<PodSecurityContext>) -> PodSecurityContext {
+    let mut context = user.unwrap_or_default();
+    context.run_as_non_root.get_or_insert(true);
+    context.run_as_user.get_or_insert(MONGODB_UID);
+    context.run_as_group.get_or_insert(MONGODB_UID);
+    context.fs_group.get_or_insert(MONGODB_UID);
+    // Re-own the data volume only when its root does not match already (large volumes).
+    context.fs_group_change_policy.get_or_insert_with(|| "OnRootMismatch".to_string());
+    context
+        .seccomp_profile
+        .get_or_insert_with(|| SeccompProfile { type_: "RuntimeDefault".to_string(), localhost_profile: None });
+    context
+}
+
+/// The restricted container security context shared by every container.
+fn container_security_context() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_string()]), add: None }),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        ..SecurityContext::default()
+    }
+}
+
+/// Members of the instance prefer different nodes.
+fn default_anti_affinity(instance: &str) -> Affinity {
+    let mut match_labels = instance_selector(instance);
+    match_labels.insert(NAME_LABEL.to_string(), APP_NAME.to_string());
+    Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
+                weight: 100,
+                pod_affinity_term: PodAffinityTerm {
+                    label_selector: Some(LabelSelector { match_labels: Some(match_labels), match_expressions: None }),
+                    topology_key: HOSTNAME_TOPOLOGY_KEY.to_string(),
+                    ..PodAffinityTerm::default()
+                },
+            }]),
+            required_during_scheduling_ignored_during_execution: None,
+        }),
+        ..Affinity::default()
+    }
+}
+
+/// Ready as soon as mongod accepts connections, whatever its replica-set state:
+/// a member must be reachable through its Service before it can join the set or
+/// vote in an election, and the propagated Services do not publish not-ready
+/// addresses.
+fn readiness_probe() -> Probe {
+    Probe { initial_delay_seconds: Some(5), ..tcp_probe(10, 3) }
+}
+
+/// Restarts mongod only after two minutes without a listening port.
+fn liveness_probe() -> Probe {
+    Probe { initial_delay_seconds: Some(30), ..tcp_probe(20, 6) }
+}
+
+/// Gives mongod 30 minutes to open its port (journal recovery of a large data set).
+fn startup_probe() -> Probe {
+    tcp_probe(10, 180)
+}
+
+fn tcp_probe(period_seconds: i32, failure_threshold: i32) -> Probe {
+    Probe {
+        tcp_socket: Some(TCPSocketAction { port: IntOrString::Int(MONGODB_PORT), host: None }),
+        period_seconds: Some(period_seconds),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(failure_threshold),
+        ..Probe::default()
+    }
+}
+
+fn resource_requirements(setting: &ResourceSetting) -> ResourceRequirements {
+    let non_empty = |quantities: &BTreeMap<String, Quantity>| (!quantities.is_empty()).then(|| quantities.clone());
+    ResourceRequirements { limits: non_empty(&setting.limits), requests: non_empty(&setting.requests), claims: None }
+}
+
+fn secret_env(variable: &str, secret_name: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: variable.to_string(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret_name.to_string(),
+                key: key.to_string(),
+                optional: Some(false),
+            }),
+            ..EnvVarSource::default()
+        }),
+    }
+}
+
+fn container_port(name: &str, port: i32) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.to_string()),
+        container_port: port,
+        protocol: Some("TCP".to_string()),
+        ..ContainerPort::default()
+    }
+}
+
+fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: volume.to_string(),
+        mount_path: path.to_string(),
+        read_only: read_only.then_some(true),
+        ..VolumeMount::default()
+    }
+}

@@ -1,0 +1,22 @@
+//! mongodb-member-operator: keeps one MongoDB replica set alive across the member
+//! clusters of a Karmada federation. One copy runs in every member cluster and
+//! manages that cluster's members only.
+//!
+//! Code is kept in three kinds (see ARCHITECTURE.md):
+//! - pure: [`api`] types, [`hostconf`] parsing, [`validate`], the desired-object
+//!   builders ([`build`]), the replica-set model and planner ([`replset`],
+//!   [`planner`]) and [`status`] computation — no client, no async;
+//! - Kubernetes I/O: the [`controller`] pipeline;
+//! - MongoDB I/O: [`mongo`], the one narrow interface to mongod.
+
+pub mod api;
+pub mod build;
+pub mod controller;
+pub mod crd;
+pub mod hostconf;
+pub mod mongo;
+pub mod planner;
+pub mod replset;
+pub mod status;
+pub mod telemetry;
+pub mod validate;

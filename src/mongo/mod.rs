@@ -1,0 +1,429 @@
+//! MongoDB I/O: the one narrow interface through which the operator talks to
+//! mongod, with the official `mongodb` driver behind it.
+//!
+//! Every call has a timeout. Members are asked directly (`directConnection=true`)
+//! when the question is about one member (is it up, does it have a config, which
+//! set is it in); the replica set is reached through the hostconf seed list
+//! otherwise, so the driver finds the primary. The operator always authenticates
+//! as the root user with SCRAM-SHA-256; credentials never reach logs (the driver
+//! redacts them in `Debug`, and [`RootCredentials`] does too). No call ever sets
+//! `force`.
+
+pub mod config_doc;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mongodb::bson::{doc, Bson, Document};
+use mongodb::options::{AuthMechanism, ClientOptions, Credential, ReadPreference, SelectionCriteria, ServerAddress};
+use mongodb::Client;
+
+use crate::hostconf::MemberAddress;
+use crate::replset::{MemberState, ReplicaSetConfig};
+use config_doc::{config_from_document, integer, initiate_document, reconfig_document};
+
+/// Error codes (see `replica-set-rules.md`).
+pub mod codes {
+    /// Command needs authentication.
+    pub const UNAUTHORIZED: i32 = 13;
+    /// Authentication failed.
+    pub const AUTHENTICATION_FAILED: i32 = 18;
+    /// replSetInitiate on a member that has a config.
+    pub const ALREADY_INITIALIZED: i32 = 23;
+    /// No replica-set config yet.
+    pub const NOT_YET_INITIALIZED: i32 = 94;
+    /// Reconfig validation failed (e.g. another operator changed the config first).
+    pub const NEW_CONFIG_INCOMPATIBLE: i32 = 103;
+    /// An initiate or reconfig is already running.
+    pub const CONFIGURATION_IN_PROGRESS: i32 = 109;
+    /// stepDown found no caught-up electable secondary.
+    pub const EXCEEDED_TIME_LIMIT: i32 = 262;
+    /// The current config is not majority-committed yet.
+    pub const CURRENT_CONFIG_NOT_COMMITTED: i32 = 308;
+    /// Not the primary.
+    pub const NOT_WRITABLE_PRIMARY: i32 = 10107;
+    /// A member answering that it was removed from its set's config.
+    pub const INVALID_REPLICA_SET_CONFIG: i32 = 93;
+    /// The reconfig errors another cluster's concurrent change causes: retried with backoff.
+    pub const RETRYABLE_RECONFIG: [i32; 4] = [NOT_WRITABLE_PRIMARY, NEW_CONFIG_INCOMPATIBLE, CONFIGURATION_IN_PROGRESS, CURRENT_CONFIG_NOT_COMMITTED];
+}
+
+/// Timeout of one call to mongod.
+const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long the driver looks for a suitable server.
+const SERVER_SELECTION_TIMEOUT: Duration = Duration::from_secs(5);
+/// TCP connect timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The root user's name and password. `Debug` never shows the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RootCredentials {
+    /// User name.
+    pub username: String,
+    /// Password.
+    pub password: String,
+}
+
+impl fmt::Debug for RootCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RootCredentials").field("username", &self.username).field("password", &"<redacted>").finish()
+    }
+}
+
+/// What went wrong talking to mongod.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum MongoError {
+    /// mongod answered `{ok: 0}` with a code.
+    #[error("{code_name} ({code}): {message}")]
+    Command {
+        /// Numeric code.
+        code: i32,
+        /// `codeName`.
+        code_name: String,
+        /// `errmsg`.
+        message: String,
+    },
+    /// No answer in time, or no suitable server.
+    #[error("no answer from {0}")]
+    Unreachable(String),
+    /// The answer could not be understood.
+    #[error("unexpected answer: {0}")]
+    Protocol(String),
+}
+
+impl MongoError {
+    /// The server's error code, when it answered with one.
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            MongoError::Command { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    fn from_driver(error: mongodb::error::Error, target: &str) -> Self {
+        match *error.kind {
+            mongodb::error::ErrorKind::Command(ref command) => MongoError::Command {
+                code: command.code,
+                code_name: command.code_name.clone(),
+                message: command.message.clone(),
+            },
+            mongodb::error::ErrorKind::Authentication { .. } => MongoError::Command {
+                code: codes::AUTHENTICATION_FAILED,
+                code_name: "AuthenticationFailed".to_string(),
+                message: format!("authentication to {target} failed"),
+            },
+            mongodb::error::ErrorKind::ServerSelection { .. } | mongodb::error::ErrorKind::Io(_) | mongodb::error::ErrorKind::ConnectionPoolCleared { .. } => {
+                MongoError::Unreachable(target.to_string())
+            }
+            _ => MongoError::Protocol(error.to_string()),
+        }
+    }
+}
+
+/// What one member says about itself when asked directly.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberAnswer {
+    /// Its replica-set config, when it has one (`None`: code 94, never initiated
+    /// or wiped).
+    pub config: Option<ReplicaSetConfig>,
+    /// Its own state, when it is in a config.
+    pub state: Option<MemberState>,
+    /// The set name it reports (`hello.setName`).
+    pub set_name: Option<String>,
+    /// True when it answers that it is not in its own config (REMOVED).
+    pub removed: bool,
+}
+
+/// The replica set as its members report it through the seed list.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SetObservation {
+    /// The current config, as the primary (or, without one, any member) has it.
+    pub config: ReplicaSetConfig,
+    /// The document behind `config`, edited to build the next reconfig.
+    pub config_document: Document,
+    /// The primary, if there is one.
+    pub primary: Option<MemberAddress>,
+    /// `replSetGetStatus` members, by host.
+    pub members: BTreeMap<MemberAddress, ObservedMember>,
+    /// The primary reports the current config majority-committed
+    /// (`commitmentStatus`); false without a primary.
+    pub config_committed: bool,
+}
+
+/// One member of `replSetGetStatus`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObservedMember {
+    /// `_id`.
+    pub id: i64,
+    /// `health == 1`.
+    pub healthy: bool,
+    /// `state`.
+    pub state: MemberState,
+    /// `syncSourceHost`.
+    pub sync_source: String,
+    /// Seconds behind the primary's last applied optime, when both are known.
+    pub lag_secs: Option<i64>,
+    /// `configVersion` the member has installed.
+    pub config_version: Option<i64>,
+}
+
+/// Clients to the members of one replica set, cached across reconcile passes.
+#[derive(Clone, Default)]
+pub struct MongoGateway {
+    clients: Arc<Mutex<BTreeMap<ClientKey, Client>>>,
+}
+
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct ClientKey {
+    hosts: Vec<MemberAddress>,
+    direct: bool,
+    set_name: Option<String>,
+    username: String,
+    password_fingerprint: String,
+}
+
+impl MongoGateway {
+    /// A gateway with no open client.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn client(&self, hosts: &[MemberAddress], direct: bool, set_name: Option<&str>, credentials: &RootCredentials) -> Result<Client, MongoError> {
+        let key = ClientKey {
+            hosts: hosts.to_vec(),
+            direct,
+            set_name: set_name.map(str::to_string),
+            username: credentials.username.clone(),
+            password_fingerprint: crate::build::fingerprint(&credentials.password),
+        };
+        let mut clients = self.clients.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(client) = clients.get(&key) {
+            return Ok(client.clone());
+        }
+        let credential = Credential::builder()
+            .username(credentials.username.clone())
+            .password(credentials.password.clone())
+            .source("admin".to_string())
+            .mechanism(AuthMechanism::ScramSha256)
+            .build();
+        let options = ClientOptions::builder()
+            .hosts(hosts.iter().map(|h| ServerAddress::Tcp { host: h.host.clone(), port: Some(h.port) }).collect::<Vec<_>>())
+            .direct_connection(direct)
+            .repl_set_name(set_name.map(str::to_string))
+            .credential(credential)
+            .app_name("mongodb-member-operator".to_string())
+            .server_selection_timeout(SERVER_SELECTION_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .heartbeat_freq(Duration::from_secs(2))
+            .build();
+        let client = Client::with_options(options).map_err(|e| MongoError::Protocol(e.to_string()))?;
+        clients.insert(key, client.clone());
+        Ok(client)
+    }
+
+    /// Forgets every cached client (after credentials changed, or on shutdown).
+    pub fn forget_all(&self) {
+        self.clients.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
+    }
+
+    async fn run(client: &Client, command: Document, criteria: Option<SelectionCriteria>, target: &str) -> Result<Document, MongoError> {
+        Self::run_on(client, "admin", command, criteria, target).await
+    }
+
+    async fn run_on(client: &Client, database: &str, command: Document, criteria: Option<SelectionCriteria>, target: &str) -> Result<Document, MongoError> {
+        let database = client.database(database);
+        let call = async {
+            match criteria {
+                Some(criteria) => database.run_command(command).selection_criteria(criteria).await,
+                None => database.run_command(command).await,
+            }
+        };
+        with_timeout(call, target).await?.map_err(|e| MongoError::from_driver(e, target))
+    }
+
+    /// Asks one member, directly, for its config and state.
+    pub async fn ask_member(&self, member: &MemberAddress, credentials: &RootCredentials) -> Result<MemberAnswer, MongoError> {
+        let target = member.to_string();
+        let client = self.client(std::slice::from_ref(member), true, None, credentials)?;
+        let hello = Self::run(&client, doc! {"hello": 1}, None, &target).await?;
+        let set_name = hello.get_str("setName").ok().map(str::to_string);
+        match Self::run(&client, doc! {"replSetGetConfig": 1}, None, &target).await {
+            Ok(reply) => {
+                let config_document = reply.get_document("config").map_err(|_| MongoError::Protocol("replSetGetConfig without config".into()))?;
+                let config = config_from_document(config_document).map_err(|e| MongoError::Protocol(e.to_string()))?;
+                let state = Self::run(&client, doc! {"replSetGetStatus": 1}, None, &target)
+                    .await
+                    .ok()
+                    .and_then(|status| integer(status.get("myState")))
+                    .map(|code| MemberState::from_code(code as i32));
+                let removed = state == Some(MemberState::Removed);
+                Ok(MemberAnswer { config: Some(config), state, set_name, removed })
+            }
+            Err(error) if error.code() == Some(codes::NOT_YET_INITIALIZED) => Ok(MemberAnswer { config: None, state: None, set_name, removed: false }),
+            Err(error) if error.code() == Some(codes::INVALID_REPLICA_SET_CONFIG) => {
+                Ok(MemberAnswer { config: None, state: Some(MemberState::Removed), set_name, removed: true })
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Observes the replica set through the seed list: `replSetGetStatus`, and the
+    /// config with its commitment status from the primary (without a primary, the
+    /// config from any member, reported as not committed).
+    pub async fn observe_set(&self, seeds: &[MemberAddress], set_name: &str, credentials: &RootCredentials) -> Result<SetObservation, MongoError> {
+        let target = seed_text(seeds);
+        let client = self.client(seeds, false, Some(set_name), credentials)?;
+        let primary_preferred = SelectionCriteria::ReadPreference(ReadPreference::PrimaryPreferred { options: None });
+        let status = Self::run(&client, doc! {"replSetGetStatus": 1}, Some(primary_preferred.clone()), &target).await?;
+        let (primary, members) = members_from_status(&status);
+        let (reply, config_committed) = match primary {
+            Some(_) => {
+                let on_primary = SelectionCriteria::ReadPreference(ReadPreference::Primary);
+                let reply = Self::run(&client, doc! {"replSetGetConfig": 1, "commitmentStatus": true}, Some(on_primary), &target).await?;
+                let committed = reply.get_bool("commitmentStatus").unwrap_or(false);
+                (reply, committed)
+            }
+            None => (Self::run(&client, doc! {"replSetGetConfig": 1}, Some(primary_preferred), &target).await?, false),
+        };
+        let config_document = reply.get_document("config").map_err(|_| MongoError::Protocol("replSetGetConfig without config".into()))?.clone();
+        let config = config_from_document(&config_document).map_err(|e| MongoError::Protocol(e.to_string()))?;
+        Ok(SetObservation { config, config_document, primary, members, config_committed })
+    }
+
+    /// `replSetInitiate` on `member` (directly) with `config`.
+    pub async fn initiate(&self, member: &MemberAddress, config: &ReplicaSetConfig, credentials: &RootCredentials) -> Result<(), MongoError> {
+        let client = self.client(std::slice::from_ref(member), true, None, credentials)?;
+        Self::run(&client, doc! {"replSetInitiate": initiate_document(config)}, None, &member.to_string()).await.map(drop)
+    }
+
+    /// `replSetReconfig` on the primary with `desired`, built from `current_document`. Never forced.
+    pub async fn reconfig(&self, seeds: &[MemberAddress], set_name: &str, current_document: &Document, desired: &ReplicaSetConfig, credentials: &RootCredentials) -> Result<(), MongoError> {
+        let client = self.client(seeds, false, Some(set_name), credentials)?;
+        let command = doc! {"replSetReconfig": reconfig_document(current_document, desired), "force": false, "maxTimeMS": 10_000i64};
+        Self::run(&client, command, Some(SelectionCriteria::ReadPreference(ReadPreference::Primary)), &seed_text(seeds)).await.map(drop)
+    }
+
+    /// `replSetStepDown` on the primary.
+    pub async fn step_down(&self, seeds: &[MemberAddress], set_name: &str, step_down_secs: i64, catch_up_secs: i64, credentials: &RootCredentials) -> Result<(), MongoError> {
+        let client = self.client(seeds, false, Some(set_name), credentials)?;
+        let command = doc! {"replSetStepDown": step_down_secs, "secondaryCatchUpPeriodSecs": catch_up_secs};
+        Self::run(&client, command, Some(SelectionCriteria::ReadPreference(ReadPreference::Primary)), &seed_text(seeds)).await.map(drop)
+    }
+
+    /// Creates `user` on the primary with `roles` (on `admin` unless given), or updates
+    /// its password and roles when it exists. Idempotent.
+    pub async fn ensure_user(&self, seeds: &[MemberAddress], set_name: &str, user: &UserSpec, credentials: &RootCredentials) -> Result<(), MongoError> {
+        let client = self.client(seeds, false, Some(set_name), credentials)?;
+        let primary = || Some(SelectionCriteria::ReadPreference(ReadPreference::Primary));
+        let target = seed_text(seeds);
+        let roles: Vec<Bson> = user.roles.iter().map(|(role, database)| Bson::Document(doc! {"role": role, "db": database})).collect();
+        let existing = Self::run_on(&client, &user.database, doc! {"usersInfo": &user.name}, primary(), &target).await?;
+        let exists = existing.get_array("users").map(|users| !users.is_empty()).unwrap_or(false);
+        let command = if exists {
+            doc! {"updateUser": &user.name, "pwd": &user.password, "roles": roles}
+        } else {
+            doc! {"createUser": &user.name, "pwd": &user.password, "roles": roles}
+        };
+        Self::run_on(&client, &user.database, command, primary(), &target).await.map(drop)
+    }
+}
+
+/// A user the operator keeps (clusterAdmin, clusterMonitor, the application user).
+#[derive(Clone, PartialEq)]
+pub struct UserSpec {
+    /// Database the user is defined in.
+    pub database: String,
+    /// User name.
+    pub name: String,
+    /// Password.
+    pub password: String,
+    /// `(role, database)` pairs.
+    pub roles: Vec<(String, String)>,
+}
+
+impl fmt::Debug for UserSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UserSpec").field("database", &self.database).field("name", &self.name).field("roles", &self.roles).finish_non_exhaustive()
+    }
+}
+
+async fn with_timeout<T>(call: impl Future<Output = T>, target: &str) -> Result<T, MongoError> {
+    tokio::time::timeout(CALL_TIMEOUT, call).await.map_err(|_| MongoError::Unreachable(target.to_string()))
+}
+
+fn seed_text(seeds: &[MemberAddress]) -> String {
+    seeds.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// The primary and members of a `replSetGetStatus` reply.
+fn members_from_status(status: &Document) -> (Option<MemberAddress>, BTreeMap<MemberAddress, ObservedMember>) {
+    let entries: Vec<&Document> = status.get_array("members").map(|m| m.iter().filter_map(Bson::as_document).collect()).unwrap_or_default();
+    let optime_secs = |member: &Document| member.get_datetime("optimeDate").ok().map(|d| d.timestamp_millis() / 1000);
+    let primary_optime = entries.iter().find(|m| integer(m.get("state")) == Some(1)).and_then(|m| optime_secs(m));
+    let mut primary = None;
+    let mut members = BTreeMap::new();
+    for entry in entries {
+        let Some(host) = entry.get_str("name").ok().and_then(|name| MemberAddress::parse(name).ok()) else { continue };
+        let state = MemberState::from_code(integer(entry.get("state")).unwrap_or(6) as i32);
+        if state == MemberState::Primary {
+            primary = Some(host.clone());
+        }
+        let lag_secs = match (primary_optime, optime_secs(entry), state) {
+            (_, _, MemberState::Arbiter) => None,
+            (Some(primary), Some(own), _) => Some((primary - own).max(0)),
+            _ => None,
+        };
+        members.insert(
+            host,
+            ObservedMember {
+                id: integer(entry.get("_id")).unwrap_or(-1),
+                healthy: entry.get("health").and_then(|h| h.as_f64().or_else(|| integer(Some(h)).map(|v| v as f64))) == Some(1.0),
+                state,
+                sync_source: entry.get_str("syncSourceHost").unwrap_or_default().to_string(),
+                lag_secs,
+                config_version: integer(entry.get("configVersion")),
+            },
+        );
+    }
+    (primary, members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mongodb::bson::DateTime;
+
+    #[test]
+    fn status_members_give_primary_health_and_lag() {
+        let status = doc! {
+            "set": "replset-0", "myState": 1, "ok": 1.0,
+            "members": [
+                {"_id": 0, "name": "127.0.10.1:30001", "health": 1.0, "state": 1, "stateStr": "PRIMARY",
+                 "optimeDate": DateTime::from_millis(100_000), "configVersion": 4},
+                {"_id": 1, "name": "127.0.11.1:30001", "health": 1.0, "state": 2, "stateStr": "SECONDARY",
+                 "optimeDate": DateTime::from_millis(97_000), "syncSourceHost": "127.0.10.1:30001", "configVersion": 4},
+                {"_id": 2, "name": "127.0.12.1:30001", "health": 0.0, "state": 8, "stateStr": "(not reachable/healthy)"},
+            ]
+        };
+        let (primary, members) = members_from_status(&status);
+        assert_eq!(primary.unwrap().to_string(), "127.0.10.1:30001");
+        let secondary = &members[&MemberAddress::parse("127.0.11.1:30001").unwrap()];
+        assert_eq!(secondary.lag_secs, Some(3));
+        assert!(secondary.healthy);
+        assert_eq!(secondary.config_version, Some(4));
+        let down = &members[&MemberAddress::parse("127.0.12.1:30001").unwrap()];
+        assert!(!down.healthy);
+        assert_eq!(down.state, MemberState::Down);
+    }
+
+    #[test]
+    fn credentials_never_show_in_debug_output() {
+        let credentials = RootCredentials { username: "root".into(), password: "s3cr3t-value".into() };
+        assert!(!format!("{credentials:?}").contains("s3cr3t-value"));
+        let user = UserSpec { database: "admin".into(), name: "u".into(), password: "s3cr3t-value".into(), roles: vec![] };
+        assert!(!format!("{user:?}").contains("s3cr3t-value"));
+    }
+}

@@ -1,0 +1,964 @@
+//! The replica-set planner: from facts observed in this cluster and through the
+//! replica set, the **one** next step towards the desired membership.
+//!
+//! Pure: no client, no async, no clock. The controller gathers a [`PlanInput`]
+//! (Kubernetes objects, hostconf, what each member answered, the config read
+//! from the primary), calls [`plan`], executes the returned [`Step`] and plans
+//! again on its next pass. Every step is computed from the live config, so a
+//! crash between two steps is harmless (invariant 9).
+//!
+//! The rules (`shared/design/contract.md`, *Who changes the replica-set config*,
+//! and the *Safety invariants* of `shared/design/replica-set-rules.md`):
+//!
+//! - Only this cluster's members (host = this cluster's VIP) are added, promoted
+//!   or removed; other clusters' members are only counted.
+//! - **Initiate** only in the `rsInit` cluster, only when no replica-set id is
+//!   recorded, no member that answered has a config, every desired local member
+//!   answers, and a majority of hostconf's data members answered.
+//! - Every **reconfig** starts from the observed config, raises its version by
+//!   one, makes at most one voting change, passes
+//!   [`reconfig_problems`](crate::replset::reconfig_problems), and is planned only
+//!   with a primary, a majority-committed config and no `newlyAdded` member. The
+//!   step cannot express `force`.
+//! - Order of work: delete the StatefulSets of members already out of the config,
+//!   then remove unwanted members (highest index first, the arbiter last; step a
+//!   primary down first), then add wanted members (index order, the arbiter
+//!   last), then promote non-voters, then bring `settings` in line.
+//! - A membership change that would leave fewer healthy voters than a majority
+//!   of the resulting config's voters is refused (removal) or waited on
+//!   (addition, promotion).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::api::{PvcPolicy, ReplicaSetSettings};
+use crate::hostconf::{HostConf, HostConfMember, MemberAddress};
+use crate::replset::{
+    reconfig_problems, ConfigMember, ConfigProblem, ConfigSettings, MemberState,
+    ReplicaSetConfig, MAX_MEMBERS, MAX_VOTERS,
+};
+
+#[cfg(test)]
+mod properties;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod world;
+
+/// `stepDownSecs` sent with `replSetStepDown`: how long the old primary stays
+/// unelectable.
+pub const STEP_DOWN_SECS: u32 = 60;
+/// `secondaryCatchUpPeriodSecs` sent with `replSetStepDown`.
+pub const SECONDARY_CATCH_UP_PERIOD_SECS: u32 = 10;
+
+/// Which member of this cluster a Service/StatefulSet pair is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MemberSlot {
+    /// Data-bearing member `<name>-mongodb-<index>`.
+    Data(u32),
+    /// The arbiter `<name>-mongodb-arbiter`.
+    Arbiter,
+}
+
+impl fmt::Display for MemberSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemberSlot::Data(index) => write!(f, "member {index}"),
+            MemberSlot::Arbiter => f.write_str("the arbiter"),
+        }
+    }
+}
+
+/// Everything the planner looks at.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanInput {
+    /// This cluster's VIP: the host part of every local member's address.
+    pub local_vip: String,
+    /// The replica-set name (`--replSet`).
+    pub set_name: String,
+    /// `spec.members`: how many data members this cluster hosts (indices
+    /// `0..desired_members`).
+    pub desired_members: u32,
+    /// `spec.arbiter`: whether this cluster hosts the arbiter.
+    pub arbiter_wanted: bool,
+    /// `spec.rsInit`: whether this cluster may initiate the set.
+    pub rs_init: bool,
+    /// The replica-set settings the spec asks for.
+    pub settings: ReplicaSetSettings,
+    /// What happens to the PVC of a member that left the set.
+    pub pvc_policy: PvcPolicy,
+    /// The `replicaSetId` recorded in status. Once recorded the set exists and is
+    /// never initiated again.
+    pub known_replica_set_id: Option<String>,
+    /// Every member of the whole set, as the control plane lists it.
+    pub hostconf: HostConf,
+    /// One entry per local slot that is wanted, still has a StatefulSet, or is
+    /// still in the config.
+    pub local_members: Vec<LocalMemberFacts>,
+    /// What members of other clusters answered when asked directly (used for
+    /// initiate only). A member absent from the map did not answer.
+    pub remote_probes: BTreeMap<MemberAddress, MemberProbe>,
+    /// The replica set as seen through hostconf's seed list.
+    pub observed: Observed,
+}
+
+/// What is known about one local member.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocalMemberFacts {
+    /// Which member.
+    pub slot: MemberSlot,
+    /// `VIP:nodePort`, from its Service, or as recorded on its StatefulSet once
+    /// the Service is gone; `None` when neither tells.
+    pub address: Option<MemberAddress>,
+    /// Whether its StatefulSet exists.
+    pub stateful_set_exists: bool,
+    /// Whether its pod is running.
+    pub pod_running: bool,
+    /// What it answered when asked directly at its address (`None`: no answer).
+    pub probe: Option<MemberProbe>,
+}
+
+/// What a member answered when asked directly about its replica-set state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberProbe {
+    /// Whether it holds a replica-set config (a REMOVED member does; code 94
+    /// NotYetInitialized means it does not).
+    pub has_config: bool,
+    /// The `replicaSetId` of the config it holds, when it could tell.
+    pub replica_set_id: Option<String>,
+    /// The replica-set name it runs with, when it could tell.
+    pub set_name: Option<String>,
+    /// Its own replication state, when it could tell.
+    pub state: Option<MemberState>,
+}
+
+/// The replica set as observed through the seed list.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Observed {
+    /// No member answered with a config. Whether a config exists anywhere is
+    /// decided from the probes, never assumed from this.
+    Unreachable,
+    /// A member answered with the set's status and config.
+    Configured(ObservedSet),
+}
+
+/// The replica set's config and status.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObservedSet {
+    /// The current config, read from the primary when there is one (with
+    /// `newlyAdded` flags included).
+    pub config: ReplicaSetConfig,
+    /// The current primary.
+    pub primary: Option<MemberAddress>,
+    /// `replSetGetStatus` per member.
+    pub member_health: BTreeMap<MemberAddress, MemberHealth>,
+    /// Whether the primary reports the current config majority-committed. Must
+    /// be `false` when there is no primary to ask.
+    pub config_committed: bool,
+    /// A member this controller asked to step down and that may still be
+    /// handing over (kept by the controller for about `stepDownSecs`).
+    pub stepped_down_recently: Option<MemberAddress>,
+}
+
+/// `replSetGetStatus` for one member.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberHealth {
+    /// `state`.
+    pub state: MemberState,
+    /// `health == 1`: the member answers heartbeats.
+    pub healthy: bool,
+    /// Replication lag behind the primary, when known (reported, not planned on:
+    /// `replSetStepDown` itself waits for a caught-up secondary).
+    pub lag_secs: Option<i64>,
+}
+
+/// The one thing to do next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// `replSetInitiate` with this config, on a local member listed in it.
+    Initiate { config: ReplicaSetConfig },
+    /// `replSetReconfig` (never `force`: the step has no way to say it) with this
+    /// full config, whose version is the observed one + 1.
+    Reconfig {
+        config: ReplicaSetConfig,
+        change: Change,
+    },
+    /// `replSetStepDown` on the primary.
+    StepDown {
+        primary: MemberAddress,
+        step_down_secs: u32,
+        secondary_catch_up_period_secs: u32,
+    },
+    /// Delete the StatefulSet of a member that is out of the config; delete its
+    /// PVC as well when `delete_pvc`.
+    DeleteStatefulSet { slot: MemberSlot, delete_pvc: bool },
+    /// Nothing can safely be done now; plan again later.
+    Wait { reason: WaitReason },
+    /// The desired change is unsafe or impossible without a human.
+    Refuse { reason: Refusal },
+    /// The replica set matches what this cluster wants.
+    InSync,
+}
+
+/// What a reconfig changes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    AddMember { host: MemberAddress },
+    PromoteMember { host: MemberAddress },
+    RemoveMember { host: MemberAddress },
+    UpdateSettings,
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Change::AddMember { host } => write!(f, "add {host}"),
+            Change::PromoteMember { host } => write!(f, "give {host} a vote"),
+            Change::RemoveMember { host } => write!(f, "remove {host}"),
+            Change::UpdateSettings => f.write_str("update the replica-set settings"),
+        }
+    }
+}
+
+impl Step {
+    /// A bounded PascalCase name (Event reason, metric label).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Step::Initiate { .. } => "Initiate",
+            Step::Reconfig { change, .. } => match change {
+                Change::AddMember { .. } => "AddMember",
+                Change::PromoteMember { .. } => "PromoteMember",
+                Change::RemoveMember { .. } => "RemoveMember",
+                Change::UpdateSettings => "UpdateSettings",
+            },
+            Step::StepDown { .. } => "StepDown",
+            Step::DeleteStatefulSet { .. } => "DeleteStatefulSet",
+            Step::Wait { reason } => reason.reason(),
+            Step::Refuse { reason } => reason.reason(),
+            Step::InSync => "InSync",
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Initiate { config } => write!(
+                f,
+                "initiate replica set {} with {} members",
+                config.set_name,
+                config.members.len()
+            ),
+            Step::Reconfig { config, change } => {
+                write!(f, "{change} (config version {})", config.version)
+            }
+            Step::StepDown { primary, .. } => write!(f, "step primary {primary} down"),
+            Step::DeleteStatefulSet { slot, delete_pvc } => write!(
+                f,
+                "delete the StatefulSet of {slot}{}",
+                if *delete_pvc {
+                    " and its PVC"
+                } else {
+                    ", keeping its PVC"
+                }
+            ),
+            Step::Wait { reason } => write!(f, "waiting: {reason}"),
+            Step::Refuse { reason } => write!(f, "refused: {reason}"),
+            Step::InSync => f.write_str("the replica set is in sync"),
+        }
+    }
+}
+
+/// Why the planner waits.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum WaitReason {
+    #[error("the replica set has no primary")]
+    NoPrimary,
+    #[error("the current config is not yet committed by a majority")]
+    ConfigNotCommitted,
+    #[error("newly added member {host} is still syncing")]
+    NewlyAddedMemberSyncing { host: MemberAddress },
+    #[error("the pod of {slot} is not running")]
+    PodNotRunning { slot: MemberSlot },
+    #[error("the address of {slot} is not known yet (no Service nodePort)")]
+    MemberAddressUnknown { slot: MemberSlot },
+    #[error("{slot} does not answer at {host}")]
+    MemberNotAnswering { slot: MemberSlot, host: MemberAddress },
+    #[error("{host} holds a replica-set config but did not tell its replicaSetId")]
+    MemberIdentityUnknown { host: MemberAddress },
+    #[error("waiting for a new primary after {old_primary} stepped down")]
+    WaitingForNewPrimary { old_primary: MemberAddress },
+    #[error("no healthy electable secondary can take over from primary {primary}")]
+    NoElectableSecondary { primary: MemberAddress },
+    #[error("only {healthy} healthy voters, {needed} needed for a majority after the change")]
+    NotEnoughHealthyVoters { healthy: usize, needed: usize },
+    #[error("replica set {replica_set_id} exists but no member answered")]
+    ReplicaSetUnreachable { replica_set_id: String },
+    #[error("{host} already has a replica-set config, but the set could not be read")]
+    ExistingConfigUnreadable { host: MemberAddress },
+    #[error("waiting for the rsInit cluster to initiate the replica set")]
+    AwaitingInitiate,
+    #[error("{answered} of hostconf's data members answered, {needed} needed to initiate")]
+    TooFewMembersAnswering { answered: usize, needed: usize },
+}
+
+impl WaitReason {
+    /// A bounded PascalCase name (Event and condition reason).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            WaitReason::NoPrimary => "NoPrimary",
+            WaitReason::ConfigNotCommitted => "ConfigNotCommitted",
+            WaitReason::NewlyAddedMemberSyncing { .. } => "NewlyAddedMemberSyncing",
+            WaitReason::PodNotRunning { .. } => "PodNotRunning",
+            WaitReason::MemberAddressUnknown { .. } => "MemberAddressUnknown",
+            WaitReason::MemberNotAnswering { .. } => "MemberNotAnswering",
+            WaitReason::MemberIdentityUnknown { .. } => "MemberIdentityUnknown",
+            WaitReason::WaitingForNewPrimary { .. } => "WaitingForNewPrimary",
+            WaitReason::NoElectableSecondary { .. } => "NoElectableSecondary",
+            WaitReason::NotEnoughHealthyVoters { .. } => "NotEnoughHealthyVoters",
+            WaitReason::ReplicaSetUnreachable { .. } => "ReplicaSetUnreachable",
+            WaitReason::ExistingConfigUnreadable { .. } => "ExistingConfigUnreadable",
+            WaitReason::AwaitingInitiate => "AwaitingInitiate",
+            WaitReason::TooFewMembersAnswering { .. } => "TooFewMembersAnswering",
+        }
+    }
+}
+
+/// Why the planner refuses; each needs a human (or a spec change).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Refusal {
+    #[error(
+        "removing {host} would leave {healthy} healthy voters, fewer than the \
+         {needed} a majority needs"
+    )]
+    WouldBreakVotingMajority {
+        host: MemberAddress,
+        healthy: usize,
+        needed: usize,
+    },
+    #[error(
+        "{host} holds data of replica set {member_replica_set_id}, not of \
+         {replica_set_id}; it is not added"
+    )]
+    MemberHoldsAnotherReplicaSet {
+        host: MemberAddress,
+        member_replica_set_id: String,
+        replica_set_id: String,
+    },
+    #[error("{host} runs replica set {member_set_name}, not {set_name}")]
+    MemberSetNameMismatch {
+        host: MemberAddress,
+        member_set_name: String,
+        set_name: String,
+    },
+    #[error("the replica set found is named {observed}, not {desired}")]
+    SetNameMismatch { observed: String, desired: String },
+    #[error("the replica set found has replicaSetId {observed}, but status recorded {recorded}")]
+    ReplicaSetIdMismatch { observed: String, recorded: String },
+    #[error("the resulting config would be invalid: {}", join(problems))]
+    InvalidConfig { problems: Vec<ConfigProblem> },
+    #[error("the replica set already has {MAX_MEMBERS} members; {host} cannot join")]
+    TooManyMembers { host: MemberAddress },
+    #[error("the replica set already has {MAX_VOTERS} voters; arbiter {host} needs a vote")]
+    NoVoteForArbiter { host: MemberAddress },
+    #[error("this cluster wants no member, so it has nothing to initiate")]
+    NothingToInitiate,
+    #[error(
+        "{host} is in the config with this cluster's VIP, but no Service or \
+         StatefulSet of this instance has that address"
+    )]
+    UnaccountedLocalMember { host: MemberAddress },
+    #[error(
+        "the StatefulSet of {slot} is no longer wanted but its address is unknown, \
+         so it cannot be shown to be out of the config"
+    )]
+    StatefulSetAddressUnknown { slot: MemberSlot },
+}
+
+impl Refusal {
+    /// A bounded PascalCase name (Event and condition reason).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Refusal::WouldBreakVotingMajority { .. } => "WouldBreakVotingMajority",
+            Refusal::MemberHoldsAnotherReplicaSet { .. } => "MemberHoldsAnotherReplicaSet",
+            Refusal::MemberSetNameMismatch { .. } => "MemberSetNameMismatch",
+            Refusal::SetNameMismatch { .. } => "SetNameMismatch",
+            Refusal::ReplicaSetIdMismatch { .. } => "ReplicaSetIdMismatch",
+            Refusal::InvalidConfig { .. } => "InvalidConfig",
+            Refusal::TooManyMembers { .. } => "TooManyMembers",
+            Refusal::NoVoteForArbiter { .. } => "NoVoteForArbiter",
+            Refusal::NothingToInitiate => "NothingToInitiate",
+            Refusal::UnaccountedLocalMember { .. } => "UnaccountedLocalMember",
+            Refusal::StatefulSetAddressUnknown { .. } => "StatefulSetAddressUnknown",
+        }
+    }
+}
+
+fn join(problems: &[ConfigProblem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The one next step for this cluster.
+pub fn plan(input: &PlanInput) -> Step {
+    let step = match &input.observed {
+        Observed::Unreachable => plan_initiate(input),
+        Observed::Configured(set) => plan_membership(input, set),
+    };
+    match step {
+        Ok(step) | Err(step) => step,
+    }
+}
+
+/// `Err` carries a step that ends planning early (a wait or a refusal found
+/// on the way); `Ok` is the planned step.
+type Planned = Result<Step, Step>;
+
+fn wait(reason: WaitReason) -> Step {
+    Step::Wait { reason }
+}
+
+fn refuse(reason: Refusal) -> Step {
+    Step::Refuse { reason }
+}
+
+impl PlanInput {
+    fn is_wanted(&self, slot: MemberSlot) -> bool {
+        match slot {
+            MemberSlot::Data(index) => index < self.desired_members,
+            MemberSlot::Arbiter => self.arbiter_wanted,
+        }
+    }
+
+    /// Wanted slots in addition order: data members by index, then the arbiter.
+    fn wanted_slots(&self) -> Vec<MemberSlot> {
+        let mut slots: Vec<MemberSlot> = (0..self.desired_members).map(MemberSlot::Data).collect();
+        if self.arbiter_wanted {
+            slots.push(MemberSlot::Arbiter);
+        }
+        slots
+    }
+
+    /// The facts of a slot (the first entry, should the controller send two).
+    fn facts(&self, slot: MemberSlot) -> Option<&LocalMemberFacts> {
+        self.local_members.iter().find(|m| m.slot == slot)
+    }
+
+    fn is_local(&self, host: &MemberAddress) -> bool {
+        let vip = self
+            .local_vip
+            .strip_prefix('[')
+            .and_then(|v| v.strip_suffix(']'))
+            .unwrap_or(&self.local_vip);
+        host.host == vip
+    }
+
+    fn hint(&self, host: &MemberAddress) -> Option<&HostConfMember> {
+        self.hostconf.members.iter().find(|m| &m.address == host)
+    }
+}
+
+impl LocalMemberFacts {
+    /// The member's answer, only when its address is known (it was asked there).
+    fn answer(&self) -> Option<(&MemberAddress, &MemberProbe)> {
+        self.address.as_ref().zip(self.probe.as_ref())
+    }
+}
+
+// ---------------------------------------------------------------- initiate
+
+fn plan_initiate(input: &PlanInput) -> Planned {
+    if let Some(id) = &input.known_replica_set_id {
+        return Err(wait(WaitReason::ReplicaSetUnreachable {
+            replica_set_id: id.clone(),
+        }));
+    }
+    for (host, probe) in input.local_members.iter().filter_map(|m| m.answer()) {
+        check_set_name(input, host, probe)?;
+    }
+    let local_answers = input.local_members.iter().filter_map(|m| m.answer());
+    let remote_answers = input.remote_probes.iter();
+    if let Some((host, _)) = local_answers
+        .chain(remote_answers)
+        .find(|(_, probe)| probe.has_config)
+    {
+        return Err(wait(WaitReason::ExistingConfigUnreadable { host: host.clone() }));
+    }
+    if !input.rs_init {
+        return Err(wait(WaitReason::AwaitingInitiate));
+    }
+
+    let mut local = Vec::new();
+    for slot in input.wanted_slots() {
+        let (address, _) = ready_to_join(input, slot)?;
+        local.push((address.clone(), slot == MemberSlot::Arbiter));
+    }
+    if local.is_empty() {
+        return Err(refuse(Refusal::NothingToInitiate));
+    }
+    local.sort();
+
+    let data_members: Vec<&MemberAddress> =
+        input.hostconf.data_members().map(|m| &m.address).collect();
+    let answered_locally = |host: &MemberAddress| local.iter().any(|(a, _)| a == host);
+    let answered = data_members
+        .iter()
+        .filter(|&&host| answered_locally(host) || input.remote_probes.contains_key(host))
+        .count();
+    let needed = data_members.len() / 2 + 1;
+    if answered < needed {
+        return Err(wait(WaitReason::TooFewMembersAnswering { answered, needed }));
+    }
+
+    let mut remote: Vec<(MemberAddress, bool)> = input
+        .hostconf
+        .members
+        .iter()
+        .filter(|m| !input.is_local(&m.address) && !answered_locally(&m.address))
+        .filter(|m| {
+            input.remote_probes.get(&m.address).is_some_and(|p| {
+                !p.has_config && p.set_name.as_ref().is_none_or(|n| n == &input.set_name)
+            })
+        })
+        .map(|m| (m.address.clone(), m.arbiter))
+        .collect();
+    remote.sort();
+    let listed: Vec<(MemberAddress, bool)> = local.into_iter().chain(remote).collect();
+
+    // Arbiters claim their vote first: they cannot exist without one.
+    let mut voters = listed.iter().filter(|(_, arbiter)| *arbiter).count();
+    let mut members = Vec::with_capacity(listed.len());
+    for (id, (host, arbiter)) in (0..).zip(listed) {
+        let member = new_member(input, id, host, arbiter, voters);
+        if !arbiter && member.is_voter() {
+            voters += 1;
+        }
+        members.push(member);
+    }
+    let config = ReplicaSetConfig {
+        set_name: input.set_name.clone(),
+        version: 1,
+        term: None,
+        members,
+        settings: ConfigSettings::from_desired(&input.settings, None),
+    };
+    let problems = config.validate();
+    if !problems.is_empty() {
+        return Err(refuse(Refusal::InvalidConfig { problems }));
+    }
+    Ok(Step::Initiate { config })
+}
+
+/// A member as it joins: a vote while fewer than seven members vote and
+/// hostconf does not pin it to 0; priority from hostconf or 1 for a visible
+/// voter, else 0. An arbiter always votes with priority 0.
+fn new_member(
+    input: &PlanInput,
+    id: i64,
+    host: MemberAddress,
+    arbiter: bool,
+    voters_before: usize,
+) -> ConfigMember {
+    let hint = input.hint(&host);
+    if arbiter {
+        return ConfigMember {
+            id,
+            host,
+            arbiter_only: true,
+            votes: 1,
+            priority: 0.0,
+            hidden: false,
+            tags: BTreeMap::new(),
+            newly_added: false,
+        };
+    }
+    let hidden = hint.is_some_and(|h| h.hidden);
+    let votes = u8::from(hint.and_then(|h| h.votes) != Some(0) && voters_before < MAX_VOTERS);
+    ConfigMember {
+        id,
+        host,
+        arbiter_only: false,
+        votes,
+        priority: voter_priority(votes, hidden, hint),
+        hidden,
+        tags: hint.map(|h| h.tags.clone()).unwrap_or_default(),
+        newly_added: false,
+    }
+}
+
+fn voter_priority(votes: u8, hidden: bool, hint: Option<&HostConfMember>) -> f64 {
+    if votes == 0 || hidden {
+        0.0
+    } else {
+        hint.and_then(|h| h.priority).unwrap_or(1.0)
+    }
+}
+
+/// A wanted local member that runs and answers at its address.
+fn ready_to_join(input: &PlanInput, slot: MemberSlot) -> Result<(&MemberAddress, &MemberProbe), Step> {
+    let facts = input
+        .facts(slot)
+        .ok_or(wait(WaitReason::PodNotRunning { slot }))?;
+    let address = facts
+        .address
+        .as_ref()
+        .ok_or(wait(WaitReason::MemberAddressUnknown { slot }))?;
+    if !facts.stateful_set_exists || !facts.pod_running {
+        return Err(wait(WaitReason::PodNotRunning { slot }));
+    }
+    let probe = facts.probe.as_ref().ok_or_else(|| {
+        wait(WaitReason::MemberNotAnswering {
+            slot,
+            host: address.clone(),
+        })
+    })?;
+    Ok((address, probe))
+}
+
+fn check_set_name(input: &PlanInput, host: &MemberAddress, probe: &MemberProbe) -> Result<(), Step> {
+    match &probe.set_name {
+        Some(name) if name != &input.set_name => Err(refuse(Refusal::MemberSetNameMismatch {
+            host: host.clone(),
+            member_set_name: name.clone(),
+            set_name: input.set_name.clone(),
+        })),
+        _ => Ok(()),
+    }
+}
+
+// ------------------------------------------------------ an existing replica set
+
+fn plan_membership(input: &PlanInput, set: &ObservedSet) -> Planned {
+    let config = &set.config;
+    if config.set_name != input.set_name {
+        return Err(refuse(Refusal::SetNameMismatch {
+            observed: config.set_name.clone(),
+            desired: input.set_name.clone(),
+        }));
+    }
+    if let (Some(observed), Some(recorded)) =
+        (&config.settings.replica_set_id, &input.known_replica_set_id)
+    {
+        if observed != recorded {
+            return Err(refuse(Refusal::ReplicaSetIdMismatch {
+                observed: observed.clone(),
+                recorded: recorded.clone(),
+            }));
+        }
+    }
+    delete_departed(input, set)?;
+    remove_unwanted(input, set)?;
+    add_wanted(input, set)?;
+    promote_non_voters(input, set)?;
+    update_settings(input, set)?;
+    report_leftovers(input, set)?;
+    Ok(Step::InSync)
+}
+
+/// Deletes the StatefulSet of an unwanted member once a committed config shows
+/// it out of the set.
+fn delete_departed(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
+    let departed = input.local_members.iter().find(|m| {
+        !input.is_wanted(m.slot)
+            && m.stateful_set_exists
+            && m.address.as_ref().is_some_and(|a| !set.config.contains(a))
+    });
+    let Some(departed) = departed else {
+        return Ok(());
+    };
+    if !set.config_committed {
+        return Err(wait(WaitReason::ConfigNotCommitted));
+    }
+    Err(Step::DeleteStatefulSet {
+        slot: departed.slot,
+        delete_pvc: input.pvc_policy == PvcPolicy::Delete,
+    })
+}
+
+/// What must hold before any reconfig: a primary, a committed config, and no
+/// member still flagged `newlyAdded`.
+fn check_reconfig_allowed(set: &ObservedSet) -> Result<&MemberAddress, Step> {
+    let primary = set.primary.as_ref().ok_or(wait(WaitReason::NoPrimary))?;
+    if !set.config_committed {
+        return Err(wait(WaitReason::ConfigNotCommitted));
+    }
+    if let Some(m) = set.config.members.iter().find(|m| m.newly_added) {
+        return Err(wait(WaitReason::NewlyAddedMemberSyncing {
+            host: m.host.clone(),
+        }));
+    }
+    Ok(primary)
+}
+
+/// Removes the unwanted member with the highest index (the arbiter last),
+/// stepping it down first when it is the primary.
+fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
+    let mut unwanted: Vec<(MemberSlot, &MemberAddress)> = input
+        .local_members
+        .iter()
+        .filter(|m| !input.is_wanted(m.slot))
+        .filter_map(|m| m.address.as_ref().map(|a| (m.slot, a)))
+        .filter(|(_, a)| set.config.contains(a))
+        .collect();
+    unwanted.sort_by_key(|(slot, _)| match slot {
+        MemberSlot::Data(index) => (false, std::cmp::Reverse(*index)),
+        MemberSlot::Arbiter => (true, std::cmp::Reverse(0)),
+    });
+    let Some(&(_, host)) = unwanted.first() else {
+        return Ok(());
+    };
+
+    if set.stepped_down_recently.as_ref() == Some(host)
+        && set.primary.as_ref().is_none_or(|p| p == host)
+    {
+        return Err(wait(WaitReason::WaitingForNewPrimary {
+            old_primary: host.clone(),
+        }));
+    }
+    let primary = check_reconfig_allowed(set)?;
+    if primary == host {
+        let successor = set.config.members.iter().any(|m| {
+            &m.host != host
+                && m.is_electable()
+                && !m.newly_added
+                && set
+                    .member_health
+                    .get(&m.host)
+                    .is_some_and(|h| h.healthy && h.state == MemberState::Secondary)
+        });
+        if !successor {
+            return Err(wait(WaitReason::NoElectableSecondary {
+                primary: host.clone(),
+            }));
+        }
+        return Err(Step::StepDown {
+            primary: host.clone(),
+            step_down_secs: STEP_DOWN_SECS,
+            secondary_catch_up_period_secs: SECONDARY_CATCH_UP_PERIOD_SECS,
+        });
+    }
+
+    let mut config = next_version(&set.config);
+    config.members.retain(|m| &m.host != host);
+    let (healthy, needed) = healthy_voters_after(&config, set, None);
+    if healthy < needed {
+        return Err(refuse(Refusal::WouldBreakVotingMajority {
+            host: host.clone(),
+            healthy,
+            needed,
+        }));
+    }
+    Err(checked_reconfig(
+        &set.config,
+        config,
+        Change::RemoveMember { host: host.clone() },
+    ))
+}
+
+/// Adds the first wanted member (index order, the arbiter last) that is not in
+/// the config yet, once it runs and answers as a member that may join.
+fn add_wanted(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
+    let set_id = set
+        .config
+        .settings
+        .replica_set_id
+        .as_ref()
+        .or(input.known_replica_set_id.as_ref());
+    for slot in input.wanted_slots() {
+        let address = input
+            .facts(slot)
+            .and_then(|f| f.address.as_ref())
+            .ok_or(wait(WaitReason::MemberAddressUnknown { slot }))?;
+        if set.config.contains(address) {
+            continue;
+        }
+        let (host, probe) = ready_to_join(input, slot)?;
+        check_set_name(input, host, probe)?;
+        check_same_replica_set(host, probe, set_id)?;
+        check_reconfig_allowed(set)?;
+        if set.config.members.len() >= MAX_MEMBERS {
+            return Err(refuse(Refusal::TooManyMembers { host: host.clone() }));
+        }
+        let arbiter = slot == MemberSlot::Arbiter;
+        let voters = set.config.voting_member_count();
+        if arbiter && voters >= MAX_VOTERS {
+            return Err(refuse(Refusal::NoVoteForArbiter { host: host.clone() }));
+        }
+        let mut config = next_version(&set.config);
+        let member = new_member(
+            input,
+            set.config.smallest_unused_id(),
+            host.clone(),
+            arbiter,
+            voters,
+        );
+        config.members.push(member);
+        check_healthy_majority(&config, set, host)?;
+        return Err(checked_reconfig(
+            &set.config,
+            config,
+            Change::AddMember { host: host.clone() },
+        ));
+    }
+    Ok(())
+}
+
+/// A member that holds a config may join only with this set's `replicaSetId`
+/// (invariant 11); one that holds none joins and re-syncs.
+fn check_same_replica_set(
+    host: &MemberAddress,
+    probe: &MemberProbe,
+    set_id: Option<&String>,
+) -> Result<(), Step> {
+    match (&probe.replica_set_id, set_id) {
+        (Some(member_id), Some(set_id)) if member_id != set_id => {
+            Err(refuse(Refusal::MemberHoldsAnotherReplicaSet {
+                host: host.clone(),
+                member_replica_set_id: member_id.clone(),
+                replica_set_id: set_id.clone(),
+            }))
+        }
+        (Some(_), Some(_)) => Ok(()),
+        _ if probe.has_config => Err(wait(WaitReason::MemberIdentityUnknown {
+            host: host.clone(),
+        })),
+        _ => Ok(()),
+    }
+}
+
+/// Gives a vote to the first wanted local non-voter that is a healthy
+/// SECONDARY, while fewer than seven members vote and hostconf does not pin it
+/// to 0 votes.
+fn promote_non_voters(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
+    if set.config.voting_member_count() >= MAX_VOTERS {
+        return Ok(());
+    }
+    for slot in input.wanted_slots() {
+        let Some(host) = input.facts(slot).and_then(|f| f.address.as_ref()) else {
+            continue;
+        };
+        let Some(member) = set.config.member(host) else {
+            continue;
+        };
+        let hint = input.hint(host);
+        let secondary = set
+            .member_health
+            .get(host)
+            .is_some_and(|h| h.healthy && h.state == MemberState::Secondary);
+        if member.votes > 0
+            || member.arbiter_only
+            || hint.and_then(|h| h.votes) == Some(0)
+            || !secondary
+        {
+            continue;
+        }
+        check_reconfig_allowed(set)?;
+        let mut config = next_version(&set.config);
+        for m in config.members.iter_mut().filter(|m| &m.host == host) {
+            m.votes = 1;
+            m.priority = voter_priority(1, m.hidden, hint);
+        }
+        check_healthy_majority(&config, set, host)?;
+        return Err(checked_reconfig(
+            &set.config,
+            config,
+            Change::PromoteMember { host: host.clone() },
+        ));
+    }
+    Ok(())
+}
+
+/// Brings `settings` to the spec's values, keeping `replicaSetId`.
+fn update_settings(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
+    if set.config.settings.matches(&input.settings) {
+        return Ok(());
+    }
+    check_reconfig_allowed(set)?;
+    let mut config = next_version(&set.config);
+    config.settings =
+        ConfigSettings::from_desired(&input.settings, set.config.settings.replica_set_id.clone());
+    Err(checked_reconfig(&set.config, config, Change::UpdateSettings))
+}
+
+/// What this cluster cannot fix on its own: a local-VIP host in the config that
+/// no local member accounts for, and an unwanted StatefulSet whose address is
+/// unknown.
+fn report_leftovers(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
+    let known = |host: &MemberAddress| {
+        input
+            .local_members
+            .iter()
+            .any(|m| m.address.as_ref() == Some(host))
+    };
+    if let Some(m) = set
+        .config
+        .members
+        .iter()
+        .find(|m| input.is_local(&m.host) && !known(&m.host))
+    {
+        return Err(refuse(Refusal::UnaccountedLocalMember {
+            host: m.host.clone(),
+        }));
+    }
+    if let Some(m) = input
+        .local_members
+        .iter()
+        .find(|m| !input.is_wanted(m.slot) && m.stateful_set_exists && m.address.is_none())
+    {
+        return Err(refuse(Refusal::StatefulSetAddressUnknown { slot: m.slot }));
+    }
+    Ok(())
+}
+
+/// The observed config with its version raised by one, ready to be changed.
+fn next_version(config: &ReplicaSetConfig) -> ReplicaSetConfig {
+    ReplicaSetConfig {
+        version: config.version.saturating_add(1),
+        ..config.clone()
+    }
+}
+
+/// Healthy voters in `config` (by the observed health; `joining` counts as
+/// healthy since it just answered), and how many a majority of its voters needs.
+fn healthy_voters_after(
+    config: &ReplicaSetConfig,
+    set: &ObservedSet,
+    joining: Option<&MemberAddress>,
+) -> (usize, usize) {
+    let healthy = config
+        .voters()
+        .filter(|m| {
+            Some(&m.host) == joining
+                || set
+                    .member_health
+                    .get(&m.host)
+                    .is_some_and(|h| h.healthy && h.state.can_vote())
+        })
+        .count();
+    (healthy, config.majority())
+}
+
+fn check_healthy_majority(
+    config: &ReplicaSetConfig,
+    set: &ObservedSet,
+    joining: &MemberAddress,
+) -> Result<(), Step> {
+    let (healthy, needed) = healthy_voters_after(config, set, Some(joining));
+    if healthy < needed {
+        return Err(wait(WaitReason::NotEnoughHealthyVoters { healthy, needed }));
+    }
+    Ok(())
+}
+
+/// The reconfig step, or a refusal naming what mongod would reject.
+fn checked_reconfig(old: &ReplicaSetConfig, config: ReplicaSetConfig, change: Change) -> Step {
+    let problems = reconfig_problems(old, &config);
+    if problems.is_empty() {
+        Step::Reconfig { config, change }
+    } else {
+        refuse(Refusal::InvalidConfig { problems })
+    }
+}

@@ -1,0 +1,893 @@
+//! The planner's rules, one example each.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::replset::voting_changes;
+
+pub(super) const SET: &str = "rs0";
+pub(super) const SET_ID: &str = "5f0000000000000000000001";
+const VIP: &str = "10.0.0.1";
+const OTHER_VIP: &str = "10.0.0.2";
+
+pub(super) fn addr(vip: &str, port: u16) -> MemberAddress {
+    MemberAddress {
+        host: vip.to_owned(),
+        port,
+    }
+}
+
+pub(super) fn port_of(slot: MemberSlot) -> u16 {
+    match slot {
+        MemberSlot::Data(index) => 30000 + index as u16,
+        MemberSlot::Arbiter => 31000,
+    }
+}
+
+fn local(index: u32) -> MemberAddress {
+    addr(VIP, port_of(MemberSlot::Data(index)))
+}
+
+fn remote(index: u32) -> MemberAddress {
+    addr(OTHER_VIP, port_of(MemberSlot::Data(index)))
+}
+
+fn empty_probe() -> MemberProbe {
+    MemberProbe {
+        has_config: false,
+        replica_set_id: None,
+        set_name: None,
+        state: None,
+    }
+}
+
+fn member_probe(replica_set_id: &str, state: MemberState) -> MemberProbe {
+    MemberProbe {
+        has_config: true,
+        replica_set_id: Some(replica_set_id.to_owned()),
+        set_name: Some(SET.to_owned()),
+        state: Some(state),
+    }
+}
+
+fn running(slot: MemberSlot, probe: Option<MemberProbe>) -> LocalMemberFacts {
+    LocalMemberFacts {
+        slot,
+        address: Some(addr(VIP, port_of(slot))),
+        stateful_set_exists: true,
+        pod_running: true,
+        probe,
+    }
+}
+
+fn data(index: u32, probe: Option<MemberProbe>) -> LocalMemberFacts {
+    running(MemberSlot::Data(index), probe)
+}
+
+fn voter(id: i64, host: MemberAddress) -> ConfigMember {
+    ConfigMember {
+        id,
+        host,
+        arbiter_only: false,
+        votes: 1,
+        priority: 1.0,
+        hidden: false,
+        tags: BTreeMap::new(),
+        newly_added: false,
+    }
+}
+
+fn non_voter(id: i64, host: MemberAddress) -> ConfigMember {
+    ConfigMember {
+        votes: 0,
+        priority: 0.0,
+        ..voter(id, host)
+    }
+}
+
+fn config(members: Vec<ConfigMember>) -> ReplicaSetConfig {
+    ReplicaSetConfig {
+        set_name: SET.to_owned(),
+        version: 5,
+        term: Some(2),
+        members,
+        settings: ConfigSettings::from_desired(
+            &ReplicaSetSettings::default(),
+            Some(SET_ID.to_owned()),
+        ),
+    }
+}
+
+/// Every member healthy; `primary` is PRIMARY, the others SECONDARY (arbiters
+/// ARBITER); the config is committed.
+fn healthy(config: ReplicaSetConfig, primary: &MemberAddress) -> ObservedSet {
+    let member_health = config
+        .members
+        .iter()
+        .map(|m| {
+            let state = if &m.host == primary {
+                MemberState::Primary
+            } else if m.arbiter_only {
+                MemberState::Arbiter
+            } else {
+                MemberState::Secondary
+            };
+            let health = MemberHealth {
+                state,
+                healthy: true,
+                lag_secs: Some(0),
+            };
+            (m.host.clone(), health)
+        })
+        .collect();
+    ObservedSet {
+        config,
+        primary: Some(primary.clone()),
+        member_health,
+        config_committed: true,
+        stepped_down_recently: None,
+    }
+}
+
+fn hostconf(addresses: &[MemberAddress]) -> HostConf {
+    HostConf {
+        members: addresses
+            .iter()
+            .map(|a| HostConfMember {
+                address: a.clone(),
+                arbiter: a.port == port_of(MemberSlot::Arbiter),
+                votes: None,
+                priority: None,
+                hidden: false,
+                tags: BTreeMap::new(),
+            })
+            .collect(),
+    }
+}
+
+fn input(desired: u32, local_members: Vec<LocalMemberFacts>, observed: Observed) -> PlanInput {
+    let mut listed: Vec<MemberAddress> = (0..desired).map(local).collect();
+    if let Observed::Configured(set) = &observed {
+        listed.extend(
+            set.config
+                .members
+                .iter()
+                .map(|m| m.host.clone())
+                .filter(|h| h.host != VIP),
+        );
+    }
+    PlanInput {
+        local_vip: VIP.to_owned(),
+        set_name: SET.to_owned(),
+        desired_members: desired,
+        arbiter_wanted: false,
+        rs_init: true,
+        settings: ReplicaSetSettings::default(),
+        pvc_policy: PvcPolicy::Retain,
+        known_replica_set_id: match observed {
+            Observed::Configured(_) => Some(SET_ID.to_owned()),
+            Observed::Unreachable => None,
+        },
+        hostconf: hostconf(&listed),
+        local_members,
+        remote_probes: BTreeMap::new(),
+        observed,
+    }
+}
+
+/// Three local members 0..3 in the config, 0 primary, plus `remote` voters.
+fn three_local_in_sync(remote_voters: u32) -> (Vec<LocalMemberFacts>, ObservedSet) {
+    let mut members: Vec<ConfigMember> = (0..3).map(|i| voter(i64::from(i), local(i))).collect();
+    members.extend((0..remote_voters).map(|i| voter(10 + i64::from(i), remote(i))));
+    let facts = (0..3)
+        .map(|i| data(i, Some(member_probe(SET_ID, MemberState::Secondary))))
+        .collect();
+    (facts, healthy(config(members), &local(0)))
+}
+
+fn expect_reconfig(step: Step) -> (ReplicaSetConfig, Change) {
+    match step {
+        Step::Reconfig { config, change } => (config, change),
+        other => panic!("expected a reconfig, got {other:?}"),
+    }
+}
+
+fn expect_initiate(step: Step) -> ReplicaSetConfig {
+    match step {
+        Step::Initiate { config } => config,
+        other => panic!("expected an initiate, got {other:?}"),
+    }
+}
+
+fn hosts(config: &ReplicaSetConfig) -> Vec<(i64, MemberAddress, u8)> {
+    config
+        .members
+        .iter()
+        .map(|m| (m.id, m.host.clone(), m.votes))
+        .collect()
+}
+
+// ------------------------------------------------------------------ initiate
+
+#[test]
+fn initiates_with_every_local_member_when_nobody_has_a_config() {
+    let facts = (0..3).map(|i| data(i, Some(empty_probe()))).collect();
+    let config = expect_initiate(plan(&input(3, facts, Observed::Unreachable)));
+    assert_eq!(
+        hosts(&config),
+        vec![(0, local(0), 1), (1, local(1), 1), (2, local(2), 1)]
+    );
+    assert_eq!(config.version, 1);
+    assert_eq!(config.set_name, SET);
+    assert_eq!(config.settings.replica_set_id, None);
+    assert!(config.members.iter().all(|m| m.priority == 1.0));
+}
+
+#[test]
+fn initial_config_lists_local_members_first_then_empty_remote_members_by_address() {
+    let facts = vec![data(1, Some(empty_probe())), data(0, Some(empty_probe()))];
+    let mut input = input(2, facts, Observed::Unreachable);
+    input.hostconf = hostconf(&[local(0), local(1), remote(1), remote(0), remote(2)]);
+    input.remote_probes = BTreeMap::from([
+        (remote(1), empty_probe()),
+        (remote(0), empty_probe()),
+        // remote(2) does not answer: it is left out, to be added later.
+    ]);
+    let config = expect_initiate(plan(&input));
+    assert_eq!(
+        hosts(&config),
+        vec![
+            (0, local(0), 1),
+            (1, local(1), 1),
+            (2, remote(0), 1),
+            (3, remote(1), 1)
+        ]
+    );
+}
+
+#[test]
+fn never_initiates_when_any_member_has_a_config() {
+    let facts = vec![
+        data(0, Some(empty_probe())),
+        data(1, Some(member_probe(SET_ID, MemberState::Secondary))),
+    ];
+    let step = plan(&input(2, facts, Observed::Unreachable));
+    assert_eq!(
+        step,
+        Step::Wait {
+            reason: WaitReason::ExistingConfigUnreadable { host: local(1) }
+        }
+    );
+
+    let facts = vec![data(0, Some(empty_probe()))];
+    let mut input = input(1, facts, Observed::Unreachable);
+    input.hostconf = hostconf(&[local(0), remote(0)]);
+    input.remote_probes = BTreeMap::from([(remote(0), member_probe("other", MemberState::Removed))]);
+    assert_eq!(
+        plan(&input),
+        Step::Wait {
+            reason: WaitReason::ExistingConfigUnreadable { host: remote(0) }
+        }
+    );
+}
+
+#[test]
+fn never_initiates_once_a_replica_set_id_is_recorded() {
+    let facts = vec![data(0, Some(empty_probe()))];
+    let mut input = input(1, facts, Observed::Unreachable);
+    input.known_replica_set_id = Some(SET_ID.to_owned());
+    assert_eq!(plan(&input).reason(), "ReplicaSetUnreachable");
+}
+
+#[test]
+fn never_initiates_outside_the_rs_init_cluster() {
+    let facts = vec![data(0, Some(empty_probe()))];
+    let mut input = input(1, facts, Observed::Unreachable);
+    input.rs_init = false;
+    assert_eq!(
+        plan(&input),
+        Step::Wait {
+            reason: WaitReason::AwaitingInitiate
+        }
+    );
+}
+
+#[test]
+fn waits_for_every_desired_local_member_before_initiating() {
+    let mut not_running = data(1, None);
+    not_running.pod_running = false;
+    let facts = vec![data(0, Some(empty_probe())), not_running, data(2, None)];
+    assert_eq!(
+        plan(&input(3, facts.clone(), Observed::Unreachable)),
+        Step::Wait {
+            reason: WaitReason::PodNotRunning {
+                slot: MemberSlot::Data(1)
+            }
+        }
+    );
+    let mut facts = facts;
+    facts[1] = data(1, Some(empty_probe()));
+    assert_eq!(
+        plan(&input(3, facts, Observed::Unreachable)),
+        Step::Wait {
+            reason: WaitReason::MemberNotAnswering {
+                slot: MemberSlot::Data(2),
+                host: local(2)
+            }
+        }
+    );
+}
+
+#[test]
+fn waits_for_a_majority_of_hostconf_before_initiating() {
+    let facts = vec![data(0, Some(empty_probe()))];
+    let mut input = input(1, facts, Observed::Unreachable);
+    input.hostconf = hostconf(&[local(0), remote(0), remote(1)]);
+    assert_eq!(
+        plan(&input),
+        Step::Wait {
+            reason: WaitReason::TooFewMembersAnswering {
+                answered: 1,
+                needed: 2
+            }
+        }
+    );
+    input.remote_probes = BTreeMap::from([(remote(1), empty_probe())]);
+    let config = expect_initiate(plan(&input));
+    assert_eq!(hosts(&config), vec![(0, local(0), 1), (1, remote(1), 1)]);
+}
+
+#[test]
+fn initiate_gives_votes_to_the_first_seven_only() {
+    let facts = (0..9).map(|i| data(i, Some(empty_probe()))).collect();
+    let config = expect_initiate(plan(&input(9, facts, Observed::Unreachable)));
+    assert_eq!(config.voting_member_count(), 7);
+    for m in &config.members[7..] {
+        assert_eq!((m.votes, m.priority), (0, 0.0));
+    }
+    assert_eq!(config.validate(), vec![]);
+}
+
+#[test]
+fn initiate_respects_hostconf_vote_priority_and_hidden_hints() {
+    let facts = (0..3).map(|i| data(i, Some(empty_probe()))).collect();
+    let mut input = input(3, facts, Observed::Unreachable);
+    input.hostconf.members[0].priority = Some(5.0);
+    input.hostconf.members[1].votes = Some(0);
+    input.hostconf.members[2].hidden = true;
+    input.hostconf.members[2].tags = BTreeMap::from([("site".to_owned(), "east".to_owned())]);
+    let config = expect_initiate(plan(&input));
+    let by_host = |h: MemberAddress| config.member(&h).cloned().expect("listed");
+    assert_eq!(by_host(local(0)).priority, 5.0);
+    assert_eq!((by_host(local(1)).votes, by_host(local(1)).priority), (0, 0.0));
+    let hidden = by_host(local(2));
+    assert!(hidden.hidden);
+    assert_eq!((hidden.votes, hidden.priority), (1, 0.0));
+    assert_eq!(hidden.tags.get("site").map(String::as_str), Some("east"));
+}
+
+#[test]
+fn initiate_gives_the_arbiter_a_vote_and_priority_zero() {
+    let facts = vec![
+        data(0, Some(empty_probe())),
+        running(MemberSlot::Arbiter, Some(empty_probe())),
+    ];
+    let mut input = input(1, facts, Observed::Unreachable);
+    input.arbiter_wanted = true;
+    let config = expect_initiate(plan(&input));
+    let arbiter = config
+        .member(&addr(VIP, port_of(MemberSlot::Arbiter)))
+        .expect("arbiter listed");
+    assert!(arbiter.arbiter_only);
+    assert_eq!((arbiter.votes, arbiter.priority), (1, 0.0));
+}
+
+#[test]
+fn initiate_refuses_a_member_of_another_set_name() {
+    let mut probe = empty_probe();
+    probe.set_name = Some("replset-9".to_owned());
+    let facts = vec![data(0, Some(probe))];
+    assert_eq!(
+        plan(&input(1, facts, Observed::Unreachable)).reason(),
+        "MemberSetNameMismatch"
+    );
+}
+
+// ---------------------------------------------------- reconfig preconditions
+
+#[test]
+fn waits_without_a_primary() {
+    let (mut facts, mut set) = three_local_in_sync(0);
+    facts.push(data(3, Some(empty_probe())));
+    set.primary = None;
+    set.config_committed = false;
+    let step = plan(&input(4, facts, Observed::Configured(set)));
+    assert_eq!(step, Step::Wait { reason: WaitReason::NoPrimary });
+}
+
+#[test]
+fn waits_while_the_config_is_not_committed() {
+    let (mut facts, mut set) = three_local_in_sync(0);
+    facts.push(data(3, Some(empty_probe())));
+    set.config_committed = false;
+    let step = plan(&input(4, facts, Observed::Configured(set)));
+    assert_eq!(
+        step,
+        Step::Wait {
+            reason: WaitReason::ConfigNotCommitted
+        }
+    );
+}
+
+#[test]
+fn waits_while_a_newly_added_member_syncs() {
+    let (mut facts, mut set) = three_local_in_sync(1);
+    facts.push(data(3, Some(empty_probe())));
+    set.config.members[3].newly_added = true;
+    let step = plan(&input(4, facts, Observed::Configured(set)));
+    assert_eq!(
+        step,
+        Step::Wait {
+            reason: WaitReason::NewlyAddedMemberSyncing { host: remote(0) }
+        }
+    );
+}
+
+// ------------------------------------------------------------------ additions
+
+#[test]
+fn adds_members_one_at_a_time_in_index_order() {
+    let (mut facts, set) = three_local_in_sync(0);
+    facts.push(data(4, Some(empty_probe())));
+    facts.push(data(3, Some(empty_probe())));
+    let old = set.config.clone();
+    let (new, change) = expect_reconfig(plan(&input(5, facts, Observed::Configured(set))));
+    assert_eq!(change, Change::AddMember { host: local(3) });
+    assert_eq!(new.version, old.version + 1);
+    assert_eq!(new.members.len(), old.members.len() + 1);
+    assert_eq!(voting_changes(&old, &new), 1);
+}
+
+#[test]
+fn adds_a_member_with_the_smallest_unused_id() {
+    let (mut facts, mut set) = three_local_in_sync(0);
+    set.config.members[1].id = 7;
+    facts.push(data(3, Some(empty_probe())));
+    let (new, _) = expect_reconfig(plan(&input(4, facts, Observed::Configured(set))));
+    assert_eq!(new.member(&local(3)).map(|m| m.id), Some(1));
+}
+
+#[test]
+fn eighth_voter_joins_without_a_vote() {
+    let (mut facts, set) = three_local_in_sync(4);
+    facts.push(data(3, Some(empty_probe())));
+    let (new, change) = expect_reconfig(plan(&input(4, facts, Observed::Configured(set))));
+    assert_eq!(change, Change::AddMember { host: local(3) });
+    let joined = new.member(&local(3)).expect("added");
+    assert_eq!((joined.votes, joined.priority), (0, 0.0));
+    assert_eq!(new.voting_member_count(), 7);
+}
+
+#[test]
+fn waits_for_the_pod_before_adding() {
+    let (mut facts, set) = three_local_in_sync(0);
+    let mut pending = data(3, None);
+    pending.pod_running = false;
+    facts.push(pending);
+    assert_eq!(
+        plan(&input(4, facts, Observed::Configured(set))),
+        Step::Wait {
+            reason: WaitReason::PodNotRunning {
+                slot: MemberSlot::Data(3)
+            }
+        }
+    );
+}
+
+#[test]
+fn waits_for_a_member_that_does_not_answer() {
+    let (mut facts, set) = three_local_in_sync(0);
+    facts.push(data(3, None));
+    assert_eq!(
+        plan(&input(4, facts, Observed::Configured(set))).reason(),
+        "MemberNotAnswering"
+    );
+}
+
+#[test]
+fn waits_for_a_member_whose_service_has_no_address_yet() {
+    let (mut facts, set) = three_local_in_sync(0);
+    let mut unknown = data(3, None);
+    unknown.address = None;
+    facts.push(unknown);
+    assert_eq!(
+        plan(&input(4, facts, Observed::Configured(set))).reason(),
+        "MemberAddressUnknown"
+    );
+}
+
+#[test]
+fn adds_a_member_that_comes_back_empty_instead_of_initiating() {
+    let (mut facts, set) = three_local_in_sync(0);
+    facts.push(data(3, Some(empty_probe())));
+    let mut input = input(4, facts, Observed::Configured(set));
+    input.rs_init = true;
+    let (_, change) = expect_reconfig(plan(&input));
+    assert_eq!(change, Change::AddMember { host: local(3) });
+}
+
+#[test]
+fn adds_a_removed_member_of_this_set() {
+    let (mut facts, set) = three_local_in_sync(0);
+    facts.push(data(3, Some(member_probe(SET_ID, MemberState::Removed))));
+    let (_, change) = expect_reconfig(plan(&input(4, facts, Observed::Configured(set))));
+    assert_eq!(change, Change::AddMember { host: local(3) });
+}
+
+#[test]
+fn refuses_a_member_holding_another_replica_sets_data() {
+    let (mut facts, set) = three_local_in_sync(0);
+    facts.push(data(3, Some(member_probe("another-set", MemberState::Removed))));
+    assert_eq!(
+        plan(&input(4, facts, Observed::Configured(set))),
+        Step::Refuse {
+            reason: Refusal::MemberHoldsAnotherReplicaSet {
+                host: local(3),
+                member_replica_set_id: "another-set".to_owned(),
+                replica_set_id: SET_ID.to_owned(),
+            }
+        }
+    );
+}
+
+#[test]
+fn waits_when_a_member_with_a_config_does_not_tell_its_replica_set_id() {
+    let (mut facts, set) = three_local_in_sync(0);
+    let mut probe = member_probe(SET_ID, MemberState::Removed);
+    probe.replica_set_id = None;
+    facts.push(data(3, Some(probe)));
+    assert_eq!(
+        plan(&input(4, facts, Observed::Configured(set))).reason(),
+        "MemberIdentityUnknown"
+    );
+}
+
+#[test]
+fn refuses_to_add_a_fifty_first_member() {
+    let mut members = vec![voter(0, local(0))];
+    members.extend((1..50).map(|i| non_voter(i64::from(i), remote(i))));
+    let set = healthy(config(members), &local(0));
+    let facts = vec![
+        data(0, Some(member_probe(SET_ID, MemberState::Primary))),
+        data(1, Some(empty_probe())),
+    ];
+    assert_eq!(
+        plan(&input(2, facts, Observed::Configured(set))),
+        Step::Refuse {
+            reason: Refusal::TooManyMembers { host: local(1) }
+        }
+    );
+}
+
+#[test]
+fn only_touches_members_with_the_local_vip() {
+    // remote(1) is in hostconf but not in the config, and remote(2) is a
+    // non-voter: neither is this cluster's to add or promote.
+    let (facts, mut set) = three_local_in_sync(1);
+    set.config.members.push(non_voter(20, remote(2)));
+    set.member_health.insert(
+        remote(2),
+        MemberHealth {
+            state: MemberState::Secondary,
+            healthy: true,
+            lag_secs: Some(0),
+        },
+    );
+    let mut input = input(3, facts, Observed::Configured(set));
+    input.hostconf = hostconf(&[local(0), local(1), local(2), remote(0), remote(1), remote(2)]);
+    assert_eq!(plan(&input), Step::InSync);
+}
+
+// ------------------------------------------------------------------- removals
+
+#[test]
+fn removes_the_highest_index_first() {
+    let (facts, set) = three_local_in_sync(2);
+    let (new, change) = expect_reconfig(plan(&input(1, facts, Observed::Configured(set.clone()))));
+    assert_eq!(change, Change::RemoveMember { host: local(2) });
+    assert!(!new.contains(&local(2)));
+    assert_eq!(new.version, set.config.version + 1);
+}
+
+#[test]
+fn removals_take_precedence_over_additions() {
+    // Index 1 is unwanted (desired 1) while the arbiter is wanted and missing.
+    let (mut facts, set) = three_local_in_sync(2);
+    facts.push(running(MemberSlot::Arbiter, Some(empty_probe())));
+    let mut input = input(1, facts, Observed::Configured(set));
+    input.arbiter_wanted = true;
+    let (_, change) = expect_reconfig(plan(&input));
+    assert_eq!(change, Change::RemoveMember { host: local(2) });
+}
+
+#[test]
+fn removing_the_primary_steps_it_down_first() {
+    let (facts, mut set) = three_local_in_sync(2);
+    set = healthy(set.config, &local(2));
+    assert_eq!(
+        plan(&input(2, facts, Observed::Configured(set))),
+        Step::StepDown {
+            primary: local(2),
+            step_down_secs: 60,
+            secondary_catch_up_period_secs: 10
+        }
+    );
+}
+
+#[test]
+fn waits_for_a_new_primary_after_stepping_down() {
+    let (facts, set) = three_local_in_sync(2);
+    let mut set = healthy(set.config, &local(2));
+    set.stepped_down_recently = Some(local(2));
+    let step = plan(&input(2, facts.clone(), Observed::Configured(set.clone())));
+    assert_eq!(
+        step,
+        Step::Wait {
+            reason: WaitReason::WaitingForNewPrimary {
+                old_primary: local(2)
+            }
+        }
+    );
+    set.primary = None;
+    set.config_committed = false;
+    assert_eq!(
+        plan(&input(2, facts, Observed::Configured(set))).reason(),
+        "WaitingForNewPrimary"
+    );
+}
+
+#[test]
+fn removes_the_old_primary_once_another_member_is_primary() {
+    let (facts, set) = three_local_in_sync(2);
+    let mut set = healthy(set.config, &remote(0));
+    set.stepped_down_recently = Some(local(2));
+    let (_, change) = expect_reconfig(plan(&input(2, facts, Observed::Configured(set))));
+    assert_eq!(change, Change::RemoveMember { host: local(2) });
+}
+
+#[test]
+fn waits_to_step_down_a_primary_no_secondary_can_replace() {
+    // Member 1 (unwanted) is the only electable member; member 0 is passive.
+    let members = vec![non_voter(0, local(0)), voter(1, local(1))];
+    let set = healthy(config(members), &local(1));
+    let facts = vec![
+        data(0, Some(member_probe(SET_ID, MemberState::Secondary))),
+        data(1, Some(member_probe(SET_ID, MemberState::Primary))),
+    ];
+    assert_eq!(
+        plan(&input(1, facts, Observed::Configured(set))),
+        Step::Wait {
+            reason: WaitReason::NoElectableSecondary { primary: local(1) }
+        }
+    );
+}
+
+#[test]
+fn refuses_a_removal_that_would_break_the_voting_majority() {
+    // 5 voters: local 0,1,2 and remote 0,1; both remote voters are down.
+    // Removing local 2 leaves 4 voters (majority 3) with only 2 healthy.
+    let (facts, mut set) = three_local_in_sync(2);
+    for host in [remote(0), remote(1)] {
+        set.member_health.insert(
+            host,
+            MemberHealth {
+                state: MemberState::Down,
+                healthy: false,
+                lag_secs: None,
+            },
+        );
+    }
+    assert_eq!(
+        plan(&input(2, facts, Observed::Configured(set))),
+        Step::Refuse {
+            reason: Refusal::WouldBreakVotingMajority {
+                host: local(2),
+                healthy: 2,
+                needed: 3
+            }
+        }
+    );
+}
+
+#[test]
+fn deletes_the_statefulset_only_after_the_member_left_the_config() {
+    let (mut facts, mut set) = three_local_in_sync(2);
+    set.config.members.retain(|m| m.host != local(2));
+    facts[2].probe = Some(member_probe(SET_ID, MemberState::Removed));
+    let mut input = input(2, facts, Observed::Configured(set));
+    assert_eq!(
+        plan(&input),
+        Step::DeleteStatefulSet {
+            slot: MemberSlot::Data(2),
+            delete_pvc: false
+        }
+    );
+    input.pvc_policy = PvcPolicy::Delete;
+    assert_eq!(
+        plan(&input),
+        Step::DeleteStatefulSet {
+            slot: MemberSlot::Data(2),
+            delete_pvc: true
+        }
+    );
+}
+
+#[test]
+fn waits_for_commit_before_deleting_a_statefulset() {
+    let (facts, mut set) = three_local_in_sync(2);
+    set.config.members.retain(|m| m.host != local(2));
+    set.config_committed = false;
+    assert_eq!(
+        plan(&input(2, facts, Observed::Configured(set))),
+        Step::Wait {
+            reason: WaitReason::ConfigNotCommitted
+        }
+    );
+}
+
+#[test]
+fn never_deletes_a_statefulset_whose_address_is_unknown() {
+    let (mut facts, set) = three_local_in_sync(2);
+    facts.push(LocalMemberFacts {
+        slot: MemberSlot::Data(5),
+        address: None,
+        stateful_set_exists: true,
+        pod_running: true,
+        probe: None,
+    });
+    assert_eq!(
+        plan(&input(3, facts, Observed::Configured(set))),
+        Step::Refuse {
+            reason: Refusal::StatefulSetAddressUnknown {
+                slot: MemberSlot::Data(5)
+            }
+        }
+    );
+}
+
+#[test]
+fn removes_an_unwanted_arbiter_after_data_members() {
+    let (mut facts, mut set) = three_local_in_sync(2);
+    let arbiter_host = addr(VIP, port_of(MemberSlot::Arbiter));
+    set.config.members.push(ConfigMember {
+        arbiter_only: true,
+        priority: 0.0,
+        ..voter(9, arbiter_host.clone())
+    });
+    set = healthy(set.config, &local(0));
+    facts.push(running(MemberSlot::Arbiter, Some(empty_probe())));
+    // 6 voters, remove local 2 first, then the arbiter.
+    let (_, change) = expect_reconfig(plan(&input(2, facts.clone(), Observed::Configured(set.clone()))));
+    assert_eq!(change, Change::RemoveMember { host: local(2) });
+    let (_, change) = expect_reconfig(plan(&input(3, facts, Observed::Configured(set))));
+    assert_eq!(change, Change::RemoveMember { host: arbiter_host });
+}
+
+// ------------------------------------------------------------------ promotion
+
+#[test]
+fn promotes_a_secondary_non_voter_when_a_vote_is_free() {
+    let (facts, mut set) = three_local_in_sync(2);
+    set.config.members[2] = non_voter(2, local(2));
+    let old = set.config.clone();
+    let (new, change) = expect_reconfig(plan(&input(3, facts, Observed::Configured(set))));
+    assert_eq!(change, Change::PromoteMember { host: local(2) });
+    let promoted = new.member(&local(2)).expect("kept");
+    assert_eq!((promoted.votes, promoted.priority), (1, 1.0));
+    assert_eq!(voting_changes(&old, &new), 1);
+}
+
+#[test]
+fn does_not_promote_a_member_pinned_to_zero_votes_or_not_secondary() {
+    let (facts, mut set) = three_local_in_sync(2);
+    set.config.members[1] = non_voter(1, local(1));
+    set.config.members[2] = non_voter(2, local(2));
+    if let Some(h) = set.member_health.get_mut(&local(2)) {
+        h.state = MemberState::Startup2;
+    }
+    let mut input = input(3, facts, Observed::Configured(set));
+    input.hostconf.members[1].votes = Some(0);
+    assert_eq!(plan(&input), Step::InSync);
+}
+
+// ------------------------------------------------------------------- settings
+
+#[test]
+fn updates_settings_after_membership_work_keeping_the_replica_set_id() {
+    let (mut facts, set) = three_local_in_sync(2);
+    facts.push(data(3, Some(empty_probe())));
+    let mut input = input(4, facts, Observed::Configured(set.clone()));
+    input.settings.election_timeout_millis = 30_000;
+    let (_, change) = expect_reconfig(plan(&input));
+    assert_eq!(change, Change::AddMember { host: local(3) });
+
+    input.desired_members = 3;
+    input.local_members.pop();
+    let (new, change) = expect_reconfig(plan(&input));
+    assert_eq!(change, Change::UpdateSettings);
+    assert_eq!(new.settings.election_timeout_millis, 30_000);
+    assert_eq!(new.settings.replica_set_id.as_deref(), Some(SET_ID));
+    assert_eq!(new.members, set.config.members);
+    assert_eq!(voting_changes(&set.config, &new), 0);
+}
+
+// ---------------------------------------------------------------- other cases
+
+#[test]
+fn in_sync_when_everything_matches() {
+    let (facts, set) = three_local_in_sync(2);
+    assert_eq!(plan(&input(3, facts, Observed::Configured(set))), Step::InSync);
+}
+
+#[test]
+fn refuses_a_set_with_another_name_or_replica_set_id() {
+    let (facts, mut set) = three_local_in_sync(0);
+    set.config.set_name = "other".to_owned();
+    assert_eq!(
+        plan(&input(3, facts.clone(), Observed::Configured(set))).reason(),
+        "SetNameMismatch"
+    );
+    let (_, set) = three_local_in_sync(0);
+    let mut input = input(3, facts, Observed::Configured(set));
+    input.known_replica_set_id = Some("recorded-elsewhere".to_owned());
+    assert_eq!(plan(&input).reason(), "ReplicaSetIdMismatch");
+}
+
+#[test]
+fn refuses_an_unaccounted_local_member() {
+    let (facts, mut set) = three_local_in_sync(2);
+    set.config.members.push(non_voter(30, local(9)));
+    assert_eq!(
+        plan(&input(3, facts, Observed::Configured(set))),
+        Step::Refuse {
+            reason: Refusal::UnaccountedLocalMember { host: local(9) }
+        }
+    );
+}
+
+#[test]
+fn reasons_are_pascal_case_and_messages_read_as_sentences() {
+    let steps = [
+        Step::Wait {
+            reason: WaitReason::NotEnoughHealthyVoters {
+                healthy: 1,
+                needed: 2,
+            },
+        },
+        Step::Refuse {
+            reason: Refusal::InvalidConfig {
+                problems: vec![ConfigProblem::NoVoters],
+            },
+        },
+        Step::InSync,
+        Step::DeleteStatefulSet {
+            slot: MemberSlot::Data(3),
+            delete_pvc: false,
+        },
+    ];
+    for step in steps {
+        let reason = step.reason();
+        assert!(reason.chars().next().is_some_and(|c| c.is_ascii_uppercase()));
+        assert!(reason.chars().all(|c| c.is_ascii_alphanumeric()), "{reason}");
+        assert!(!step.to_string().is_empty());
+    }
+    assert_eq!(
+        Step::Refuse {
+            reason: Refusal::InvalidConfig {
+                problems: vec![ConfigProblem::NoVoters]
+            }
+        }
+        .to_string(),
+        "refused: the resulting config would be invalid: no member has a vote"
+    );
+}

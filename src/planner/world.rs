@@ -1,0 +1,547 @@
+//! A small pure model of a federation for the planner's sequence properties:
+//! several clusters (each with its VIP, `spec.members` and the controller's
+//! memory), one StatefulSet/pod/PVC per member, and one replica set that
+//! accepts or rejects initiate, reconfig and step-down the way mongod does
+//! (`shared/design/replica-set-rules.md`). Each cluster's [`PlanInput`] is built
+//! from the model, as the controller would gather it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::tests::{port_of, SET};
+use super::*;
+use crate::replset::reconfig_problems;
+
+/// One member cluster.
+#[derive(Clone, Debug)]
+pub(super) struct Cluster {
+    pub vip: String,
+    /// `spec.members`.
+    pub desired: u32,
+    pub rs_init: bool,
+    /// `status.replicaSetId`, recorded once the set was seen.
+    pub known_replica_set_id: Option<String>,
+    /// The controller's memory of the member it asked to step down.
+    pub stepped_down: Option<MemberAddress>,
+}
+
+/// A member's StatefulSet, pod and data.
+#[derive(Clone, Debug)]
+pub(super) struct Node {
+    pub stateful_set: bool,
+    pub pod_up: bool,
+    /// The `replicaSetId` of the config on its PVC, if it holds one.
+    pub holds: Option<String>,
+}
+
+impl Node {
+    fn running(&self) -> bool {
+        self.stateful_set && self.pod_up
+    }
+}
+
+/// The replica set as mongod sees it.
+#[derive(Clone, Debug)]
+pub(super) struct LiveSet {
+    pub config: ReplicaSetConfig,
+    pub primary: Option<MemberAddress>,
+    pub committed: bool,
+}
+
+/// Something that happens outside the planner.
+#[derive(Clone, Debug)]
+pub(super) enum Event {
+    PodDown { cluster: usize, index: u32 },
+    PodUp { cluster: usize, index: u32 },
+    /// A member is elected when there is no primary (`pick` chooses which).
+    Elect { pick: usize },
+    /// The primary changes to another electable member.
+    Failover { pick: usize },
+    /// The current config reaches a majority.
+    Commit,
+    /// The primary clears `newlyAdded` flags of members that caught up.
+    ClearNewlyAdded,
+    /// `stepDownSecs` pass: stepped-down members may be elected again and the
+    /// controllers forget their step-downs.
+    StepDownPeriodEnds,
+    /// The control plane changes `spec.members` of a cluster.
+    SetDesired { cluster: usize, desired: u32 },
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct World {
+    pub clusters: Vec<Cluster>,
+    pub nodes: BTreeMap<MemberAddress, Node>,
+    pub set: Option<LiveSet>,
+    pub initiations: u32,
+    pub pvc_policy: PvcPolicy,
+    /// Members that stepped down and may not be elected for `stepDownSecs`.
+    pub frozen: BTreeSet<MemberAddress>,
+}
+
+impl World {
+    /// Clusters with these member counts; the one with most members initiates.
+    pub fn new(desired: &[u32], pvc_policy: PvcPolicy) -> World {
+        let most = desired
+            .iter()
+            .enumerate()
+            .max_by_key(|&(i, d)| (*d, std::cmp::Reverse(i)))
+            .map_or(0, |(i, _)| i);
+        let clusters = desired
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| Cluster {
+                vip: format!("10.0.0.{}", i + 1),
+                desired: d,
+                rs_init: i == most,
+                known_replica_set_id: None,
+                stepped_down: None,
+            })
+            .collect();
+        let mut world = World {
+            clusters,
+            nodes: BTreeMap::new(),
+            set: None,
+            initiations: 0,
+            pvc_policy,
+            frozen: BTreeSet::new(),
+        };
+        for c in 0..desired.len() {
+            world.build_stateful_sets(c);
+        }
+        world
+    }
+
+    pub fn address(&self, cluster: usize, index: u32) -> MemberAddress {
+        MemberAddress {
+            host: self.clusters[cluster].vip.clone(),
+            port: port_of(MemberSlot::Data(index)),
+        }
+    }
+
+    /// Every member the control plane wants, as hostconf lists them.
+    pub fn desired_addresses(&self) -> Vec<MemberAddress> {
+        let mut all: Vec<MemberAddress> = (0..self.clusters.len())
+            .flat_map(|c| (0..self.clusters[c].desired).map(move |i| (c, i)))
+            .map(|(c, i)| self.address(c, i))
+            .collect();
+        all.sort();
+        all
+    }
+
+    /// The desired-object builder: a StatefulSet (and a starting pod) for every
+    /// wanted member; a recreated one finds its retained PVC.
+    pub fn build_stateful_sets(&mut self, cluster: usize) {
+        for index in 0..self.clusters[cluster].desired {
+            let address = self.address(cluster, index);
+            let node = self.nodes.entry(address).or_insert(Node {
+                stateful_set: false,
+                pod_up: false,
+                holds: None,
+            });
+            if !node.stateful_set {
+                node.stateful_set = true;
+                node.pod_up = true;
+            }
+        }
+    }
+
+    fn running(&self, host: &MemberAddress) -> bool {
+        self.nodes.get(host).is_some_and(Node::running)
+    }
+
+    /// Voters (not `newlyAdded`) that run, and how many make a majority.
+    fn running_voters(&self, config: &ReplicaSetConfig) -> (usize, usize) {
+        let voting: Vec<&ConfigMember> = config.members.iter().filter(|m| m.votes_now()).collect();
+        let running = voting.iter().filter(|m| self.running(&m.host)).count();
+        (running, voting.len() / 2 + 1)
+    }
+
+    fn electable_running(&self, config: &ReplicaSetConfig) -> Vec<MemberAddress> {
+        config
+            .members
+            .iter()
+            .filter(|m| m.is_electable() && !m.newly_added && self.running(&m.host))
+            .map(|m| m.host.clone())
+            .collect()
+    }
+
+    /// Who can win an election now (not frozen by a step-down).
+    fn candidates(&self, config: &ReplicaSetConfig) -> Vec<MemberAddress> {
+        self.electable_running(config)
+            .into_iter()
+            .filter(|h| !self.frozen.contains(h))
+            .collect()
+    }
+
+    /// What the controller of `cluster` would gather.
+    pub fn input_for(&self, cluster: usize) -> PlanInput {
+        let here = &self.clusters[cluster];
+        let config = self.set.as_ref().map(|s| &s.config);
+        let in_config = |a: &MemberAddress| config.is_some_and(|c| c.contains(a));
+        let local_members = self
+            .nodes
+            .iter()
+            .filter(|(a, _)| a.host == here.vip)
+            .filter_map(|(a, node)| {
+                let index = u32::from(a.port - port_of(MemberSlot::Data(0)));
+                let relevant = index < here.desired || node.stateful_set || in_config(a);
+                relevant.then(|| LocalMemberFacts {
+                    slot: MemberSlot::Data(index),
+                    address: Some(a.clone()),
+                    stateful_set_exists: node.stateful_set,
+                    pod_running: node.running(),
+                    probe: node.running().then(|| self.probe(a, node)),
+                })
+            })
+            .collect();
+        let desired = self.desired_addresses();
+        let hostconf = HostConf {
+            members: desired
+                .iter()
+                .map(|a| HostConfMember {
+                    address: a.clone(),
+                    arbiter: false,
+                    votes: None,
+                    priority: None,
+                    hidden: false,
+                    tags: BTreeMap::new(),
+                })
+                .collect(),
+        };
+        let remote_probes = desired
+            .iter()
+            .filter(|a| a.host != here.vip)
+            .filter_map(|a| {
+                let node = self.nodes.get(a).filter(|n| n.running())?;
+                Some((a.clone(), self.probe(a, node)))
+            })
+            .collect();
+        PlanInput {
+            local_vip: here.vip.clone(),
+            set_name: SET.to_owned(),
+            desired_members: here.desired,
+            arbiter_wanted: false,
+            rs_init: here.rs_init,
+            settings: ReplicaSetSettings::default(),
+            pvc_policy: self.pvc_policy,
+            known_replica_set_id: here.known_replica_set_id.clone(),
+            hostconf,
+            local_members,
+            remote_probes,
+            observed: self.observe(cluster),
+        }
+    }
+
+    fn probe(&self, host: &MemberAddress, node: &Node) -> MemberProbe {
+        let member = self
+            .set
+            .as_ref()
+            .and_then(|s| s.config.member(host).map(|m| (s, m)));
+        let state = match member {
+            Some((s, _)) if s.primary.as_ref() == Some(host) => Some(MemberState::Primary),
+            Some((_, m)) if m.newly_added => Some(MemberState::Startup2),
+            Some(_) => Some(MemberState::Secondary),
+            None => node.holds.as_ref().map(|_| MemberState::Removed),
+        };
+        MemberProbe {
+            has_config: node.holds.is_some(),
+            replica_set_id: node.holds.clone(),
+            set_name: node.holds.as_ref().map(|_| SET.to_owned()),
+            state,
+        }
+    }
+
+    fn observe(&self, cluster: usize) -> Observed {
+        let Some(set) = &self.set else {
+            return Observed::Unreachable;
+        };
+        if !set.config.members.iter().any(|m| self.running(&m.host)) {
+            return Observed::Unreachable;
+        }
+        let member_health = set
+            .config
+            .members
+            .iter()
+            .map(|m| {
+                let running = self.running(&m.host);
+                let state = if !running {
+                    MemberState::Down
+                } else if set.primary.as_ref() == Some(&m.host) {
+                    MemberState::Primary
+                } else if m.newly_added {
+                    MemberState::Startup2
+                } else {
+                    MemberState::Secondary
+                };
+                let health = MemberHealth {
+                    state,
+                    healthy: running,
+                    lag_secs: running.then_some(0),
+                };
+                (m.host.clone(), health)
+            })
+            .collect();
+        Observed::Configured(ObservedSet {
+            config: set.config.clone(),
+            primary: set.primary.clone(),
+            member_health,
+            config_committed: set.committed && set.primary.is_some(),
+            stepped_down_recently: self.clusters[cluster].stepped_down.clone(),
+        })
+    }
+
+    /// The controller records the replicaSetId it saw in status.
+    pub fn record_status(&mut self, cluster: usize) {
+        if let Some(id) = self
+            .set
+            .as_ref()
+            .and_then(|s| s.config.settings.replica_set_id.clone())
+        {
+            self.clusters[cluster].known_replica_set_id = Some(id);
+        }
+    }
+
+    /// Executes a step of `cluster` as mongod and Kubernetes would; `Err` says
+    /// why mongod rejected it (nothing changed then).
+    pub fn execute(&mut self, cluster: usize, step: &Step) -> Result<(), String> {
+        match step {
+            Step::Initiate { config } => self.initiate(config),
+            Step::Reconfig { config, .. } => self.reconfig(config),
+            Step::StepDown { primary, .. } => {
+                let set = self.set.as_ref().ok_or("no replica set")?;
+                if set.primary.as_ref() != Some(primary) {
+                    return Err(format!("10107: {primary} is not primary"));
+                }
+                if !self.electable_running(&set.config).iter().any(|h| h != primary) {
+                    return Err("262: no electable secondary caught up".to_owned());
+                }
+                self.frozen.insert(primary.clone());
+                // The first candidate wins; none may be left (all frozen), and
+                // then the set has no primary until a step-down period ends.
+                let successor = self.candidates(&set.config).into_iter().next();
+                if let Some(set) = self.set.as_mut() {
+                    set.primary = successor;
+                }
+                self.clusters[cluster].stepped_down = Some(primary.clone());
+                Ok(())
+            }
+            Step::DeleteStatefulSet { slot, delete_pvc } => {
+                let MemberSlot::Data(index) = *slot else {
+                    return Err("the model has no arbiter".to_owned());
+                };
+                let address = self.address(cluster, index);
+                let node = self.nodes.get_mut(&address).ok_or("no such StatefulSet")?;
+                node.stateful_set = false;
+                node.pod_up = false;
+                if *delete_pvc {
+                    node.holds = None;
+                }
+                Ok(())
+            }
+            Step::Wait { .. } | Step::Refuse { .. } | Step::InSync => Ok(()),
+        }
+    }
+
+    fn initiate(&mut self, config: &ReplicaSetConfig) -> Result<(), String> {
+        if self.set.is_some() {
+            return Err("23: already initialized".to_owned());
+        }
+        let problems = config.validate();
+        if config.version != 1 || !problems.is_empty() {
+            return Err(format!("93: {problems:?}"));
+        }
+        for m in &config.members {
+            let node = self.nodes.get(&m.host).filter(|n| n.running());
+            if node.is_none_or(|n| n.holds.is_some()) {
+                return Err(format!("74: {} cannot join", m.host));
+            }
+        }
+        self.initiations += 1;
+        let id = format!("rsid-{}", self.initiations);
+        let mut config = config.clone();
+        config.settings.replica_set_id = Some(id.clone());
+        for m in &config.members {
+            if let Some(node) = self.nodes.get_mut(&m.host) {
+                node.holds = Some(id.clone());
+            }
+        }
+        let primary = self.electable_running(&config).into_iter().next();
+        self.set = Some(LiveSet {
+            config,
+            primary,
+            committed: true,
+        });
+        Ok(())
+    }
+
+    fn reconfig(&mut self, new: &ReplicaSetConfig) -> Result<(), String> {
+        let set = self.set.as_ref().ok_or("94: not yet initialized")?;
+        let primary = set.primary.clone().ok_or("10107: no primary")?;
+        if !set.committed {
+            return Err("308: current config not committed".to_owned());
+        }
+        let problems = reconfig_problems(&set.config, new);
+        if !problems.is_empty() {
+            return Err(format!("103: {problems:?}"));
+        }
+        if !new.contains(&primary) {
+            return Err("74: the primary is not in the new config".to_owned());
+        }
+        let mut installed = new.clone();
+        for m in installed.members.iter_mut() {
+            m.newly_added |= m.is_voter() && !set.config.contains(&m.host);
+        }
+        let (running, needed) = self.running_voters(&installed);
+        if running < needed {
+            return Err(format!("74: {running} voters answer, {needed} needed"));
+        }
+        let id = set.config.settings.replica_set_id.clone();
+        for m in &installed.members {
+            if let Some(node) = self.nodes.get_mut(&m.host) {
+                node.holds = id.clone();
+            }
+        }
+        self.set = Some(LiveSet {
+            config: installed,
+            primary: Some(primary),
+            committed: false,
+        });
+        Ok(())
+    }
+
+    pub fn apply_event(&mut self, event: &Event) {
+        match *event {
+            Event::PodDown { cluster, index } => {
+                let address = self.address(cluster, index);
+                if let Some(node) = self.nodes.get_mut(&address) {
+                    node.pod_up = false;
+                }
+            }
+            Event::PodUp { cluster, index } => {
+                let address = self.address(cluster, index);
+                if let Some(node) = self.nodes.get_mut(&address) {
+                    node.pod_up = true;
+                }
+            }
+            Event::Elect { pick } => {
+                if let Some(set) = &self.set {
+                    let (running, needed) = self.running_voters(&set.config);
+                    let candidates = self.candidates(&set.config);
+                    if set.primary.is_none() && running >= needed && !candidates.is_empty() {
+                        let chosen = candidates[pick % candidates.len()].clone();
+                        if let Some(set) = self.set.as_mut() {
+                            set.primary = Some(chosen);
+                        }
+                    }
+                }
+            }
+            Event::Failover { pick } => {
+                if let Some(set) = &self.set {
+                    let candidates: Vec<MemberAddress> = self
+                        .candidates(&set.config)
+                        .into_iter()
+                        .filter(|h| Some(h) != set.primary.as_ref())
+                        .collect();
+                    if set.primary.is_some() && !candidates.is_empty() {
+                        let chosen = candidates[pick % candidates.len()].clone();
+                        if let Some(set) = self.set.as_mut() {
+                            set.primary = Some(chosen);
+                        }
+                    }
+                }
+            }
+            Event::Commit => {
+                if let Some(set) = &self.set {
+                    let (running, needed) = self.running_voters(&set.config);
+                    let ok = set.primary.is_some() && running >= needed;
+                    if let Some(set) = self.set.as_mut() {
+                        set.committed |= ok;
+                    }
+                }
+            }
+            Event::ClearNewlyAdded => {
+                let caught_up: Vec<MemberAddress> = match &self.set {
+                    Some(set) if set.primary.is_some() && set.committed => set
+                        .config
+                        .members
+                        .iter()
+                        .filter(|m| m.newly_added && self.running(&m.host))
+                        .map(|m| m.host.clone())
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                if let (Some(set), false) = (self.set.as_mut(), caught_up.is_empty()) {
+                    for m in set.config.members.iter_mut() {
+                        if caught_up.contains(&m.host) {
+                            m.newly_added = false;
+                        }
+                    }
+                    set.config.version += 1;
+                    set.committed = false;
+                }
+            }
+            Event::StepDownPeriodEnds => {
+                self.frozen.clear();
+                for cluster in &mut self.clusters {
+                    cluster.stepped_down = None;
+                }
+            }
+            Event::SetDesired { cluster, desired } => {
+                self.clusters[cluster].desired = desired;
+                self.build_stateful_sets(cluster);
+            }
+        }
+        self.lose_primary_without_majority();
+    }
+
+    /// A primary that is down, or cannot see a majority of voters, steps down.
+    fn lose_primary_without_majority(&mut self) {
+        let keep = match &self.set {
+            Some(set) => {
+                let (running, needed) = self.running_voters(&set.config);
+                set.primary.as_ref().is_some_and(|p| self.running(p)) && running >= needed
+            }
+            None => return,
+        };
+        if let (Some(set), false) = (self.set.as_mut(), keep) {
+            set.primary = None;
+        }
+    }
+
+    /// What must hold in the model at all times.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        if self.initiations > 1 {
+            return Err("the replica set was initiated twice".to_owned());
+        }
+        let Some(set) = &self.set else {
+            return Ok(());
+        };
+        let problems = set.config.validate();
+        if !problems.is_empty() {
+            return Err(format!("the live config is invalid: {problems:?}"));
+        }
+        for m in &set.config.members {
+            let node = self.nodes.get(&m.host);
+            if !node.is_some_and(|n| n.stateful_set) {
+                return Err(format!("{} is in the config without a StatefulSet", m.host));
+            }
+            if node.and_then(|n| n.holds.as_ref()) != set.config.settings.replica_set_id.as_ref() {
+                return Err(format!("{} is in the config but lost its data", m.host));
+            }
+        }
+        if let Some(p) = &set.primary {
+            if !set.config.contains(p) {
+                return Err(format!("primary {p} is not in the config"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Lets the replica set settle: election, commit, `newlyAdded` cleared.
+    pub fn settle(&mut self) {
+        self.apply_event(&Event::Elect { pick: 0 });
+        self.apply_event(&Event::Commit);
+        self.apply_event(&Event::ClearNewlyAdded);
+        self.apply_event(&Event::Commit);
+    }
+}

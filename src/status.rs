@@ -1,0 +1,417 @@
+//! Stage `status` (pure): what the `MongoDB` status says after a reconcile pass.
+//!
+//! FedState's shape (`state`, `replset[]`, `currentInfo.members`, …) comes from the
+//! replica set as observed; the standard conditions say what the operator is doing
+//! and why, in words an on-call SRE can act on. A condition keeps its
+//! `lastTransitionTime` unless its status flips, and nothing here depends on the
+//! clock otherwise, so a pass that changes nothing writes nothing.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::api::{CurrentInfo, LocalMemberStatus, MongoDB, MongoDBStatus, MongoState, ReplSetMemberStatus};
+use crate::hostconf::MemberAddress;
+use crate::mongo::SetObservation;
+use crate::planner::{MemberSlot, Step};
+use crate::replset::MemberState;
+
+/// A problem that stopped the pass before the replica-set step (bad input, an
+/// unreachable dependency), as a bounded reason and a human message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Problem {
+    /// PascalCase reason.
+    pub reason: &'static str,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+/// A local member as Kubernetes shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocalMemberView {
+    /// Which member.
+    pub slot: MemberSlot,
+    /// StatefulSet (and Service) name.
+    pub stateful_set: String,
+    /// Its Service's nodePort, when known.
+    pub node_port: Option<i32>,
+    /// `VIP:nodePort`, when known.
+    pub host: Option<MemberAddress>,
+}
+
+/// Everything the status is computed from.
+pub struct StatusInput<'a> {
+    /// The object as read at the start of the pass (previous status included).
+    pub mongodb: &'a MongoDB,
+    /// `spec.pause` is set.
+    pub paused: bool,
+    /// What stopped the pass early, if anything.
+    pub problem: Option<&'a Problem>,
+    /// The replica set as observed this pass.
+    pub observation: Option<&'a SetObservation>,
+    /// The local members.
+    pub local_members: &'a [LocalMemberView],
+    /// The planner's step this pass, when it got that far.
+    pub step: Option<&'a Step>,
+    /// Revision of the member pod template.
+    pub revision: Option<String>,
+    /// Credentials come from FedState's plain-text `rootPassword`.
+    pub credentials_from_spec: bool,
+    /// Fingerprint of the database user's password, when there is one.
+    pub db_user_password_fingerprint: Option<String>,
+    /// Now, for conditions that flip.
+    pub now: Time,
+}
+
+/// The status after this pass.
+pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
+    let previous = input.mongodb.status.clone().unwrap_or_default();
+    let desired = input.mongodb.spec.members.max(0);
+    let ready_local = ready_local_members(input);
+    let local_members = local_member_statuses(input);
+    let initialized = input.observation.is_some() || previous.replica_set_id.is_some();
+    let all_ready = ready_local == desired && !local_members.iter().any(|m| is_leaving(m, desired));
+    let in_sync = matches!(input.step, Some(Step::InSync));
+    let refused = matches!(input.step, Some(Step::Refuse { .. }));
+
+    let state = if input.paused {
+        MongoState::Pause
+    } else if input.problem.is_some() || refused {
+        MongoState::Error
+    } else if in_sync && all_ready {
+        MongoState::Running
+    } else {
+        MongoState::Reconciling
+    };
+
+    let generation = input.mongodb.metadata.generation;
+    let mut conditions = Vec::new();
+    let mut set = |type_: &str, status: bool, reason: &str, message: String| {
+        conditions.push(condition(&previous.conditions, type_, status, reason, message, generation, &input.now));
+    };
+    let (activity_reason, activity_message) = activity(input);
+    set(
+        "Ready",
+        state == MongoState::Running,
+        if state == MongoState::Running { "AllMembersReady" } else { activity_reason },
+        if state == MongoState::Running {
+            format!("{ready_local}/{desired} local members are healthy in the replica set")
+        } else {
+            format!("{ready_local}/{desired} local members ready: {activity_message}")
+        },
+    );
+    set(
+        "ReplicaSetInitialized",
+        initialized,
+        if initialized { "Initialized" } else { "NotInitialized" },
+        match (input.observation, &previous.replica_set_id) {
+            (Some(observation), _) => format!("replica set {} exists (config version {})", observation.config.set_name, observation.config.version),
+            (None, Some(id)) => format!("replica set {id} was initiated; no member answers now"),
+            (None, None) => "no member of the replica set has a configuration yet".to_string(),
+        },
+    );
+    set(
+        "MembersInSync",
+        in_sync,
+        if in_sync { "InSync" } else { activity_reason },
+        if in_sync { "this cluster's members match spec.members".to_string() } else { activity_message.clone() },
+    );
+    let progressing = !input.paused && input.problem.is_none() && !in_sync && !refused;
+    set("Progressing", progressing, if progressing { activity_reason } else { "Idle" }, if progressing { activity_message.clone() } else { "no change in progress".to_string() });
+    let unhealthy = unhealthy_members(input.observation);
+    let degraded = input.problem.is_some() || refused || !unhealthy.is_empty();
+    set(
+        "Degraded",
+        degraded,
+        if input.problem.is_some() || refused {
+            activity_reason
+        } else if !unhealthy.is_empty() {
+            "MembersUnhealthy"
+        } else {
+            "Healthy"
+        },
+        if input.problem.is_some() || refused {
+            activity_message
+        } else if !unhealthy.is_empty() {
+            format!("members not healthy: {}", unhealthy.join(", "))
+        } else {
+            "every member of the replica set is healthy".to_string()
+        },
+    );
+    set(
+        "CredentialsFromSpec",
+        input.credentials_from_spec,
+        if input.credentials_from_spec { "PlainTextRootPassword" } else { "CredentialsSecret" },
+        if input.credentials_from_spec {
+            "credentials are derived from spec.rootPassword (FedState fallback); prefer spec.credentialsSecretRef".to_string()
+        } else {
+            "credentials come from a Secret".to_string()
+        },
+    );
+
+    MongoDBStatus {
+        state: Some(state),
+        restart_state: Some("NotInProcess".to_string()),
+        replset: replset(input.observation),
+        current_revision: input.revision.clone().or(previous.current_revision),
+        current_info: CurrentInfo { members: ready_local, db_user_password_fingerprint: input.db_user_password_fingerprint.clone() },
+        conditions,
+        observed_generation: generation,
+        primary: input.observation.and_then(|o| o.primary.as_ref()).map(ToString::to_string),
+        config_version: input.observation.map(|o| o.config.version).or(previous.config_version),
+        replica_set_id: input.observation.and_then(|o| o.config.settings.replica_set_id.clone()).or(previous.replica_set_id),
+        ready_members: Some(format!("{ready_local}/{desired}")),
+        local_members,
+    }
+}
+
+/// The reason and message of what the pass is doing or stuck on.
+fn activity(input: &StatusInput) -> (&'static str, String) {
+    if input.paused {
+        return ("Paused", "spec.pause is set: no change is made".to_string());
+    }
+    if let Some(problem) = input.problem {
+        return (problem.reason, problem.message.clone());
+    }
+    match input.step {
+        Some(step) => (step.reason(), step.to_string()),
+        None => ("Pending", "the replica set has not been observed yet".to_string()),
+    }
+}
+
+fn condition(previous: &[Condition], type_: &str, status: bool, reason: &str, message: String, generation: Option<i64>, now: &Time) -> Condition {
+    let status = if status { "True" } else { "False" }.to_string();
+    let last_transition_time = previous
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| now.clone());
+    Condition {
+        type_: type_.to_string(),
+        status,
+        reason: reason.to_string(),
+        message,
+        observed_generation: generation,
+        last_transition_time,
+    }
+}
+
+/// Local data members that are in the config and PRIMARY or SECONDARY.
+fn ready_local_members(input: &StatusInput) -> i32 {
+    let Some(observation) = input.observation else { return 0 };
+    input
+        .local_members
+        .iter()
+        .filter(|m| matches!(m.slot, MemberSlot::Data(_)))
+        .filter_map(|m| m.host.as_ref())
+        .filter(|host| {
+            observation
+                .members
+                .get(*host)
+                .is_some_and(|member| member.healthy && matches!(member.state, MemberState::Primary | MemberState::Secondary))
+        })
+        .count() as i32
+}
+
+fn is_leaving(member: &LocalMemberStatus, desired: i32) -> bool {
+    member.index >= desired
+}
+
+fn local_member_statuses(input: &StatusInput) -> Vec<LocalMemberStatus> {
+    input
+        .local_members
+        .iter()
+        .map(|view| {
+            let observed = view.host.as_ref().and_then(|host| input.observation.and_then(|o| o.members.get(host)));
+            LocalMemberStatus {
+                index: match view.slot {
+                    MemberSlot::Data(index) => index as i32,
+                    MemberSlot::Arbiter => -1,
+                },
+                stateful_set: view.stateful_set.clone(),
+                pod: format!("{}-0", view.stateful_set),
+                node_port: view.node_port,
+                host: view.host.as_ref().map(ToString::to_string),
+                role: observed.map(|m| m.state.as_str().to_string()).unwrap_or_else(|| "NotInConfig".to_string()),
+                lag_seconds: observed.and_then(|m| m.lag_secs),
+            }
+        })
+        .collect()
+}
+
+fn replset(observation: Option<&SetObservation>) -> Vec<ReplSetMemberStatus> {
+    let Some(observation) = observation else { return Vec::new() };
+    let mut members: Vec<ReplSetMemberStatus> = observation
+        .members
+        .iter()
+        .map(|(host, member)| ReplSetMemberStatus {
+            id: member.id,
+            name: host.to_string(),
+            health: if member.healthy { 1.0 } else { 0.0 },
+            state: member.state.code(),
+            state_str: member.state.as_str().to_string(),
+            sync_source_host: member.sync_source.clone(),
+        })
+        .collect();
+    members.sort_by_key(|m| m.id);
+    members
+}
+
+fn unhealthy_members(observation: Option<&SetObservation>) -> Vec<String> {
+    observation
+        .map(|o| o.members.iter().filter(|(_, m)| !m.healthy).map(|(host, m)| format!("{host} ({})", m.state)).collect())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::api::MongoDBSpec;
+    use crate::mongo::ObservedMember;
+    use crate::replset::{ConfigSettings, ReplicaSetConfig};
+    use k8s_openapi::jiff::Timestamp;
+
+    fn mongodb(members: i32) -> MongoDB {
+        let spec: MongoDBSpec = serde_json::from_value(serde_json::json!({"members": members, "rootPassword": "x"})).unwrap();
+        let mut mongodb = MongoDB::new("demo", spec);
+        mongodb.metadata.generation = Some(3);
+        mongodb
+    }
+
+    fn host(port: u16) -> MemberAddress {
+        MemberAddress { host: "127.0.10.1".into(), port }
+    }
+
+    fn observation(states: &[(u16, MemberState, bool)]) -> SetObservation {
+        let members: BTreeMap<MemberAddress, ObservedMember> = states
+            .iter()
+            .enumerate()
+            .map(|(i, (port, state, healthy))| {
+                (host(*port), ObservedMember { id: i as i64, healthy: *healthy, state: *state, sync_source: String::new(), lag_secs: Some(0), config_version: Some(2) })
+            })
+            .collect();
+        SetObservation {
+            config: ReplicaSetConfig {
+                set_name: "replset-0".into(),
+                version: 2,
+                term: Some(1),
+                members: vec![],
+                settings: ConfigSettings {
+                    election_timeout_millis: 10_000,
+                    heartbeat_interval_millis: 2_000,
+                    catch_up_timeout_millis: -1,
+                    chaining_allowed: true,
+                    replica_set_id: Some("65a000000000000000000001".into()),
+                },
+            },
+            config_document: Default::default(),
+            primary: states.iter().find(|(_, s, _)| *s == MemberState::Primary).map(|(p, _, _)| host(*p)),
+            members,
+            config_committed: true,
+        }
+    }
+
+    fn views(ports: &[u16]) -> Vec<LocalMemberView> {
+        ports
+            .iter()
+            .enumerate()
+            .map(|(i, port)| LocalMemberView { slot: MemberSlot::Data(i as u32), stateful_set: format!("demo-mongodb-{i}"), node_port: Some(i32::from(*port)), host: Some(host(*port)) })
+            .collect()
+    }
+
+    fn at(seconds: i64) -> Time {
+        Time(Timestamp::from_second(seconds).unwrap())
+    }
+
+    fn input<'a>(mongodb: &'a MongoDB, observation: Option<&'a SetObservation>, local: &'a [LocalMemberView], step: Option<&'a Step>, now: Time) -> StatusInput<'a> {
+        StatusInput {
+            mongodb,
+            paused: false,
+            problem: None,
+            observation,
+            local_members: local,
+            step,
+            revision: Some("abc".into()),
+            credentials_from_spec: false,
+            db_user_password_fingerprint: None,
+            now,
+        }
+    }
+
+    fn condition<'a>(status: &'a MongoDBStatus, type_: &str) -> &'a Condition {
+        status.conditions.iter().find(|c| c.type_ == type_).unwrap()
+    }
+
+    #[test]
+    fn a_set_in_sync_with_every_local_member_healthy_is_running() {
+        let mongodb = mongodb(2);
+        let observed = observation(&[(30001, MemberState::Primary, true), (30002, MemberState::Secondary, true)]);
+        let local = views(&[30001, 30002]);
+        let status = compute_status(&input(&mongodb, Some(&observed), &local, Some(&Step::InSync), at(100)));
+        assert_eq!(status.state, Some(MongoState::Running));
+        assert_eq!(status.current_info.members, 2);
+        assert_eq!(status.ready_members.as_deref(), Some("2/2"));
+        assert_eq!(status.primary.as_deref(), Some("127.0.10.1:30001"));
+        assert_eq!(status.replset.len(), 2);
+        assert_eq!(status.replset[0].state_str, "PRIMARY");
+        assert_eq!(condition(&status, "Ready").status, "True");
+        assert_eq!(condition(&status, "Ready").observed_generation, Some(3));
+        assert_eq!(status.replica_set_id.as_deref(), Some("65a000000000000000000001"));
+    }
+
+    #[test]
+    fn a_refused_step_is_an_error_with_its_reason_in_conditions() {
+        let mongodb = mongodb(1);
+        let observed = observation(&[(30001, MemberState::Primary, true)]);
+        let local = views(&[30001]);
+        let step = Step::Refuse { reason: crate::planner::Refusal::NothingToInitiate };
+        let status = compute_status(&input(&mongodb, Some(&observed), &local, Some(&step), at(100)));
+        assert_eq!(status.state, Some(MongoState::Error));
+        let degraded = condition(&status, "Degraded");
+        assert_eq!(degraded.status, "True");
+        assert_eq!(degraded.reason, "NothingToInitiate");
+        assert!(degraded.message.contains("refused"));
+    }
+
+    #[test]
+    fn conditions_keep_their_transition_time_until_they_flip() {
+        let mut mongodb = mongodb(1);
+        let observed = observation(&[(30001, MemberState::Primary, true)]);
+        let local = views(&[30001]);
+        let first = compute_status(&input(&mongodb, Some(&observed), &local, Some(&Step::InSync), at(100)));
+        mongodb.status = Some(first.clone());
+        let second = compute_status(&input(&mongodb, Some(&observed), &local, Some(&Step::InSync), at(200)));
+        assert_eq!(first, second, "a pass that changes nothing must write nothing");
+        mongodb.status = Some(second);
+        let down = observation(&[(30001, MemberState::Secondary, true)]);
+        let third = compute_status(&input(&mongodb, Some(&down), &local, Some(&Step::Wait { reason: crate::planner::WaitReason::NoPrimary }), at(300)));
+        assert_eq!(condition(&third, "Ready").status, "False");
+        assert_eq!(condition(&third, "Ready").last_transition_time, at(300));
+        assert_eq!(condition(&third, "ReplicaSetInitialized").last_transition_time, at(100));
+    }
+
+    #[test]
+    fn pause_and_problems_are_reported_as_such() {
+        let mongodb = mongodb(1);
+        let mut paused = input(&mongodb, None, &[], None, at(1));
+        paused.paused = true;
+        assert_eq!(compute_status(&paused).state, Some(MongoState::Pause));
+        let problem = Problem { reason: "HostconfMissing", message: "ConfigMap demo-hostconf not found".into() };
+        let mut failed = input(&mongodb, None, &[], None, at(1));
+        failed.problem = Some(&problem);
+        let status = compute_status(&failed);
+        assert_eq!(status.state, Some(MongoState::Error));
+        assert_eq!(condition(&status, "Ready").reason, "HostconfMissing");
+        assert_eq!(condition(&status, "ReplicaSetInitialized").status, "False");
+    }
+
+    #[test]
+    fn members_above_spec_still_in_the_set_keep_the_instance_reconciling() {
+        let mongodb = mongodb(1);
+        let observed = observation(&[(30001, MemberState::Primary, true), (30002, MemberState::Secondary, true)]);
+        let local = views(&[30001, 30002]);
+        let status = compute_status(&input(&mongodb, Some(&observed), &local, Some(&Step::InSync), at(1)));
+        assert_eq!(status.state, Some(MongoState::Reconciling));
+        assert_eq!(status.local_members[1].role, "SECONDARY");
+    }
+}
