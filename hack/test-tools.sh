@@ -9,9 +9,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 tools="$root/target/test-tools"
 mkdir -p "$tools"
 
-if [ ! -x "$tools/venv/bin/python" ] || ! "$tools/venv/bin/python" -c 'import pymongo' 2>/dev/null; then
+if [ ! -x "$tools/venv/bin/python" ] || ! "$tools/venv/bin/python" -c 'import pymongo, helm_python' 2>/dev/null; then
   python3 -m venv "$tools/venv" >&2
-  "$tools/venv/bin/pip" install --quiet --disable-pip-version-check 'pymongo>=4.6,<5' >&2
+  "$tools/venv/bin/pip" install --quiet --disable-pip-version-check 'pymongo>=4.6,<5' 'helm-python-sdk==0.2.2' >&2
 fi
 
 if [ ! -x "$tools/node_modules/.bin/mongosh" ]; then

@@ -1,0 +1,64 @@
+"""Renders and lints the project's Helm charts with the real Helm engine
+(helm-python-sdk, import helm_python) and prints one JSON document on stdout:
+
+    {"cases": [{"chart", "case", "values", "release", "namespace",
+                "manifests": {template path: text} | null,
+                "error": str | null, "lint": {...} | null}]}
+
+Used by hack/deploy-check/tests/helm_charts.rs; run it by hand with
+    python hack/deploy-check/render_charts.py <repository root>
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import helm_python
+
+MEMBER = "mongodb-member-operator"
+KARMADA = "mongodb-member-operator-karmada"
+
+# (chart, case name, values, release name, release namespace)
+CASES = [
+    (MEMBER, "default", {}, MEMBER, MEMBER),
+    (MEMBER, "watchNamespace", {"watchNamespace": "databases"}, MEMBER, MEMBER),
+    (MEMBER, "badLogFormat", {"logFormat": "xml"}, MEMBER, MEMBER),
+    (KARMADA, "default", {}, MEMBER, "karmada-system"),
+    (
+        KARMADA,
+        "clusterAffinity",
+        {"propagation": {"clusterAffinity": {"clusterNames": ["member1", "member2", "member3"]}}},
+        MEMBER,
+        "karmada-system",
+    ),
+]
+
+
+def run(root: Path) -> dict:
+    results = []
+    for chart_name, case, values, release, namespace in CASES:
+        chart_dir = root / "charts" / chart_name
+        result = {
+            "chart": chart_name,
+            "case": case,
+            "values": values,
+            "release": release,
+            "namespace": namespace,
+            "manifests": None,
+            "error": None,
+            "lint": None,
+        }
+        try:
+            chart = helm_python.Chart.load(str(chart_dir))
+            result["manifests"] = chart.render(values=values, name=release, namespace=namespace)
+        except helm_python.HelmError as err:
+            result["error"] = f"{type(err).__name__}: {err}"
+        result["lint"] = helm_python.lint(str(chart_dir), values=values, namespace=namespace)
+        results.append(result)
+    return {"helm_sdk_version": helm_python.helm_sdk_version(), "cases": results}
+
+
+if __name__ == "__main__":
+    repository_root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2]
+    json.dump(run(repository_root), sys.stdout, indent=1, sort_keys=True)
+    sys.stdout.write("\n")
