@@ -1,0 +1,104 @@
+//! Shared informers: one list+watch per kind (pods, services, StatefulSets,
+//! PersistentVolumeClaims, Endpoints) through kube-runtime's reflector, like the shared
+//! informer factory of kube-controller-manager, and a signal that fires on
+//! every change so the control loops wake up.
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Endpoints, PersistentVolumeClaim, Pod, Service};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// Read-only caches of the cluster's objects.
+#[derive(Clone)]
+pub struct Cache {
+    /// All pods.
+    pub pods: Store<Pod>,
+    /// All services.
+    pub services: Store<Service>,
+    /// All StatefulSets.
+    pub stateful_sets: Store<StatefulSet>,
+    /// All PersistentVolumeClaims.
+    pub claims: Store<PersistentVolumeClaim>,
+    /// All Endpoints.
+    pub endpoints: Store<Endpoints>,
+    changes: watch::Receiver<u64>,
+}
+
+impl Cache {
+    /// Starts the watches on `tasks`; the caches fill in the background.
+    pub fn start(client: &Client, tasks: &mut JoinSet<()>) -> Cache {
+        let (changed, changes) = watch::channel(0u64);
+        Cache {
+            pods: reflect(Api::all(client.clone()), changed.clone(), tasks),
+            services: reflect(Api::all(client.clone()), changed.clone(), tasks),
+            stateful_sets: reflect(Api::all(client.clone()), changed.clone(), tasks),
+            claims: reflect(Api::all(client.clone()), changed.clone(), tasks),
+            endpoints: reflect(Api::all(client.clone()), changed, tasks),
+            changes,
+        }
+    }
+
+    /// A receiver that is marked changed whenever any cached object changes.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.clone()
+    }
+
+    /// Waits until every cache holds its first complete list.
+    pub async fn wait_until_ready(&self) -> anyhow::Result<()> {
+        self.pods.wait_until_ready().await?;
+        self.services.wait_until_ready().await?;
+        self.stateful_sets.wait_until_ready().await?;
+        self.claims.wait_until_ready().await?;
+        self.endpoints.wait_until_ready().await?;
+        Ok(())
+    }
+
+    /// Waits (at most `timeout`) until `condition` holds on the cache: how a
+    /// controller waits for its own writes to show up before acting again
+    /// (kube-controller-manager's "expectations").
+    pub async fn wait_for(&self, timeout: Duration, condition: impl Fn(&Cache) -> bool) -> bool {
+        let mut changes = self.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if condition(self) {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return condition(self),
+            }
+        }
+    }
+}
+
+fn reflect<K>(api: Api<K>, changed: watch::Sender<u64>, tasks: &mut JoinSet<()>) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default()).default_backoff(),
+    );
+    tasks.spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(_) => {
+                    changed.send_modify(|n| *n = n.wrapping_add(1));
+                }
+                Err(error) => tracing::warn!(kind = %K::kind(&Default::default()), %error, "watch failed; retrying"),
+            }
+        }
+    });
+    reader
+}

@@ -1,0 +1,8 @@
+//! The lab: several simulated member clusters on one machine, a control-plane
+//! stand-in that propagates instances to them the way FedState and Karmada do, and
+//! the real operator binary running once per cluster.
+
+pub mod controlplane;
+pub mod lab;
+pub mod observe;
+pub mod runtime;

@@ -1,0 +1,82 @@
+// mongosh against mongod-sim: rs.initiate(), rs.status(), rs.add(), rs.reconfig(),
+// rs.stepDown(). Run by tests/fidelity.rs as
+//   mongosh "mongodb://HOST1/?directConnection=true" --quiet --file mongosh_fidelity.js
+// with MMO_HOSTS=h1,h2,h3 in the environment. Prints "MONGOSH FIDELITY OK".
+const hosts = process.env.MMO_HOSTS.split(',');
+
+function waitFor(what, cond) {
+  const start = Date.now();
+  for (;;) {
+    let ok = false;
+    try { ok = cond(); } catch (e) { ok = false; }
+    if (ok) return;
+    if (Date.now() - start > 30000) throw new Error('timed out waiting for ' + what);
+    sleep(50);
+  }
+}
+
+function expectCode(code, fn) {
+  try {
+    fn();
+  } catch (e) {
+    if (e.code !== code) throw new Error('expected code ' + code + ', got ' + e.code + ': ' + e.message);
+    return;
+  }
+  throw new Error('expected error code ' + code);
+}
+
+function memberState(name) {
+  const m = rs.status().members.find((x) => x.name === name);
+  return m ? m.stateStr : undefined;
+}
+
+function committed() {
+  return db.adminCommand({ replSetGetConfig: 1, commitmentStatus: true }).commitmentStatus === true;
+}
+
+expectCode(94, () => rs.status());
+const init = rs.initiate();
+if (init.ok !== 1) throw new Error('rs.initiate failed: ' + JSON.stringify(init));
+expectCode(23, () => rs.initiate());
+waitFor('primary', () => db.hello().isWritablePrimary === true);
+
+let st = rs.status();
+if (st.set !== 'rs0' || st.myState !== 1 || st.members.length !== 1 || st.members[0].self !== true) {
+  throw new Error('unexpected rs.status(): ' + JSON.stringify(st));
+}
+
+// Shorten the timeouts the real way, through the config.
+let cfg = rs.conf();
+cfg.settings.electionTimeoutMillis = 1000;
+cfg.settings.heartbeatIntervalMillis = 200;
+waitFor('config committed', committed);
+let r = rs.reconfig(cfg);
+if (r.ok !== 1) throw new Error('rs.reconfig failed: ' + JSON.stringify(r));
+
+for (const h of hosts.slice(1)) {
+  waitFor('config committed', committed);
+  r = rs.add(h);
+  if (r.ok !== 1) throw new Error('rs.add failed: ' + JSON.stringify(r));
+  waitFor(h + ' SECONDARY', () => memberState(h) === 'SECONDARY');
+}
+waitFor('newlyAdded cleared', () =>
+  db.adminCommand({ replSetGetConfig: 1, includeNewlyAdded: true }).config.members.every((m) => !m.newlyAdded));
+if (rs.conf().members.length !== 3) throw new Error('expected 3 members: ' + JSON.stringify(rs.conf()));
+
+// A reconfig changing priorities.
+waitFor('config committed', committed);
+cfg = rs.conf();
+cfg.members[2].priority = 0.5;
+r = rs.reconfig(cfg);
+if (r.ok !== 1) throw new Error('rs.reconfig failed: ' + JSON.stringify(r));
+if (rs.conf().members[2].priority !== 0.5) throw new Error('priority not applied');
+
+// Step down: another member becomes primary, this connection stays usable.
+r = rs.stepDown(10, 5);
+if (r.ok !== 1) throw new Error('rs.stepDown failed: ' + JSON.stringify(r));
+waitFor('a new primary', () => {
+  const s = rs.status();
+  return s.myState === 2 && s.members.some((m) => m.stateStr === 'PRIMARY' && !m.self);
+});
+expectCode(10107, () => rs.stepDown());
+print('MONGOSH FIDELITY OK');

@@ -1,0 +1,89 @@
+//! Command errors in mongod's reply shape (`{ok: 0, errmsg, code, codeName}`),
+//! with the code names from mongod's `error_codes.yml`.
+
+use bson::{doc, Document};
+
+/// A command failure as mongod reports it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{code_name} ({code}): {errmsg}")]
+pub struct CmdError {
+    pub code: i32,
+    pub code_name: &'static str,
+    pub errmsg: String,
+}
+
+pub const BAD_VALUE: i32 = 2;
+pub const FAILED_TO_PARSE: i32 = 9;
+pub const USER_NOT_FOUND: i32 = 11;
+pub const UNAUTHORIZED: i32 = 13;
+pub const TYPE_MISMATCH: i32 = 14;
+pub const AUTHENTICATION_FAILED: i32 = 18;
+pub const ALREADY_INITIALIZED: i32 = 23;
+pub const MAX_TIME_MS_EXPIRED: i32 = 50;
+pub const COMMAND_NOT_FOUND: i32 = 59;
+pub const WRITE_CONCERN_FAILED: i32 = 64;
+pub const NODE_NOT_FOUND: i32 = 74;
+pub const INVALID_REPLICA_SET_CONFIG: i32 = 93;
+pub const NOT_YET_INITIALIZED: i32 = 94;
+pub const NEW_CONFIG_INCOMPATIBLE: i32 = 103;
+pub const NODE_NOT_ELECTABLE: i32 = 104;
+pub const CONFIGURATION_IN_PROGRESS: i32 = 109;
+pub const COMMAND_FAILED: i32 = 125;
+pub const NOT_SECONDARY: i32 = 95;
+pub const EXCEEDED_TIME_LIMIT: i32 = 262;
+pub const CURRENT_CONFIG_NOT_COMMITTED_YET: i32 = 308;
+pub const DUPLICATE_KEY: i32 = 11000;
+pub const NOT_WRITABLE_PRIMARY: i32 = 10107;
+pub const INTERRUPTED_DUE_TO_REPL_STATE_CHANGE: i32 = 11602;
+pub const NOT_PRIMARY_NO_SECONDARY_OK: i32 = 13435;
+pub const USER_ALREADY_EXISTS: i32 = 51003;
+pub const UNSUPPORTED_OP_QUERY_COMMAND: i32 = 352;
+
+/// The codeName mongod uses for `code`.
+pub fn code_name(code: i32) -> &'static str {
+    match code {
+        BAD_VALUE => "BadValue",
+        FAILED_TO_PARSE => "FailedToParse",
+        USER_NOT_FOUND => "UserNotFound",
+        UNAUTHORIZED => "Unauthorized",
+        TYPE_MISMATCH => "TypeMismatch",
+        AUTHENTICATION_FAILED => "AuthenticationFailed",
+        ALREADY_INITIALIZED => "AlreadyInitialized",
+        MAX_TIME_MS_EXPIRED => "MaxTimeMSExpired",
+        COMMAND_NOT_FOUND => "CommandNotFound",
+        WRITE_CONCERN_FAILED => "WriteConcernFailed",
+        NODE_NOT_FOUND => "NodeNotFound",
+        INVALID_REPLICA_SET_CONFIG => "InvalidReplicaSetConfig",
+        NOT_YET_INITIALIZED => "NotYetInitialized",
+        NEW_CONFIG_INCOMPATIBLE => "NewReplicaSetConfigurationIncompatible",
+        NODE_NOT_ELECTABLE => "NodeNotElectable",
+        CONFIGURATION_IN_PROGRESS => "ConfigurationInProgress",
+        COMMAND_FAILED => "CommandFailed",
+        NOT_SECONDARY => "NotSecondary",
+        EXCEEDED_TIME_LIMIT => "ExceededTimeLimit",
+        CURRENT_CONFIG_NOT_COMMITTED_YET => "CurrentConfigNotCommittedYet",
+        DUPLICATE_KEY => "DuplicateKey",
+        NOT_WRITABLE_PRIMARY => "NotWritablePrimary",
+        INTERRUPTED_DUE_TO_REPL_STATE_CHANGE => "InterruptedDueToReplStateChange",
+        NOT_PRIMARY_NO_SECONDARY_OK => "NotPrimaryNoSecondaryOk",
+        USER_ALREADY_EXISTS => "Location51003",
+        UNSUPPORTED_OP_QUERY_COMMAND => "UnsupportedOpQueryCommand",
+        _ => "UnknownError",
+    }
+}
+
+impl CmdError {
+    pub fn new(code: i32, errmsg: impl Into<String>) -> Self {
+        CmdError { code, code_name: code_name(code), errmsg: errmsg.into() }
+    }
+
+    /// The error reply document.
+    pub fn to_document(&self) -> Document {
+        doc! { "ok": 0.0, "errmsg": self.errmsg.clone(), "code": self.code, "codeName": self.code_name }
+    }
+}
+
+/// Shorthand for a failing command result.
+pub fn fail<T>(code: i32, errmsg: impl Into<String>) -> Result<T, CmdError> {
+    Err(CmdError::new(code, errmsg))
+}

@@ -1,0 +1,20 @@
+//! mongod-sim: a wire-protocol MongoDB replica-set simulator, test equipment for
+//! mongodb-member-operator. Many members live in one process on a shared
+//! [`Network`]; each listens on its own TCP address and speaks enough of the
+//! MongoDB protocol for the Rust driver, pymongo and mongosh. See README.md.
+
+mod commands;
+pub mod config;
+pub mod error;
+pub mod member;
+pub mod network;
+mod repl_commands;
+mod scram;
+mod server;
+pub mod state;
+pub mod wire;
+
+pub use config::{MemberConfig, ReplSetConfig, Settings};
+pub use member::{Member, MemberSpec, MemberState, RootUser};
+pub use network::{Network, NetworkError};
+pub use state::{DurableState, OpTime, Volume};

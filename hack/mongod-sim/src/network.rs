@@ -1,0 +1,294 @@
+//! The simulated network shared by every member in a process: which member a host
+//! string reaches (listen addresses and self aliases such as `VIP:nodePort`), which
+//! members run, and the injected faults (isolated members, cut host pairs, cut
+//! sites, replication lag). Members talk to each other only through it.
+
+use crate::member::{Member, MemberSpec};
+use crate::state::Volume;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Failures of the library API.
+#[derive(Debug, thiserror::Error)]
+pub enum NetworkError {
+    #[error("member {0} is already running")]
+    AlreadyRunning(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+}
+
+#[derive(Default)]
+struct Faults {
+    isolated: HashSet<String>,
+    cut_pairs: HashSet<(String, String)>,
+    sites: HashMap<String, String>,
+    cut_sites: HashSet<String>,
+    /// Sites that cannot be entered from other sites (their own members can still
+    /// dial out), e.g. a cluster whose VIP is unreachable.
+    cut_ingress: HashSet<String>,
+    lag: HashMap<String, Duration>,
+}
+
+#[derive(Default)]
+struct Registry {
+    running: BTreeMap<String, Arc<Member>>,
+    /// host string → listen address of the member it reaches.
+    aliases: HashMap<String, String>,
+    faults: Faults,
+}
+
+/// Many replica-set members in one process and the network between them.
+#[derive(Default)]
+pub struct Network {
+    reg: Mutex<Registry>,
+}
+
+impl Drop for Network {
+    /// Dropping the network stops its members (their tasks would otherwise keep
+    /// them listening).
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+fn pair(a: &str, b: &str) -> (String, String) {
+    if a <= b { (a.to_string(), b.to_string()) } else { (b.to_string(), a.to_string()) }
+}
+
+impl Network {
+    pub fn new() -> Arc<Network> {
+        Arc::new(Network::default())
+    }
+
+    fn reg(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.reg.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts a member listening on `spec.listen` with the state on `volume`
+    /// (empty volume → fresh member; a volume used before → the member resumes).
+    pub async fn start_member(self: &Arc<Self>, spec: MemberSpec, volume: Volume) -> Result<(), NetworkError> {
+        let listen = spec.listen.to_string();
+        if self.reg().running.contains_key(&listen) {
+            return Err(NetworkError::AlreadyRunning(listen));
+        }
+        let listener = bind_with_retry(spec.listen).await.map_err(|source| NetworkError::Bind { addr: listen.clone(), source })?;
+        let member = Member::start(Arc::downgrade(self), spec, volume, listener);
+        let inserted = {
+            let mut reg = self.reg();
+            !reg.running.contains_key(&listen) && reg.running.insert(listen.clone(), member.clone()).is_none()
+        };
+        if !inserted {
+            // Lost a race with a concurrent start of the same member.
+            for task in member.shutdown() {
+                let _ = task.await;
+            }
+            return Err(NetworkError::AlreadyRunning(listen));
+        }
+        Ok(())
+    }
+
+    /// Stops (kills) a member: its connections close, and once this returns its
+    /// listen address refuses connections; its state stays on its volume. Returns
+    /// false if it was not running.
+    pub async fn stop_member(&self, listen: &str) -> bool {
+        let member = self.reg().running.remove(listen);
+        match member {
+            Some(m) => {
+                for task in m.shutdown() {
+                    // Aborted tasks end with a cancellation error; only the wait matters.
+                    let _ = task.await;
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Stops every member without waiting for their ports to be released (usable
+    /// from `Drop`).
+    pub fn stop_all(&self) {
+        let members: Vec<_> = std::mem::take(&mut self.reg().running).into_values().collect();
+        for m in members {
+            m.shutdown();
+        }
+    }
+
+    /// A running member by listen address.
+    pub fn member(&self, listen: &str) -> Option<Arc<Member>> {
+        self.reg().running.get(listen).cloned()
+    }
+
+    /// Listen addresses of running members that are PRIMARY now.
+    pub fn primaries(&self) -> Vec<String> {
+        let members: Vec<_> = self.reg().running.values().cloned().collect();
+        members.iter().filter(|m| m.state() == crate::member::MemberState::Primary).map(|m| m.listen().to_string()).collect()
+    }
+
+    /// Listen addresses of running members.
+    pub fn running(&self) -> Vec<String> {
+        self.reg().running.keys().cloned().collect()
+    }
+
+    /// Makes `host` (e.g. `VIP:nodePort`) route to the member listening on `listen`;
+    /// that member then recognises `host` as itself in configs.
+    pub fn add_alias(&self, listen: &str, host: &str) {
+        self.reg().aliases.insert(host.to_string(), listen.to_string());
+    }
+
+    pub fn remove_alias(&self, host: &str) {
+        self.reg().aliases.remove(host);
+    }
+
+    /// Host strings (besides its listen address) that reach `listen`.
+    pub fn aliases_of(&self, listen: &str) -> Vec<String> {
+        self.reg().aliases.iter().filter(|(_, l)| l.as_str() == listen).map(|(h, _)| h.clone()).collect()
+    }
+
+    /// Cuts a member off from every other member (clients still reach it).
+    pub fn isolate(&self, listen: &str) {
+        self.reg().faults.isolated.insert(listen.to_string());
+    }
+
+    pub fn heal(&self, listen: &str) {
+        self.reg().faults.isolated.remove(listen);
+    }
+
+    /// Cuts traffic between two members (by any host string that reaches them).
+    pub fn cut_pair(&self, a: &str, b: &str) {
+        let mut reg = self.reg();
+        let (a, b) = (resolve(&reg, a), resolve(&reg, b));
+        reg.faults.cut_pairs.insert(pair(&a, &b));
+    }
+
+    pub fn heal_pair(&self, a: &str, b: &str) {
+        let mut reg = self.reg();
+        let (a, b) = (resolve(&reg, a), resolve(&reg, b));
+        reg.faults.cut_pairs.remove(&pair(&a, &b));
+    }
+
+    /// Tags a member with a site (e.g. the Kubernetes cluster it runs in).
+    pub fn set_site(&self, listen: &str, site: &str) {
+        self.reg().faults.sites.insert(listen.to_string(), site.to_string());
+    }
+
+    /// Cuts a whole site off: traffic between its members and members of other
+    /// sites fails; traffic inside the site still flows.
+    pub fn cut_site(&self, site: &str) {
+        self.reg().faults.cut_sites.insert(site.to_string());
+    }
+
+    pub fn heal_site(&self, site: &str) {
+        self.reg().faults.cut_sites.remove(site);
+    }
+
+    /// Cuts the way into a site: members of other sites can no longer reach its
+    /// members (by pod address or alias), while its members still reach out — the
+    /// asymmetric partition of an unreachable cluster VIP.
+    pub fn cut_site_ingress(&self, site: &str) {
+        self.reg().faults.cut_ingress.insert(site.to_string());
+    }
+
+    pub fn heal_site_ingress(&self, site: &str) {
+        self.reg().faults.cut_ingress.remove(site);
+    }
+
+    /// Removes every injected cut (lag settings stay).
+    pub fn heal_all(&self) {
+        let mut reg = self.reg();
+        reg.faults.isolated.clear();
+        reg.faults.cut_pairs.clear();
+        reg.faults.cut_sites.clear();
+        reg.faults.cut_ingress.clear();
+    }
+
+    /// Replication lag of a member: it applies an entry only this long after the
+    /// entry was written on the primary.
+    pub fn set_lag(&self, listen: &str, lag: Duration) {
+        let mut reg = self.reg();
+        if lag.is_zero() {
+            reg.faults.lag.remove(listen);
+        } else {
+            reg.faults.lag.insert(listen.to_string(), lag);
+        }
+    }
+
+    pub(crate) fn lag_of(&self, listen: &str) -> Duration {
+        self.reg().faults.lag.get(listen).copied().unwrap_or_default()
+    }
+
+    /// Does `host` name the member listening on `listen` (isSelf)?
+    pub(crate) fn is_self(&self, listen: &str, host: &str) -> bool {
+        host == listen || self.reg().aliases.get(host).map(|l| l == listen).unwrap_or(false)
+    }
+
+    /// The member `from` reaches when it dials `host`, if the network lets it
+    /// through and the internal-auth keyfiles match.
+    pub(crate) fn dial(&self, from: &Member, host: &str) -> Option<Arc<Member>> {
+        let reg = self.reg();
+        let target = resolve(&reg, host);
+        let to = reg.running.get(&target)?.clone();
+        let from_id = from.listen();
+        if !reachable(&reg.faults, from_id, &target) {
+            return None;
+        }
+        drop(reg);
+        if from.keyfile() != to.keyfile() {
+            return None;
+        }
+        Some(to)
+    }
+
+    /// The whole simulation as JSON (for the control interface and debugging).
+    pub fn dump(&self) -> serde_json::Value {
+        let members: Vec<_> = self.reg().running.values().cloned().collect();
+        let reg = self.reg();
+        let faults = serde_json::json!({
+            "isolated": reg.faults.isolated.iter().collect::<Vec<_>>(),
+            "cutPairs": reg.faults.cut_pairs.iter().collect::<Vec<_>>(),
+            "sites": reg.faults.sites,
+            "cutSites": reg.faults.cut_sites.iter().collect::<Vec<_>>(),
+            "cutIngress": reg.faults.cut_ingress.iter().collect::<Vec<_>>(),
+            "lagMs": reg.faults.lag.iter().map(|(k, v)| (k.clone(), v.as_millis() as u64)).collect::<BTreeMap<_, _>>(),
+            "aliases": reg.aliases,
+        });
+        drop(reg);
+        serde_json::json!({
+            "members": members.iter().map(|m| m.summary()).collect::<Vec<_>>(),
+            "faults": faults,
+        })
+    }
+}
+
+/// Binds, retrying briefly while a just-stopped member's listener is released.
+async fn bind_with_retry(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn resolve(reg: &Registry, host: &str) -> String {
+    reg.aliases.get(host).cloned().unwrap_or_else(|| host.to_string())
+}
+
+/// May the member listening on `a` open a connection to the one listening on `b`?
+fn reachable(f: &Faults, a: &str, b: &str) -> bool {
+    if f.isolated.contains(a) || f.isolated.contains(b) || f.cut_pairs.contains(&pair(a, b)) {
+        return false;
+    }
+    if let Some(sb) = f.sites.get(b) {
+        if f.cut_ingress.contains(sb) && f.sites.get(a) != Some(sb) {
+            return false;
+        }
+    }
+    match (f.sites.get(a), f.sites.get(b)) {
+        (Some(sa), Some(sb)) if sa == sb => true,
+        (sa, sb) => !(sa.map(|s| f.cut_sites.contains(s)).unwrap_or(false) || sb.map(|s| f.cut_sites.contains(s)).unwrap_or(false)),
+    }
+}
