@@ -22,20 +22,22 @@
 //!   step cannot express `force`.
 //! - Order of work: delete the StatefulSets of members already out of the config,
 //!   then remove unwanted members (highest index first, the arbiter last; step a
-//!   primary down first), then add wanted members (index order, the arbiter
+//!   primary down first, once a healthy electable secondary that stays in the
+//!   set can take over), then add wanted members (index order, the arbiter
 //!   last), then promote non-voters, then bring `settings` in line.
-//! - A membership change that would leave fewer healthy voters than a majority
-//!   of the resulting config's voters is refused (removal) or waited on
-//!   (addition, promotion).
+//! - A reconfig whose resulting config would have fewer healthy voters than a
+//!   majority of its voters is refused (removal) or waited on (addition,
+//!   promotion, settings).
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::ControlFlow::{self, Break, Continue};
 
 use crate::api::{PvcPolicy, ReplicaSetSettings};
 use crate::hostconf::{HostConf, HostConfMember, MemberAddress};
 use crate::replset::{
-    reconfig_problems, ConfigMember, ConfigProblem, ConfigSettings, MemberState,
-    ReplicaSetConfig, MAX_MEMBERS, MAX_VOTERS,
+    reconfig_problems, ConfigMember, ConfigProblem, ConfigSettings, MemberState, ReplicaSetConfig,
+    MAX_MEMBERS, MAX_VOTERS,
 };
 
 #[cfg(test)]
@@ -133,6 +135,8 @@ pub struct MemberProbe {
 }
 
 /// The replica set as observed through the seed list.
+// One value per reconcile: boxing the config would only add noise.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Observed {
     /// No member answered with a config. Whether a config exists anywhere is
@@ -283,12 +287,18 @@ pub enum WaitReason {
     #[error("the address of {slot} is not known yet (no Service nodePort)")]
     MemberAddressUnknown { slot: MemberSlot },
     #[error("{slot} does not answer at {host}")]
-    MemberNotAnswering { slot: MemberSlot, host: MemberAddress },
+    MemberNotAnswering {
+        slot: MemberSlot,
+        host: MemberAddress,
+    },
     #[error("{host} holds a replica-set config but did not tell its replicaSetId")]
     MemberIdentityUnknown { host: MemberAddress },
     #[error("waiting for a new primary after {old_primary} stepped down")]
     WaitingForNewPrimary { old_primary: MemberAddress },
-    #[error("no healthy electable secondary can take over from primary {primary}")]
+    #[error(
+        "no healthy electable secondary that stays in the set (listed in hostconf) \
+         can take over from primary {primary}"
+    )]
     NoElectableSecondary { primary: MemberAddress },
     #[error("only {healthy} healthy voters, {needed} needed for a majority after the change")]
     NotEnoughHealthyVoters { healthy: usize, needed: usize },
@@ -403,19 +413,22 @@ fn join(problems: &[ConfigProblem]) -> String {
 }
 
 /// The one next step for this cluster.
+///
+/// Inside, each stage returns [`ControlFlow::Break`] with the step as soon as
+/// it has one (work, a wait or a refusal); when every stage continues, the
+/// set is in sync.
 pub fn plan(input: &PlanInput) -> Step {
-    let step = match &input.observed {
-        Observed::Unreachable => plan_initiate(input),
-        Observed::Configured(set) => plan_membership(input, set),
-    };
-    match step {
-        Ok(step) | Err(step) => step,
+    match &input.observed {
+        Observed::Unreachable => match plan_initiate(input) {
+            Continue(config) => Step::Initiate { config },
+            Break(step) => step,
+        },
+        Observed::Configured(set) => match plan_membership(input, set) {
+            Continue(()) => Step::InSync,
+            Break(step) => step,
+        },
     }
 }
-
-/// `Err` carries a step that ends planning early (a wait or a refusal found
-/// on the way); `Ok` is the planned step.
-type Planned = Result<Step, Step>;
 
 fn wait(reason: WaitReason) -> Step {
     Step::Wait { reason }
@@ -470,9 +483,9 @@ impl LocalMemberFacts {
 
 // ---------------------------------------------------------------- initiate
 
-fn plan_initiate(input: &PlanInput) -> Planned {
+fn plan_initiate(input: &PlanInput) -> ControlFlow<Step, ReplicaSetConfig> {
     if let Some(id) = &input.known_replica_set_id {
-        return Err(wait(WaitReason::ReplicaSetUnreachable {
+        return Break(wait(WaitReason::ReplicaSetUnreachable {
             replica_set_id: id.clone(),
         }));
     }
@@ -485,10 +498,12 @@ fn plan_initiate(input: &PlanInput) -> Planned {
         .chain(remote_answers)
         .find(|(_, probe)| probe.has_config)
     {
-        return Err(wait(WaitReason::ExistingConfigUnreadable { host: host.clone() }));
+        return Break(wait(WaitReason::ExistingConfigUnreadable {
+            host: host.clone(),
+        }));
     }
     if !input.rs_init {
-        return Err(wait(WaitReason::AwaitingInitiate));
+        return Break(wait(WaitReason::AwaitingInitiate));
     }
 
     let mut local = Vec::new();
@@ -497,7 +512,7 @@ fn plan_initiate(input: &PlanInput) -> Planned {
         local.push((address.clone(), slot == MemberSlot::Arbiter));
     }
     if local.is_empty() {
-        return Err(refuse(Refusal::NothingToInitiate));
+        return Break(refuse(Refusal::NothingToInitiate));
     }
     local.sort();
 
@@ -510,7 +525,10 @@ fn plan_initiate(input: &PlanInput) -> Planned {
         .count();
     let needed = data_members.len() / 2 + 1;
     if answered < needed {
-        return Err(wait(WaitReason::TooFewMembersAnswering { answered, needed }));
+        return Break(wait(WaitReason::TooFewMembersAnswering {
+            answered,
+            needed,
+        }));
     }
 
     let mut remote: Vec<(MemberAddress, bool)> = input
@@ -547,9 +565,9 @@ fn plan_initiate(input: &PlanInput) -> Planned {
     };
     let problems = config.validate();
     if !problems.is_empty() {
-        return Err(refuse(Refusal::InvalidConfig { problems }));
+        return Break(refuse(Refusal::InvalidConfig { problems }));
     }
-    Ok(Step::Initiate { config })
+    Continue(config)
 }
 
 /// A member as it joins: a vote while fewer than seven members vote and
@@ -598,43 +616,49 @@ fn voter_priority(votes: u8, hidden: bool, hint: Option<&HostConfMember>) -> f64
 }
 
 /// A wanted local member that runs and answers at its address.
-fn ready_to_join(input: &PlanInput, slot: MemberSlot) -> Result<(&MemberAddress, &MemberProbe), Step> {
-    let facts = input
-        .facts(slot)
-        .ok_or(wait(WaitReason::PodNotRunning { slot }))?;
-    let address = facts
-        .address
-        .as_ref()
-        .ok_or(wait(WaitReason::MemberAddressUnknown { slot }))?;
+fn ready_to_join(
+    input: &PlanInput,
+    slot: MemberSlot,
+) -> ControlFlow<Step, (&MemberAddress, &MemberProbe)> {
+    let Some(facts) = input.facts(slot) else {
+        return Break(wait(WaitReason::PodNotRunning { slot }));
+    };
+    let Some(address) = facts.address.as_ref() else {
+        return Break(wait(WaitReason::MemberAddressUnknown { slot }));
+    };
     if !facts.stateful_set_exists || !facts.pod_running {
-        return Err(wait(WaitReason::PodNotRunning { slot }));
+        return Break(wait(WaitReason::PodNotRunning { slot }));
     }
-    let probe = facts.probe.as_ref().ok_or_else(|| {
-        wait(WaitReason::MemberNotAnswering {
+    let Some(probe) = facts.probe.as_ref() else {
+        return Break(wait(WaitReason::MemberNotAnswering {
             slot,
             host: address.clone(),
-        })
-    })?;
-    Ok((address, probe))
+        }));
+    };
+    Continue((address, probe))
 }
 
-fn check_set_name(input: &PlanInput, host: &MemberAddress, probe: &MemberProbe) -> Result<(), Step> {
+fn check_set_name(
+    input: &PlanInput,
+    host: &MemberAddress,
+    probe: &MemberProbe,
+) -> ControlFlow<Step> {
     match &probe.set_name {
-        Some(name) if name != &input.set_name => Err(refuse(Refusal::MemberSetNameMismatch {
+        Some(name) if name != &input.set_name => Break(refuse(Refusal::MemberSetNameMismatch {
             host: host.clone(),
             member_set_name: name.clone(),
             set_name: input.set_name.clone(),
         })),
-        _ => Ok(()),
+        _ => Continue(()),
     }
 }
 
 // ------------------------------------------------------ an existing replica set
 
-fn plan_membership(input: &PlanInput, set: &ObservedSet) -> Planned {
+fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     let config = &set.config;
     if config.set_name != input.set_name {
-        return Err(refuse(Refusal::SetNameMismatch {
+        return Break(refuse(Refusal::SetNameMismatch {
             observed: config.set_name.clone(),
             desired: input.set_name.clone(),
         }));
@@ -643,7 +667,7 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> Planned {
         (&config.settings.replica_set_id, &input.known_replica_set_id)
     {
         if observed != recorded {
-            return Err(refuse(Refusal::ReplicaSetIdMismatch {
+            return Break(refuse(Refusal::ReplicaSetIdMismatch {
                 observed: observed.clone(),
                 recorded: recorded.clone(),
             }));
@@ -655,24 +679,27 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> Planned {
     promote_non_voters(input, set)?;
     update_settings(input, set)?;
     report_leftovers(input, set)?;
-    Ok(Step::InSync)
+    Continue(())
 }
 
-/// Deletes the StatefulSet of an unwanted member once a committed config shows
-/// it out of the set.
-fn delete_departed(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
+/// Deletes the StatefulSet of an unwanted member once the primary's committed
+/// config shows it out of the set.
+fn delete_departed(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     let departed = input.local_members.iter().find(|m| {
         !input.is_wanted(m.slot)
             && m.stateful_set_exists
             && m.address.as_ref().is_some_and(|a| !set.config.contains(a))
     });
     let Some(departed) = departed else {
-        return Ok(());
+        return Continue(());
     };
-    if !set.config_committed {
-        return Err(wait(WaitReason::ConfigNotCommitted));
+    if set.primary.is_none() {
+        return Break(wait(WaitReason::NoPrimary));
     }
-    Err(Step::DeleteStatefulSet {
+    if !set.config_committed {
+        return Break(wait(WaitReason::ConfigNotCommitted));
+    }
+    Break(Step::DeleteStatefulSet {
         slot: departed.slot,
         delete_pvc: input.pvc_policy == PvcPolicy::Delete,
     })
@@ -680,22 +707,24 @@ fn delete_departed(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
 
 /// What must hold before any reconfig: a primary, a committed config, and no
 /// member still flagged `newlyAdded`.
-fn check_reconfig_allowed(set: &ObservedSet) -> Result<&MemberAddress, Step> {
-    let primary = set.primary.as_ref().ok_or(wait(WaitReason::NoPrimary))?;
+fn check_reconfig_allowed(set: &ObservedSet) -> ControlFlow<Step, &MemberAddress> {
+    let Some(primary) = set.primary.as_ref() else {
+        return Break(wait(WaitReason::NoPrimary));
+    };
     if !set.config_committed {
-        return Err(wait(WaitReason::ConfigNotCommitted));
+        return Break(wait(WaitReason::ConfigNotCommitted));
     }
     if let Some(m) = set.config.members.iter().find(|m| m.newly_added) {
-        return Err(wait(WaitReason::NewlyAddedMemberSyncing {
+        return Break(wait(WaitReason::NewlyAddedMemberSyncing {
             host: m.host.clone(),
         }));
     }
-    Ok(primary)
+    Continue(primary)
 }
 
 /// Removes the unwanted member with the highest index (the arbiter last),
 /// stepping it down first when it is the primary.
-fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
+fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     let mut unwanted: Vec<(MemberSlot, &MemberAddress)> = input
         .local_members
         .iter()
@@ -708,33 +737,44 @@ fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
         MemberSlot::Arbiter => (true, std::cmp::Reverse(0)),
     });
     let Some(&(_, host)) = unwanted.first() else {
-        return Ok(());
+        return Continue(());
     };
 
     if set.stepped_down_recently.as_ref() == Some(host)
         && set.primary.as_ref().is_none_or(|p| p == host)
     {
-        return Err(wait(WaitReason::WaitingForNewPrimary {
+        return Break(wait(WaitReason::WaitingForNewPrimary {
             old_primary: host.clone(),
         }));
     }
     let primary = check_reconfig_allowed(set)?;
     if primary == host {
+        // A successor must stay in the set: stepping down in favour of a member
+        // that is leaving too only moves the problem (two clusters shrinking at
+        // once would hand the primary back and forth).
+        let stays = |h: &MemberAddress| {
+            input.hint(h).is_some()
+                && !input
+                    .local_members
+                    .iter()
+                    .any(|m| m.address.as_ref() == Some(h) && !input.is_wanted(m.slot))
+        };
         let successor = set.config.members.iter().any(|m| {
             &m.host != host
                 && m.is_electable()
                 && !m.newly_added
+                && stays(&m.host)
                 && set
                     .member_health
                     .get(&m.host)
                     .is_some_and(|h| h.healthy && h.state == MemberState::Secondary)
         });
         if !successor {
-            return Err(wait(WaitReason::NoElectableSecondary {
+            return Break(wait(WaitReason::NoElectableSecondary {
                 primary: host.clone(),
             }));
         }
-        return Err(Step::StepDown {
+        return Break(Step::StepDown {
             primary: host.clone(),
             step_down_secs: STEP_DOWN_SECS,
             secondary_catch_up_period_secs: SECONDARY_CATCH_UP_PERIOD_SECS,
@@ -745,13 +785,13 @@ fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
     config.members.retain(|m| &m.host != host);
     let (healthy, needed) = healthy_voters_after(&config, set, None);
     if healthy < needed {
-        return Err(refuse(Refusal::WouldBreakVotingMajority {
+        return Break(refuse(Refusal::WouldBreakVotingMajority {
             host: host.clone(),
             healthy,
             needed,
         }));
     }
-    Err(checked_reconfig(
+    Break(checked_reconfig(
         &set.config,
         config,
         Change::RemoveMember { host: host.clone() },
@@ -760,7 +800,7 @@ fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
 
 /// Adds the first wanted member (index order, the arbiter last) that is not in
 /// the config yet, once it runs and answers as a member that may join.
-fn add_wanted(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
+fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     let set_id = set
         .config
         .settings
@@ -768,10 +808,9 @@ fn add_wanted(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
         .as_ref()
         .or(input.known_replica_set_id.as_ref());
     for slot in input.wanted_slots() {
-        let address = input
-            .facts(slot)
-            .and_then(|f| f.address.as_ref())
-            .ok_or(wait(WaitReason::MemberAddressUnknown { slot }))?;
+        let Some(address) = input.facts(slot).and_then(|f| f.address.as_ref()) else {
+            return Break(wait(WaitReason::MemberAddressUnknown { slot }));
+        };
         if set.config.contains(address) {
             continue;
         }
@@ -780,12 +819,12 @@ fn add_wanted(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
         check_same_replica_set(host, probe, set_id)?;
         check_reconfig_allowed(set)?;
         if set.config.members.len() >= MAX_MEMBERS {
-            return Err(refuse(Refusal::TooManyMembers { host: host.clone() }));
+            return Break(refuse(Refusal::TooManyMembers { host: host.clone() }));
         }
         let arbiter = slot == MemberSlot::Arbiter;
         let voters = set.config.voting_member_count();
         if arbiter && voters >= MAX_VOTERS {
-            return Err(refuse(Refusal::NoVoteForArbiter { host: host.clone() }));
+            return Break(refuse(Refusal::NoVoteForArbiter { host: host.clone() }));
         }
         let mut config = next_version(&set.config);
         let member = new_member(
@@ -796,14 +835,14 @@ fn add_wanted(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
             voters,
         );
         config.members.push(member);
-        check_healthy_majority(&config, set, host)?;
-        return Err(checked_reconfig(
+        check_healthy_majority(&config, set, Some(host))?;
+        return Break(checked_reconfig(
             &set.config,
             config,
             Change::AddMember { host: host.clone() },
         ));
     }
-    Ok(())
+    Continue(())
 }
 
 /// A member that holds a config may join only with this set's `replicaSetId`
@@ -812,29 +851,29 @@ fn check_same_replica_set(
     host: &MemberAddress,
     probe: &MemberProbe,
     set_id: Option<&String>,
-) -> Result<(), Step> {
+) -> ControlFlow<Step> {
     match (&probe.replica_set_id, set_id) {
         (Some(member_id), Some(set_id)) if member_id != set_id => {
-            Err(refuse(Refusal::MemberHoldsAnotherReplicaSet {
+            Break(refuse(Refusal::MemberHoldsAnotherReplicaSet {
                 host: host.clone(),
                 member_replica_set_id: member_id.clone(),
                 replica_set_id: set_id.clone(),
             }))
         }
-        (Some(_), Some(_)) => Ok(()),
-        _ if probe.has_config => Err(wait(WaitReason::MemberIdentityUnknown {
+        (Some(_), Some(_)) => Continue(()),
+        _ if probe.has_config => Break(wait(WaitReason::MemberIdentityUnknown {
             host: host.clone(),
         })),
-        _ => Ok(()),
+        _ => Continue(()),
     }
 }
 
 /// Gives a vote to the first wanted local non-voter that is a healthy
 /// SECONDARY, while fewer than seven members vote and hostconf does not pin it
 /// to 0 votes.
-fn promote_non_voters(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
+fn promote_non_voters(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     if set.config.voting_member_count() >= MAX_VOTERS {
-        return Ok(());
+        return Continue(());
     }
     for slot in input.wanted_slots() {
         let Some(host) = input.facts(slot).and_then(|f| f.address.as_ref()) else {
@@ -861,32 +900,37 @@ fn promote_non_voters(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> 
             m.votes = 1;
             m.priority = voter_priority(1, m.hidden, hint);
         }
-        check_healthy_majority(&config, set, host)?;
-        return Err(checked_reconfig(
+        check_healthy_majority(&config, set, Some(host))?;
+        return Break(checked_reconfig(
             &set.config,
             config,
             Change::PromoteMember { host: host.clone() },
         ));
     }
-    Ok(())
+    Continue(())
 }
 
 /// Brings `settings` to the spec's values, keeping `replicaSetId`.
-fn update_settings(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
+fn update_settings(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     if set.config.settings.matches(&input.settings) {
-        return Ok(());
+        return Continue(());
     }
     check_reconfig_allowed(set)?;
     let mut config = next_version(&set.config);
     config.settings =
         ConfigSettings::from_desired(&input.settings, set.config.settings.replica_set_id.clone());
-    Err(checked_reconfig(&set.config, config, Change::UpdateSettings))
+    check_healthy_majority(&config, set, None)?;
+    Break(checked_reconfig(
+        &set.config,
+        config,
+        Change::UpdateSettings,
+    ))
 }
 
 /// What this cluster cannot fix on its own: a local-VIP host in the config that
 /// no local member accounts for, and an unwanted StatefulSet whose address is
 /// unknown.
-fn report_leftovers(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
+fn report_leftovers(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     let known = |host: &MemberAddress| {
         input
             .local_members
@@ -899,7 +943,7 @@ fn report_leftovers(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
         .iter()
         .find(|m| input.is_local(&m.host) && !known(&m.host))
     {
-        return Err(refuse(Refusal::UnaccountedLocalMember {
+        return Break(refuse(Refusal::UnaccountedLocalMember {
             host: m.host.clone(),
         }));
     }
@@ -908,9 +952,9 @@ fn report_leftovers(input: &PlanInput, set: &ObservedSet) -> Result<(), Step> {
         .iter()
         .find(|m| !input.is_wanted(m.slot) && m.stateful_set_exists && m.address.is_none())
     {
-        return Err(refuse(Refusal::StatefulSetAddressUnknown { slot: m.slot }));
+        return Break(refuse(Refusal::StatefulSetAddressUnknown { slot: m.slot }));
     }
-    Ok(())
+    Continue(())
 }
 
 /// The observed config with its version raised by one, ready to be changed.
@@ -944,13 +988,13 @@ fn healthy_voters_after(
 fn check_healthy_majority(
     config: &ReplicaSetConfig,
     set: &ObservedSet,
-    joining: &MemberAddress,
-) -> Result<(), Step> {
-    let (healthy, needed) = healthy_voters_after(config, set, Some(joining));
+    joining: Option<&MemberAddress>,
+) -> ControlFlow<Step> {
+    let (healthy, needed) = healthy_voters_after(config, set, joining);
     if healthy < needed {
-        return Err(wait(WaitReason::NotEnoughHealthyVoters { healthy, needed }));
+        return Break(wait(WaitReason::NotEnoughHealthyVoters { healthy, needed }));
     }
-    Ok(())
+    Continue(())
 }
 
 /// The reconfig step, or a refusal naming what mongod would reject.

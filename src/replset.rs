@@ -243,7 +243,11 @@ pub enum ConfigProblem {
     #[error("the replicaSetId changed")]
     ReplicaSetIdChanged,
     #[error("{host} changed its _id from {old} to {new}")]
-    IdChanged { host: MemberAddress, old: i64, new: i64 },
+    IdChanged {
+        host: MemberAddress,
+        old: i64,
+        new: i64,
+    },
     #[error("{host} changed arbiterOnly")]
     ArbiterOnlyChanged { host: MemberAddress },
     #[error("{count} voting changes in one reconfig; at most one is allowed")]
@@ -332,7 +336,11 @@ impl ReplicaSetConfig {
             }
             problems.extend(member_problems(m));
         }
-        let local = self.members.iter().filter(|m| is_localhost(&m.host)).count();
+        let local = self
+            .members
+            .iter()
+            .filter(|m| is_localhost(&m.host))
+            .count();
         if local != 0 && local != self.members.len() {
             problems.push(ConfigProblem::MixedLocalhost);
         }
@@ -645,7 +653,10 @@ mod tests {
 
     #[test]
     fn smallest_unused_id_fills_gaps() {
-        assert_eq!(config(vec![voter(0, 1), voter(2, 2)]).smallest_unused_id(), 1);
+        assert_eq!(
+            config(vec![voter(0, 1), voter(2, 2)]).smallest_unused_id(),
+            1
+        );
         assert_eq!(config(vec![]).smallest_unused_id(), 0);
     }
 

@@ -82,13 +82,15 @@ pub async fn apply_desired(client: &Client, ctx: &BuildContext<'_>, refs: &Deref
 }
 
 /// Deletes a member's StatefulSet and, when asked, its PVC. "Not found" is success.
+/// The PVC goes first: a crash in between repeats the same step (the StatefulSet
+/// still exists), where the other order could leave a PVC nothing reports. The
+/// PVC's protection finalizer keeps it until the pod is gone.
 pub async fn delete_member(client: &Client, namespace: &str, stateful_set: &str, delete_pvc: bool) -> Result<(), kube::Error> {
-    ignore_not_found(Api::<StatefulSet>::namespaced(client.clone(), namespace).delete(stateful_set, &DeleteParams::foreground()).await.map(drop))?;
     if delete_pvc {
         let claim = build::names::data_claim(stateful_set);
         ignore_not_found(Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace).delete(&claim, &DeleteParams::default()).await.map(drop))?;
     }
-    Ok(())
+    ignore_not_found(Api::<StatefulSet>::namespaced(client.clone(), namespace).delete(stateful_set, &DeleteParams::foreground()).await.map(drop))
 }
 
 fn ignore_not_found(result: Result<(), kube::Error>) -> Result<(), kube::Error> {

@@ -221,7 +221,7 @@ where
         }
         Step::DeleteStatefulSet { slot, delete_pvc } => {
             delete_member(*slot, *delete_pvc).await?;
-            Ok(done("DeleteStatefulSet", format!("{slot} left the replica set; {}", step_text(step))))
+            Ok(done("DeleteStatefulSet", format!("{slot} left the replica set; {step}")))
         }
         Step::Wait { .. } => Ok(Outcome { event: None, requeue: WHILE_WAITING, stepped_down: None, conflict: false }),
         Step::Refuse { reason } => Ok(Outcome {
@@ -232,10 +232,6 @@ where
         }),
         Step::InSync => Ok(Outcome { event: None, requeue: IN_SYNC, stepped_down: None, conflict: false }),
     }
-}
-
-fn step_text(step: &Step) -> String {
-    step.to_string()
 }
 
 /// The members to reach the set through: those that answered with a config, else hostconf.

@@ -8,6 +8,7 @@
 //!   commits and spec changes; every invariant is checked after every step, and
 //!   fault-free runs must converge to `InSync` everywhere.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
@@ -25,16 +26,34 @@ const VIPS: [&str; 3] = ["10.0.0.1", "10.0.0.2", "10.0.0.3"];
 type Invariant = fn(&PlanInput, &Step) -> Result<(), String>;
 
 const INVARIANTS: [(&str, Invariant); 10] = [
-    ("one voting change per reconfig", one_voting_change_per_reconfig),
+    (
+        "one voting change per reconfig",
+        one_voting_change_per_reconfig,
+    ),
     ("never a forced reconfig", never_forced_reconfig),
     ("never a second initiate", never_second_initiate),
     ("never below a voting majority", never_below_voting_majority),
-    ("never removes an unstepped primary", never_removes_an_unstepped_primary),
+    (
+        "never removes an unstepped primary",
+        never_removes_an_unstepped_primary,
+    ),
     ("never more than seven voters", never_more_than_seven_voters),
-    ("never deletes the StatefulSet or PVC of a member in the config", never_deletes_a_member_in_config),
-    ("never adds a member of another set", never_adds_a_member_of_another_set),
-    ("only this cluster's members change", only_local_members_change),
-    ("one step per call, idempotent", one_step_per_call_and_idempotent),
+    (
+        "never deletes the StatefulSet or PVC of a member in the config",
+        never_deletes_a_member_in_config,
+    ),
+    (
+        "never adds a member of another set",
+        never_adds_a_member_of_another_set,
+    ),
+    (
+        "only this cluster's members change",
+        only_local_members_change,
+    ),
+    (
+        "one step per call, idempotent",
+        one_step_per_call_and_idempotent,
+    ),
 ];
 
 fn observed_set(input: &PlanInput) -> Result<&ObservedSet, String> {
@@ -61,7 +80,9 @@ fn one_voting_change_per_reconfig(input: &PlanInput, step: &Step) -> Result<(), 
     let set = observed_set(input)?;
     let changes = voting_changes(&set.config, config);
     ensure(changes <= 1, || format!("{changes} voting changes"))?;
-    ensure(set.primary.is_some(), || "reconfig without a primary".to_owned())?;
+    ensure(set.primary.is_some(), || {
+        "reconfig without a primary".to_owned()
+    })?;
     ensure(set.config_committed, || "reconfig before commit".to_owned())?;
     ensure(!set.config.members.iter().any(|m| m.newly_added), || {
         "reconfig while a member is newlyAdded".to_owned()
@@ -80,7 +101,9 @@ fn never_forced_reconfig(input: &PlanInput, step: &Step) -> Result<(), String> {
         format!("version {} after {}", config.version, set.config.version)
     })?;
     let problems = reconfig_problems(&set.config, config);
-    ensure(problems.is_empty(), || format!("mongod would reject: {problems:?}"))
+    ensure(problems.is_empty(), || {
+        format!("mongod would reject: {problems:?}")
+    })
 }
 
 /// Invariant 3: initiate only when nobody has a config, nothing is recorded,
@@ -89,7 +112,9 @@ fn never_second_initiate(input: &PlanInput, step: &Step) -> Result<(), String> {
     let Step::Initiate { config } = step else {
         return Ok(());
     };
-    ensure(input.rs_init, || "initiate outside the rsInit cluster".to_owned())?;
+    ensure(input.rs_init, || {
+        "initiate outside the rsInit cluster".to_owned()
+    })?;
     ensure(input.known_replica_set_id.is_none(), || {
         "initiate with a recorded replicaSetId".to_owned()
     })?;
@@ -106,9 +131,10 @@ fn never_second_initiate(input: &PlanInput, step: &Step) -> Result<(), String> {
             format!("{} is listed without answering", m.host)
         })?;
     }
-    ensure(config.members.iter().any(|m| input.is_local(&m.host)), || {
-        "no local member to run replSetInitiate on".to_owned()
-    })
+    ensure(
+        config.members.iter().any(|m| input.is_local(&m.host)),
+        || "no local member to run replSetInitiate on".to_owned(),
+    )
 }
 
 /// Invariant 4: one member at a time, and the resulting config keeps a
@@ -121,7 +147,9 @@ fn never_below_voting_majority(input: &PlanInput, step: &Step) -> Result<(), Str
     let before: BTreeSet<&MemberAddress> = set.config.members.iter().map(|m| &m.host).collect();
     let after: BTreeSet<&MemberAddress> = config.members.iter().map(|m| &m.host).collect();
     let changed = before.symmetric_difference(&after).count();
-    ensure(changed <= 1, || format!("{changed} members added or removed at once"))?;
+    ensure(changed <= 1, || {
+        format!("{changed} members added or removed at once")
+    })?;
     let healthy = config
         .voters()
         .filter(|m| {
@@ -144,14 +172,18 @@ fn never_removes_an_unstepped_primary(input: &PlanInput, step: &Step) -> Result<
         Step::Reconfig { config, .. } => {
             let set = observed_set(input)?;
             let primary = set.primary.as_ref().ok_or("reconfig without a primary")?;
-            ensure(config.contains(primary), || format!("removes primary {primary}"))
+            ensure(config.contains(primary), || {
+                format!("removes primary {primary}")
+            })
         }
         Step::StepDown { primary, .. } => {
             let set = observed_set(input)?;
             ensure(set.primary.as_ref() == Some(primary), || {
                 format!("steps down {primary}, which is not the primary")
             })?;
-            ensure(input.is_local(primary), || "steps down a remote member".to_owned())
+            ensure(input.is_local(primary), || {
+                "steps down a remote member".to_owned()
+            })
         }
         _ => Ok(()),
     }
@@ -167,9 +199,13 @@ fn never_more_than_seven_voters(_: &PlanInput, step: &Step) -> Result<(), String
     ensure(config.voting_member_count() <= 7, || {
         format!("{} voters", config.voting_member_count())
     })?;
-    ensure(config.members.len() <= 50, || format!("{} members", config.members.len()))?;
+    ensure(config.members.len() <= 50, || {
+        format!("{} members", config.members.len())
+    })?;
     let problems = config.validate();
-    ensure(problems.is_empty(), || format!("invalid config: {problems:?}"))
+    ensure(problems.is_empty(), || {
+        format!("invalid config: {problems:?}")
+    })
 }
 
 /// Invariant 10: a StatefulSet (and PVC) is deleted only for an unwanted
@@ -179,13 +215,17 @@ fn never_deletes_a_member_in_config(input: &PlanInput, step: &Step) -> Result<()
         return Ok(());
     };
     let set = observed_set(input)?;
-    ensure(set.config_committed, || "deletes before the config is committed".to_owned())?;
+    ensure(set.primary.is_some() && set.config_committed, || {
+        "deletes without a primary's committed config".to_owned()
+    })?;
     ensure(!input.is_wanted(*slot), || format!("deletes wanted {slot}"))?;
     let address = input
         .facts(*slot)
         .and_then(|f| f.address.as_ref())
         .ok_or("deletes a member whose address is unknown")?;
-    ensure(!set.config.contains(address), || format!("deletes {address}, still in the config"))
+    ensure(!set.config.contains(address), || {
+        format!("deletes {address}, still in the config")
+    })
 }
 
 /// Invariant 11: a member joins only when it answered with no config or with
@@ -196,7 +236,11 @@ fn never_adds_a_member_of_another_set(input: &PlanInput, step: &Step) -> Result<
     };
     let set = observed_set(input)?;
     let set_id = set.config.settings.replica_set_id.as_ref();
-    for joined in config.members.iter().filter(|m| !set.config.contains(&m.host)) {
+    for joined in config
+        .members
+        .iter()
+        .filter(|m| !set.config.contains(&m.host))
+    {
         let probe = input
             .local_members
             .iter()
@@ -209,7 +253,8 @@ fn never_adds_a_member_of_another_set(input: &PlanInput, step: &Step) -> Result<
             format!("adds {} of another set name", joined.host)
         })?;
         ensure(
-            !probe.has_config || (probe.replica_set_id.is_some() && probe.replica_set_id.as_ref() == set_id),
+            !probe.has_config
+                || (probe.replica_set_id.is_some() && probe.replica_set_id.as_ref() == set_id),
             || format!("adds {} holding another replica set", joined.host),
         )?;
     }
@@ -326,7 +371,10 @@ fn build_config(specs: &[MemberSpec]) -> (ReplicaSetConfig, BTreeMap<MemberAddre
         version: 7,
         term: Some(3),
         members,
-        settings: ConfigSettings::from_desired(&ReplicaSetSettings::default(), Some(SET_ID.to_owned())),
+        settings: ConfigSettings::from_desired(
+            &ReplicaSetSettings::default(),
+            Some(SET_ID.to_owned()),
+        ),
     };
     (config, health)
 }
@@ -544,7 +592,7 @@ prop_compose! {
 
 fn single_input_config() -> ProptestConfig {
     ProptestConfig {
-        cases: 400,
+        cases: 256,
         ..ProptestConfig::default()
     }
 }
@@ -619,12 +667,18 @@ proptest! {
 #[derive(Clone, Debug)]
 enum Op {
     /// A cluster's controller plans and executes one step.
-    Plan { cluster: usize },
+    Plan {
+        cluster: usize,
+    },
     /// A cluster's controller plans now and executes later, after other
     /// things happened (a stale view).
-    PlanLater { cluster: usize },
+    PlanLater {
+        cluster: usize,
+    },
     /// The late step of a cluster is executed.
-    ExecuteLate { cluster: usize },
+    ExecuteLate {
+        cluster: usize,
+    },
     Event(Event),
 }
 
@@ -636,19 +690,28 @@ fn arb_op() -> impl Strategy<Value = Op> {
         8 => cluster.clone().prop_map(|cluster| Op::Plan { cluster }),
         1 => cluster.clone().prop_map(|cluster| Op::PlanLater { cluster }),
         1 => cluster.clone().prop_map(|cluster| Op::ExecuteLate { cluster }),
-        1 => (cluster.clone(), 0u32..5).prop_map(|(cluster, index)| Op::Event(Event::PodDown { cluster, index })),
-        2 => (cluster.clone(), 0u32..5).prop_map(|(cluster, index)| Op::Event(Event::PodUp { cluster, index })),
+        1 => (cluster.clone(), arb_slot()).prop_map(|(cluster, slot)| Op::Event(Event::PodDown { cluster, slot })),
+        2 => (cluster.clone(), arb_slot()).prop_map(|(cluster, slot)| Op::Event(Event::PodUp { cluster, slot })),
         2 => (0usize..8).prop_map(|pick| Op::Event(Event::Elect { pick })),
         1 => (0usize..8).prop_map(|pick| Op::Event(Event::Failover { pick })),
         3 => Just(Op::Event(Event::Commit)),
         2 => Just(Op::Event(Event::ClearNewlyAdded)),
         1 => Just(Op::Event(Event::StepDownPeriodEnds)),
-        1 => (cluster, 0u32..5).prop_map(|(cluster, desired)| Op::Event(Event::SetDesired { cluster, desired })),
+        1 => (cluster.clone(), 0u32..5).prop_map(|(cluster, desired)| Op::Event(Event::SetDesired { cluster, desired })),
+        1 => (cluster, prop::bool::weighted(0.3)).prop_map(|(cluster, wanted)| Op::Event(Event::SetArbiter { cluster, wanted })),
+    ]
+}
+
+fn arb_slot() -> impl Strategy<Value = MemberSlot> {
+    prop_oneof![
+        5 => (0u32..5).prop_map(MemberSlot::Data),
+        1 => Just(MemberSlot::Arbiter),
     ]
 }
 
 fn arb_desired() -> impl Strategy<Value = Vec<u32>> {
-    prop::collection::vec(0u32..5, CLUSTERS).prop_filter("someone initiates", |d| d.iter().any(|&n| n > 0))
+    prop::collection::vec(0u32..5, CLUSTERS)
+        .prop_filter("someone initiates", |d| d.iter().any(|&n| n > 0))
 }
 
 fn arb_pvc_policy() -> impl Strategy<Value = PvcPolicy> {
@@ -662,23 +725,36 @@ fn plan_checked(world: &mut World, cluster: usize) -> Result<(PlanInput, Step), 
     let step = plan(&input);
     check_all(&input, &step)?;
     if let Step::Initiate { .. } = step {
-        ensure(world.set.is_none() && world.nodes.values().all(|n| n.holds.is_none()), || {
-            "initiate while the set exists".to_owned()
-        })?;
+        ensure(
+            world.set.is_none() && world.nodes.values().all(|n| n.holds.is_none()),
+            || "initiate while the set exists".to_owned(),
+        )?;
     }
-    if let Step::DeleteStatefulSet { slot: MemberSlot::Data(index), .. } = step {
-        let address = world.address(cluster, index);
-        ensure(world.set.as_ref().is_none_or(|s| !s.config.contains(&address)), || {
-            format!("deletes {address}, which is in the live config")
-        })?;
+    if let Step::DeleteStatefulSet {
+        slot: MemberSlot::Data(index),
+        ..
+    } = step
+    {
+        let address = world.address(cluster, MemberSlot::Data(index));
+        ensure(
+            world
+                .set
+                .as_ref()
+                .is_none_or(|s| !s.config.contains(&address)),
+            || format!("deletes {address}, which is in the live config"),
+        )?;
     }
     world.record_status(cluster);
     Ok((input, step))
 }
 
+/// How many steps of each kind (by [`Step::reason`]) a run planned.
+type StepCounts = BTreeMap<&'static str, usize>;
+
 /// Runs `ops`, checking the invariants after every one.
-fn run(world: &mut World, ops: &[Op]) -> Result<(), String> {
+fn run(world: &mut World, ops: &[Op]) -> Result<StepCounts, String> {
     let mut late: BTreeMap<usize, Step> = BTreeMap::new();
+    let mut counts = StepCounts::new();
     for (n, op) in ops.iter().enumerate() {
         let context = |why: String| format!("op {n} {op:?}: {why}");
         match *op {
@@ -690,15 +766,17 @@ fn run(world: &mut World, ops: &[Op]) -> Result<(), String> {
             }
             Op::Plan { cluster } => {
                 let (_, step) = plan_checked(world, cluster).map_err(context)?;
+                *counts.entry(step.reason()).or_default() += 1;
                 // Planned from a current view, mongod must accept the step.
                 world
                     .execute(cluster, &step)
                     .map_err(|why| context(format!("{step:?} rejected: {why}")))?;
             }
             Op::PlanLater { cluster } => {
-                if !late.contains_key(&cluster) {
+                if let Entry::Vacant(pending) = late.entry(cluster) {
                     let (_, step) = plan_checked(world, cluster).map_err(context)?;
-                    late.insert(cluster, step);
+                    *counts.entry(step.reason()).or_default() += 1;
+                    pending.insert(step);
                 }
             }
             Op::ExecuteLate { cluster } => {
@@ -712,7 +790,7 @@ fn run(world: &mut World, ops: &[Op]) -> Result<(), String> {
         }
         world.check_invariants().map_err(context)?;
     }
-    Ok(())
+    Ok(counts)
 }
 
 /// Plans round-robin with the set settling between rounds, until every
@@ -741,7 +819,9 @@ fn converge(world: &mut World, rounds: usize) -> Result<usize, String> {
     let steps: Vec<String> = (0..world.clusters.len())
         .map(|c| plan(&world.input_for(c)).to_string())
         .collect();
-    Err(format!("no convergence in {rounds} rounds; last steps: {steps:?}"))
+    Err(format!(
+        "no convergence in {rounds} rounds; last steps: {steps:?}"
+    ))
 }
 
 /// Fault-free convergence: the config holds exactly the desired members,
@@ -751,11 +831,20 @@ fn check_converged(world: &World) -> Result<(), String> {
     let mut hosts: Vec<MemberAddress> = set.config.members.iter().map(|m| m.host.clone()).collect();
     hosts.sort();
     let desired = world.desired_addresses();
-    ensure(hosts == desired, || format!("config {hosts:?}, desired {desired:?}"))?;
+    ensure(hosts == desired, || {
+        format!("config {hosts:?}, desired {desired:?}")
+    })?;
     let voters = set.config.voting_member_count();
-    ensure(voters == desired.len().min(7), || format!("{voters} voters for {} members", desired.len()))?;
-    let leftover = world.nodes.iter().find(|(a, n)| n.stateful_set && !desired.contains(a));
-    ensure(leftover.is_none(), || format!("StatefulSet left behind: {leftover:?}"))
+    ensure(voters == desired.len().min(7), || {
+        format!("{voters} voters for {} members", desired.len())
+    })?;
+    let leftover = world
+        .nodes
+        .iter()
+        .find(|(a, n)| n.stateful_set && !desired.contains(a));
+    ensure(leftover.is_none(), || {
+        format!("StatefulSet left behind: {leftover:?}")
+    })
 }
 
 /// Enough rounds for up to 15 members to join or leave one at a time.
@@ -774,20 +863,23 @@ proptest! {
     #[test]
     fn invariants_hold_after_every_step_of_random_runs(
         desired in arb_desired(),
+        arbiter in any::<bool>(),
         pvc_policy in arb_pvc_policy(),
         ops in prop::collection::vec(arb_op(), 1..120),
     ) {
-        let mut world = World::new(&desired, pvc_policy);
-        prop_assert_eq!(run(&mut world, &ops), Ok(()));
+        let mut world = World::new(&desired, arbiter, pvc_policy);
+        let outcome = run(&mut world, &ops);
+        prop_assert!(outcome.is_ok(), "{:?}", outcome);
     }
 
     #[test]
     fn fault_free_runs_converge_to_in_sync_with_the_desired_members(
         desired in arb_desired(),
+        arbiter in any::<bool>(),
         pvc_policy in arb_pvc_policy(),
         changes in prop::collection::vec(prop::collection::vec(0u32..6, CLUSTERS), 0..4),
     ) {
-        let mut world = World::new(&desired, pvc_policy);
+        let mut world = World::new(&desired, arbiter, pvc_policy);
         let outcome = converge(&mut world, ROUNDS);
         prop_assert!(outcome.is_ok(), "{:?}", outcome);
         prop_assert_eq!(check_converged(&world), Ok(()));
@@ -804,11 +896,13 @@ proptest! {
     #[test]
     fn runs_with_faults_converge_once_the_faults_heal(
         desired in arb_desired(),
+        arbiter in any::<bool>(),
         pvc_policy in arb_pvc_policy(),
         ops in prop::collection::vec(arb_op(), 1..80),
     ) {
-        let mut world = World::new(&desired, pvc_policy);
-        prop_assert_eq!(run(&mut world, &ops), Ok(()));
+        let mut world = World::new(&desired, arbiter, pvc_policy);
+        let outcome = run(&mut world, &ops);
+        prop_assert!(outcome.is_ok(), "{:?}", outcome);
         if world.set.is_none() {
             // Only the rsInit cluster initiates, and only with members of its own.
             if let Some(cluster) = world.clusters.iter().position(|c| c.rs_init && c.desired == 0) {
@@ -817,9 +911,19 @@ proptest! {
         } else if world.clusters.iter().all(|c| c.desired == 0) {
             world.apply_event(&Event::SetDesired { cluster: 0, desired: 1 });
         }
+        // An arbiter wanted once seven members vote is refused for good
+        // (NoVoteForArbiter): the control plane takes it back.
         for cluster in 0..CLUSTERS {
-            for index in 0..6 {
-                world.apply_event(&Event::PodUp { cluster, index });
+            let address = world.address(cluster, MemberSlot::Arbiter);
+            let in_config = world.set.as_ref().is_some_and(|s| s.config.contains(&address));
+            if world.clusters[cluster].arbiter && !in_config {
+                world.apply_event(&Event::SetArbiter { cluster, wanted: false });
+            }
+        }
+        for cluster in 0..CLUSTERS {
+            let slots = (0..6).map(MemberSlot::Data).chain([MemberSlot::Arbiter]);
+            for slot in slots {
+                world.apply_event(&Event::PodUp { cluster, slot });
             }
         }
         let outcome = converge(&mut world, ROUNDS);
@@ -830,19 +934,28 @@ proptest! {
 
 #[test]
 fn a_three_cluster_federation_initiates_grows_and_shrinks_to_in_sync() {
-    let mut world = World::new(&[3, 2, 2], PvcPolicy::Retain);
+    let mut world = World::new(&[3, 2, 2], true, PvcPolicy::Retain);
     assert_eq!(converge(&mut world, ROUNDS).map(|_| ()), Ok(()));
     assert_eq!(check_converged(&world), Ok(()));
     assert_eq!(world.initiations, 1);
 
-    // Grow to 9 members: the eighth and ninth join without a vote.
-    world.apply_event(&Event::SetDesired { cluster: 1, desired: 4 });
-    world.apply_event(&Event::SetDesired { cluster: 2, desired: 2 });
+    // Grow to 9 members and the arbiter: the last three join without a vote.
+    world.apply_event(&Event::SetDesired {
+        cluster: 1,
+        desired: 4,
+    });
+    world.apply_event(&Event::SetDesired {
+        cluster: 2,
+        desired: 2,
+    });
     assert_eq!(converge(&mut world, ROUNDS).map(|_| ()), Ok(()));
     assert_eq!(check_converged(&world), Ok(()));
 
     // Shrink the initiating cluster to nothing: its primary steps down first.
-    world.apply_event(&Event::SetDesired { cluster: 0, desired: 0 });
+    world.apply_event(&Event::SetDesired {
+        cluster: 0,
+        desired: 0,
+    });
     assert_eq!(converge(&mut world, ROUNDS).map(|_| ()), Ok(()));
     assert_eq!(check_converged(&world), Ok(()));
 }
@@ -877,6 +990,46 @@ fn random_inputs_reach_every_kind_of_step() {
         "MemberHoldsAnotherReplicaSet",
         "NoPrimary",
         "WaitingForNewPrimary",
+    ] {
+        assert!(seen.contains_key(kind), "no {kind} in {seen:?}");
+    }
+}
+
+/// Guards the sequence generator: random runs must reach every kind of
+/// membership step, or the sequence properties would prove little.
+#[test]
+fn random_runs_reach_every_kind_of_membership_step() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+
+    let mut runner = TestRunner::deterministic();
+    let strategy = (
+        arb_desired(),
+        any::<bool>(),
+        arb_pvc_policy(),
+        prop::collection::vec(arb_op(), 1..120),
+    );
+    let mut seen = StepCounts::new();
+    for _ in 0..200 {
+        let Ok(tree) = strategy.new_tree(&mut runner) else {
+            continue;
+        };
+        let (desired, arbiter, pvc_policy, ops) = tree.current();
+        let mut world = World::new(&desired, arbiter, pvc_policy);
+        for (kind, count) in run(&mut world, &ops).unwrap_or_default() {
+            *seen.entry(kind).or_default() += count;
+        }
+    }
+    eprintln!("{seen:?}");
+    for kind in [
+        "Initiate",
+        "AddMember",
+        "PromoteMember",
+        "RemoveMember",
+        "StepDown",
+        "DeleteStatefulSet",
+        "WaitingForNewPrimary",
+        "InSync",
     ] {
         assert!(seen.contains_key(kind), "no {kind} in {seen:?}");
     }

@@ -262,7 +262,8 @@ fn never_initiates_when_any_member_has_a_config() {
     let facts = vec![data(0, Some(empty_probe()))];
     let mut input = input(1, facts, Observed::Unreachable);
     input.hostconf = hostconf(&[local(0), remote(0)]);
-    input.remote_probes = BTreeMap::from([(remote(0), member_probe("other", MemberState::Removed))]);
+    input.remote_probes =
+        BTreeMap::from([(remote(0), member_probe("other", MemberState::Removed))]);
     assert_eq!(
         plan(&input),
         Step::Wait {
@@ -359,7 +360,10 @@ fn initiate_respects_hostconf_vote_priority_and_hidden_hints() {
     let config = expect_initiate(plan(&input));
     let by_host = |h: MemberAddress| config.member(&h).cloned().expect("listed");
     assert_eq!(by_host(local(0)).priority, 5.0);
-    assert_eq!((by_host(local(1)).votes, by_host(local(1)).priority), (0, 0.0));
+    assert_eq!(
+        (by_host(local(1)).votes, by_host(local(1)).priority),
+        (0, 0.0)
+    );
     let hidden = by_host(local(2));
     assert!(hidden.hidden);
     assert_eq!((hidden.votes, hidden.priority), (1, 0.0));
@@ -402,7 +406,12 @@ fn waits_without_a_primary() {
     set.primary = None;
     set.config_committed = false;
     let step = plan(&input(4, facts, Observed::Configured(set)));
-    assert_eq!(step, Step::Wait { reason: WaitReason::NoPrimary });
+    assert_eq!(
+        step,
+        Step::Wait {
+            reason: WaitReason::NoPrimary
+        }
+    );
 }
 
 #[test]
@@ -527,7 +536,10 @@ fn adds_a_removed_member_of_this_set() {
 #[test]
 fn refuses_a_member_holding_another_replica_sets_data() {
     let (mut facts, set) = three_local_in_sync(0);
-    facts.push(data(3, Some(member_probe("another-set", MemberState::Removed))));
+    facts.push(data(
+        3,
+        Some(member_probe("another-set", MemberState::Removed)),
+    ));
     assert_eq!(
         plan(&input(4, facts, Observed::Configured(set))),
         Step::Refuse {
@@ -584,7 +596,14 @@ fn only_touches_members_with_the_local_vip() {
         },
     );
     let mut input = input(3, facts, Observed::Configured(set));
-    input.hostconf = hostconf(&[local(0), local(1), local(2), remote(0), remote(1), remote(2)]);
+    input.hostconf = hostconf(&[
+        local(0),
+        local(1),
+        local(2),
+        remote(0),
+        remote(1),
+        remote(2),
+    ]);
     assert_eq!(plan(&input), Step::InSync);
 }
 
@@ -767,7 +786,11 @@ fn removes_an_unwanted_arbiter_after_data_members() {
     set = healthy(set.config, &local(0));
     facts.push(running(MemberSlot::Arbiter, Some(empty_probe())));
     // 6 voters, remove local 2 first, then the arbiter.
-    let (_, change) = expect_reconfig(plan(&input(2, facts.clone(), Observed::Configured(set.clone()))));
+    let (_, change) = expect_reconfig(plan(&input(
+        2,
+        facts.clone(),
+        Observed::Configured(set.clone()),
+    )));
     assert_eq!(change, Change::RemoveMember { host: local(2) });
     let (_, change) = expect_reconfig(plan(&input(3, facts, Observed::Configured(set))));
     assert_eq!(change, Change::RemoveMember { host: arbiter_host });
@@ -826,7 +849,10 @@ fn updates_settings_after_membership_work_keeping_the_replica_set_id() {
 #[test]
 fn in_sync_when_everything_matches() {
     let (facts, set) = three_local_in_sync(2);
-    assert_eq!(plan(&input(3, facts, Observed::Configured(set))), Step::InSync);
+    assert_eq!(
+        plan(&input(3, facts, Observed::Configured(set))),
+        Step::InSync
+    );
 }
 
 #[test]
@@ -877,8 +903,14 @@ fn reasons_are_pascal_case_and_messages_read_as_sentences() {
     ];
     for step in steps {
         let reason = step.reason();
-        assert!(reason.chars().next().is_some_and(|c| c.is_ascii_uppercase()));
-        assert!(reason.chars().all(|c| c.is_ascii_alphanumeric()), "{reason}");
+        assert!(reason
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_uppercase()));
+        assert!(
+            reason.chars().all(|c| c.is_ascii_alphanumeric()),
+            "{reason}"
+        );
         assert!(!step.to_string().is_empty());
     }
     assert_eq!(
@@ -890,4 +922,91 @@ fn reasons_are_pascal_case_and_messages_read_as_sentences() {
         .to_string(),
         "refused: the resulting config would be invalid: no member has a vote"
     );
+}
+
+#[test]
+fn an_arbiter_joins_after_the_data_members_with_a_vote_and_priority_zero() {
+    let (mut facts, set) = three_local_in_sync(2);
+    facts.push(running(MemberSlot::Arbiter, Some(empty_probe())));
+    let mut input = input(3, facts, Observed::Configured(set));
+    input.arbiter_wanted = true;
+    let (new, change) = expect_reconfig(plan(&input));
+    let arbiter_host = addr(VIP, port_of(MemberSlot::Arbiter));
+    assert_eq!(
+        change,
+        Change::AddMember {
+            host: arbiter_host.clone()
+        }
+    );
+    let arbiter = new.member(&arbiter_host).expect("added");
+    assert!(arbiter.arbiter_only);
+    assert_eq!((arbiter.votes, arbiter.priority), (1, 0.0));
+}
+
+#[test]
+fn refuses_an_arbiter_when_seven_members_already_vote() {
+    let (mut facts, set) = three_local_in_sync(4);
+    facts.push(running(MemberSlot::Arbiter, Some(empty_probe())));
+    let mut input = input(3, facts, Observed::Configured(set));
+    input.arbiter_wanted = true;
+    assert_eq!(
+        plan(&input),
+        Step::Refuse {
+            reason: Refusal::NoVoteForArbiter {
+                host: addr(VIP, port_of(MemberSlot::Arbiter))
+            }
+        }
+    );
+}
+
+#[test]
+fn waits_to_add_a_voter_while_too_few_voters_are_healthy() {
+    // 3 voters, both remote ones down: a fourth voter makes a majority of 3,
+    // and only local 0 and the newcomer are healthy.
+    let members = vec![voter(0, local(0)), voter(1, remote(0)), voter(2, remote(1))];
+    let mut set = healthy(config(members), &local(0));
+    for host in [remote(0), remote(1)] {
+        set.member_health.insert(
+            host,
+            MemberHealth {
+                state: MemberState::Down,
+                healthy: false,
+                lag_secs: None,
+            },
+        );
+    }
+    let facts = vec![
+        data(0, Some(member_probe(SET_ID, MemberState::Primary))),
+        data(1, Some(empty_probe())),
+    ];
+    assert_eq!(
+        plan(&input(2, facts, Observed::Configured(set))),
+        Step::Wait {
+            reason: WaitReason::NotEnoughHealthyVoters {
+                healthy: 2,
+                needed: 3
+            }
+        }
+    );
+}
+
+#[test]
+fn does_not_step_down_in_favour_of_a_member_that_is_leaving_too() {
+    // Both members leave (this cluster's and remote 0, no longer in hostconf);
+    // remote 1 is listed but not yet in the config. Stepping local 0 down
+    // would make remote 0 primary, which its own cluster would step down in
+    // turn: wait until remote 0 is gone or a staying member can take over.
+    let members = vec![voter(0, local(0)), voter(1, remote(0))];
+    let set = healthy(config(members), &local(0));
+    let facts = vec![data(0, Some(member_probe(SET_ID, MemberState::Primary)))];
+    let mut input = input(0, facts, Observed::Configured(set));
+    input.hostconf = hostconf(&[remote(1)]);
+    assert_eq!(
+        plan(&input),
+        Step::Wait {
+            reason: WaitReason::NoElectableSecondary { primary: local(0) }
+        }
+    );
+    input.hostconf = hostconf(&[remote(0), remote(1)]);
+    assert_eq!(plan(&input).reason(), "StepDown");
 }

@@ -17,6 +17,8 @@ pub(super) struct Cluster {
     pub vip: String,
     /// `spec.members`.
     pub desired: u32,
+    /// `spec.arbiter`.
+    pub arbiter: bool,
     pub rs_init: bool,
     /// `status.replicaSetId`, recorded once the set was seen.
     pub known_replica_set_id: Option<String>,
@@ -50,12 +52,22 @@ pub(super) struct LiveSet {
 /// Something that happens outside the planner.
 #[derive(Clone, Debug)]
 pub(super) enum Event {
-    PodDown { cluster: usize, index: u32 },
-    PodUp { cluster: usize, index: u32 },
+    PodDown {
+        cluster: usize,
+        slot: MemberSlot,
+    },
+    PodUp {
+        cluster: usize,
+        slot: MemberSlot,
+    },
     /// A member is elected when there is no primary (`pick` chooses which).
-    Elect { pick: usize },
+    Elect {
+        pick: usize,
+    },
     /// The primary changes to another electable member.
-    Failover { pick: usize },
+    Failover {
+        pick: usize,
+    },
     /// The current config reaches a majority.
     Commit,
     /// The primary clears `newlyAdded` flags of members that caught up.
@@ -64,7 +76,15 @@ pub(super) enum Event {
     /// controllers forget their step-downs.
     StepDownPeriodEnds,
     /// The control plane changes `spec.members` of a cluster.
-    SetDesired { cluster: usize, desired: u32 },
+    SetDesired {
+        cluster: usize,
+        desired: u32,
+    },
+    /// The control plane changes `spec.arbiter` of a cluster.
+    SetArbiter {
+        cluster: usize,
+        wanted: bool,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -79,8 +99,9 @@ pub(super) struct World {
 }
 
 impl World {
-    /// Clusters with these member counts; the one with most members initiates.
-    pub fn new(desired: &[u32], pvc_policy: PvcPolicy) -> World {
+    /// Clusters with these member counts; the one with most members initiates
+    /// and hosts the arbiter when `arbiter`.
+    pub fn new(desired: &[u32], arbiter: bool, pvc_policy: PvcPolicy) -> World {
         let most = desired
             .iter()
             .enumerate()
@@ -92,6 +113,7 @@ impl World {
             .map(|(i, &d)| Cluster {
                 vip: format!("10.0.0.{}", i + 1),
                 desired: d,
+                arbiter: arbiter && i == most,
                 rs_init: i == most,
                 known_replica_set_id: None,
                 stepped_down: None,
@@ -111,18 +133,36 @@ impl World {
         world
     }
 
-    pub fn address(&self, cluster: usize, index: u32) -> MemberAddress {
+    pub fn address(&self, cluster: usize, slot: MemberSlot) -> MemberAddress {
         MemberAddress {
             host: self.clusters[cluster].vip.clone(),
-            port: port_of(MemberSlot::Data(index)),
+            port: port_of(slot),
         }
+    }
+
+    fn slot_of(address: &MemberAddress) -> MemberSlot {
+        if address.port == port_of(MemberSlot::Arbiter) {
+            MemberSlot::Arbiter
+        } else {
+            MemberSlot::Data(u32::from(address.port - port_of(MemberSlot::Data(0))))
+        }
+    }
+
+    /// The slots a cluster wants.
+    fn wanted_slots(&self, cluster: usize) -> Vec<MemberSlot> {
+        let here = &self.clusters[cluster];
+        let mut slots: Vec<MemberSlot> = (0..here.desired).map(MemberSlot::Data).collect();
+        if here.arbiter {
+            slots.push(MemberSlot::Arbiter);
+        }
+        slots
     }
 
     /// Every member the control plane wants, as hostconf lists them.
     pub fn desired_addresses(&self) -> Vec<MemberAddress> {
         let mut all: Vec<MemberAddress> = (0..self.clusters.len())
-            .flat_map(|c| (0..self.clusters[c].desired).map(move |i| (c, i)))
-            .map(|(c, i)| self.address(c, i))
+            .flat_map(|c| self.wanted_slots(c).into_iter().map(move |slot| (c, slot)))
+            .map(|(c, slot)| self.address(c, slot))
             .collect();
         all.sort();
         all
@@ -131,8 +171,8 @@ impl World {
     /// The desired-object builder: a StatefulSet (and a starting pod) for every
     /// wanted member; a recreated one finds its retained PVC.
     pub fn build_stateful_sets(&mut self, cluster: usize) {
-        for index in 0..self.clusters[cluster].desired {
-            let address = self.address(cluster, index);
+        for slot in self.wanted_slots(cluster) {
+            let address = self.address(cluster, slot);
             let node = self.nodes.entry(address).or_insert(Node {
                 stateful_set: false,
                 pod_up: false,
@@ -183,10 +223,14 @@ impl World {
             .iter()
             .filter(|(a, _)| a.host == here.vip)
             .filter_map(|(a, node)| {
-                let index = u32::from(a.port - port_of(MemberSlot::Data(0)));
-                let relevant = index < here.desired || node.stateful_set || in_config(a);
+                let slot = World::slot_of(a);
+                let wanted = match slot {
+                    MemberSlot::Data(index) => index < here.desired,
+                    MemberSlot::Arbiter => here.arbiter,
+                };
+                let relevant = wanted || node.stateful_set || in_config(a);
                 relevant.then(|| LocalMemberFacts {
-                    slot: MemberSlot::Data(index),
+                    slot,
                     address: Some(a.clone()),
                     stateful_set_exists: node.stateful_set,
                     pod_running: node.running(),
@@ -200,7 +244,7 @@ impl World {
                 .iter()
                 .map(|a| HostConfMember {
                     address: a.clone(),
-                    arbiter: false,
+                    arbiter: World::slot_of(a) == MemberSlot::Arbiter,
                     votes: None,
                     priority: None,
                     hidden: false,
@@ -220,7 +264,7 @@ impl World {
             local_vip: here.vip.clone(),
             set_name: SET.to_owned(),
             desired_members: here.desired,
-            arbiter_wanted: false,
+            arbiter_wanted: here.arbiter,
             rs_init: here.rs_init,
             settings: ReplicaSetSettings::default(),
             pvc_policy: self.pvc_policy,
@@ -239,6 +283,7 @@ impl World {
             .and_then(|s| s.config.member(host).map(|m| (s, m)));
         let state = match member {
             Some((s, _)) if s.primary.as_ref() == Some(host) => Some(MemberState::Primary),
+            Some((_, m)) if m.arbiter_only => Some(MemberState::Arbiter),
             Some((_, m)) if m.newly_added => Some(MemberState::Startup2),
             Some(_) => Some(MemberState::Secondary),
             None => node.holds.as_ref().map(|_| MemberState::Removed),
@@ -268,6 +313,8 @@ impl World {
                     MemberState::Down
                 } else if set.primary.as_ref() == Some(&m.host) {
                     MemberState::Primary
+                } else if m.arbiter_only {
+                    MemberState::Arbiter
                 } else if m.newly_added {
                     MemberState::Startup2
                 } else {
@@ -312,24 +359,24 @@ impl World {
                 if set.primary.as_ref() != Some(primary) {
                     return Err(format!("10107: {primary} is not primary"));
                 }
-                if !self.electable_running(&set.config).iter().any(|h| h != primary) {
+                if !self
+                    .electable_running(&set.config)
+                    .iter()
+                    .any(|h| h != primary)
+                {
                     return Err("262: no electable secondary caught up".to_owned());
                 }
+                // The old primary may not be elected for stepDownSecs; until the
+                // next election (an [`Event::Elect`]) the set has no primary.
                 self.frozen.insert(primary.clone());
-                // The first candidate wins; none may be left (all frozen), and
-                // then the set has no primary until a step-down period ends.
-                let successor = self.candidates(&set.config).into_iter().next();
                 if let Some(set) = self.set.as_mut() {
-                    set.primary = successor;
+                    set.primary = None;
                 }
                 self.clusters[cluster].stepped_down = Some(primary.clone());
                 Ok(())
             }
             Step::DeleteStatefulSet { slot, delete_pvc } => {
-                let MemberSlot::Data(index) = *slot else {
-                    return Err("the model has no arbiter".to_owned());
-                };
-                let address = self.address(cluster, index);
+                let address = self.address(cluster, *slot);
                 let node = self.nodes.get_mut(&address).ok_or("no such StatefulSet")?;
                 node.stateful_set = false;
                 node.pod_up = false;
@@ -411,14 +458,14 @@ impl World {
 
     pub fn apply_event(&mut self, event: &Event) {
         match *event {
-            Event::PodDown { cluster, index } => {
-                let address = self.address(cluster, index);
+            Event::PodDown { cluster, slot } => {
+                let address = self.address(cluster, slot);
                 if let Some(node) = self.nodes.get_mut(&address) {
                     node.pod_up = false;
                 }
             }
-            Event::PodUp { cluster, index } => {
-                let address = self.address(cluster, index);
+            Event::PodUp { cluster, slot } => {
+                let address = self.address(cluster, slot);
                 if let Some(node) = self.nodes.get_mut(&address) {
                     node.pod_up = true;
                 }
@@ -488,6 +535,10 @@ impl World {
             }
             Event::SetDesired { cluster, desired } => {
                 self.clusters[cluster].desired = desired;
+                self.build_stateful_sets(cluster);
+            }
+            Event::SetArbiter { cluster, wanted } => {
+                self.clusters[cluster].arbiter = wanted;
                 self.build_stateful_sets(cluster);
             }
         }

@@ -355,6 +355,18 @@ impl ControlPlane {
         Ok(deleted)
     }
 
+    /// Runs [`ControlPlane::reconcile_all`] every second, forever (the
+    /// continuous part of the control plane). `report` hears what it deleted.
+    pub async fn run(self, namespace: String, report: impl Fn(&str)) {
+        loop {
+            match self.reconcile_all(&namespace).await {
+                Ok(deleted) => deleted.iter().for_each(|d| report(d)),
+                Err(error) => tracing::warn!(%error, "control plane pass failed"),
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    }
+
     /// Deletes the `MongoDB` object in every cluster (the operators then take
     /// their members out of the set and drop their finalizers).
     pub async fn delete(&self, namespace: &str, name: &str) -> Result<()> {

@@ -132,7 +132,7 @@ async fn demo(state_dir: &Path, exit_when_ready: bool, timeout: Duration) -> Res
     let split = Split::parse("a=2,b=2,c=1")?;
     println!("lab up: 3 clusters (a, b, c); creating MongoDB \"demo\" with members a=2, b=2, c=1");
     control_plane.apply(&request("demo", "default", split.clone())).await?;
-    let pruner = tokio::spawn(prune_forever(lab.control_plane()));
+    let pruner = tokio::spawn(lab.control_plane().run("default".into(), |deleted| println!("control plane: deleted {deleted}")));
     let outcome = observe::wait_ready(&control_plane, "default", "demo", &split, timeout, |views| print!("\n{}", observe::table(views))).await;
     let kubeconfig = lab.kubeconfig().display().to_string();
     match &outcome {
@@ -168,19 +168,8 @@ async fn start(state_dir: &Path, clusters: usize) -> Result<Lab> {
 
 async fn run_control_plane_until_interrupted(lab: &Lab) {
     tokio::select! {
-        _ = prune_forever(lab.control_plane()) => {}
+        _ = lab.control_plane().run("default".into(), |deleted| println!("control plane: deleted {deleted}")) => {}
         _ = tokio::signal::ctrl_c() => {}
-    }
-}
-
-/// The control plane's continuous part: delete Services of departed members.
-async fn prune_forever(control_plane: ControlPlane) {
-    loop {
-        match control_plane.reconcile_all("default").await {
-            Ok(deleted) => deleted.iter().for_each(|d| println!("control plane: deleted {d}")),
-            Err(error) => tracing::warn!(%error, "control plane pass failed"),
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
