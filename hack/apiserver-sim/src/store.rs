@@ -20,6 +20,9 @@ use crate::patch::{apply_patch, PatchType};
 use crate::registry::{types_from_crd, Gvr, Registry, ResourceType};
 use crate::selectors::{FieldSelector, LabelSelector};
 
+/// Storage key of CustomResourceDefinitions.
+const CRD_STORAGE: &str = "apiextensions.k8s.io/customresourcedefinitions";
+
 /// How many changes the store remembers for watch replay.
 pub const HISTORY_LEN: usize = 1000;
 
@@ -408,6 +411,15 @@ impl Store {
             .registry
             .get(gvr)
             .ok_or_else(ApiError::no_such_resource)
+    }
+
+    /// The resource serving `kind` at `api_version` (`apps/v1`, `StatefulSet`),
+    /// e.g. to create objects from manifests.
+    pub fn gvr_for(&self, api_version: &str, kind: &str) -> Option<Gvr> {
+        self.lock()
+            .registry
+            .by_kind(api_version, kind)
+            .map(|r| r.gvr())
     }
 
     /// Gets one object.
@@ -886,6 +898,16 @@ impl Subscription {
         self.seen_rv.max(self.last_rv)
     }
 
+    /// Whether a change ends this subscription: the deletion of the CRD serving its kind.
+    fn ended_by(&self, c: &Change) -> bool {
+        c.kind == EventType::Deleted
+            && c.storage == CRD_STORAGE
+            && c.rv > self.last_rv
+            && self.rt.crd.as_deref().is_some_and(|crd| {
+                c.object.pointer("/metadata/name").and_then(Value::as_str) == Some(crd)
+            })
+    }
+
     fn accept(&mut self, c: &Arc<Change>) -> Option<WatchEvent> {
         self.seen_rv = self.seen_rv.max(c.rv);
         if c.rv <= self.last_rv || c.storage != self.rt.storage {
@@ -912,6 +934,9 @@ impl Subscription {
     /// behind; `Ok(None)` when the store is gone.
     pub async fn next(&mut self) -> Result<Option<WatchEvent>, ApiError> {
         while let Some(c) = self.pending.pop_front() {
+            if self.ended_by(&c) {
+                return Ok(None);
+            }
             if let Some(e) = self.accept(&c) {
                 return Ok(Some(e));
             }
@@ -919,6 +944,9 @@ impl Subscription {
         loop {
             match self.receiver.recv().await {
                 Ok(c) => {
+                    if self.ended_by(&c) {
+                        return Ok(None);
+                    }
                     if let Some(e) = self.accept(&c) {
                         return Ok(Some(e));
                     }
@@ -1522,20 +1550,12 @@ impl Inner {
     /// Removes an object from storage and runs what follows: garbage
     /// collection of dependents, foreground owners, namespace and CRD cleanup.
     fn remove(&mut self, key: &ObjKey) -> Option<Value> {
-        let mut obj = self.objects.remove(key)?;
-        self.rv += 1;
-        meta_mut(&mut obj).insert("resourceVersion".into(), json!(self.rv.to_string()));
-        let uid = meta_str(&obj, "uid").to_string();
-        self.by_uid.remove(&uid);
-        self.emit(EventType::Deleted, &key.0, obj.clone(), None);
-        if key.0 == "apiextensions.k8s.io/customresourcedefinitions" {
-            let storage = obj.pointer("/spec/group").and_then(Value::as_str).map(|g| {
-                format!(
-                    "{g}/{}",
-                    obj.pointer("/spec/names/plural")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                )
+        if key.0 == CRD_STORAGE {
+            // A CRD's objects go first (their watchers see them deleted), then the CRD.
+            let storage = self.objects.get(key).and_then(|crd| {
+                let group = crd.pointer("/spec/group").and_then(Value::as_str)?;
+                let plural = crd.pointer("/spec/names/plural").and_then(Value::as_str)?;
+                Some(format!("{group}/{plural}"))
             });
             if let Some(storage) = storage {
                 let crs: Vec<ObjKey> = self
@@ -1548,6 +1568,14 @@ impl Inner {
                     self.remove(&k);
                 }
             }
+        }
+        let mut obj = self.objects.remove(key)?;
+        self.rv += 1;
+        meta_mut(&mut obj).insert("resourceVersion".into(), json!(self.rv.to_string()));
+        let uid = meta_str(&obj, "uid").to_string();
+        self.by_uid.remove(&uid);
+        self.emit(EventType::Deleted, &key.0, obj.clone(), None);
+        if key.0 == CRD_STORAGE {
             self.registry.unregister_crd(&key.2);
         }
         self.delete_dependents(&uid);

@@ -582,3 +582,49 @@ fn the_binary_prints_a_ready_line_and_writes_a_kubeconfig() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn dry_run_creates_nothing_and_deletecollection_honours_selectors() {
+    let s = Server::start();
+    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dry"}}"#;
+    let (code, _, obj) = s.call(
+        "POST",
+        "/api/v1/namespaces/default/configmaps?dryRun=All",
+        &[("Content-Type", "application/json")],
+        body,
+    );
+    assert_eq!(code, 201);
+    assert_eq!(obj["metadata"]["name"], "dry");
+    assert_eq!(
+        s.call("GET", "/api/v1/namespaces/default/configmaps/dry", &[], "")
+            .0,
+        404
+    );
+    let store = s.store();
+    for (name, tier) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        store
+            .create(
+                &Gvr::core("configmaps"),
+                Some("default"),
+                json!({"metadata": {"name": name, "labels": {"tier": tier}}}),
+                &WriteOptions::manager("t"),
+            )
+            .unwrap();
+    }
+    let (code, _, list) = s.call(
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps?labelSelector=tier%3Dx",
+        &[],
+        "",
+    );
+    assert_eq!(code, 200);
+    assert_eq!(list["items"].as_array().unwrap().len(), 2);
+    let left = s.get("/api/v1/namespaces/default/configmaps", JSON);
+    let names: Vec<&str> = left["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["c"]);
+}

@@ -14,9 +14,11 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event as RecordedEvent, EventType, Recorder, Reporter};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::Client;
+use kube::Resource;
 use serde_json::json;
 
 const BINARY: u8 = 2;
@@ -118,6 +120,7 @@ impl std::error::Error for ReconcileError {}
 
 struct Ctx {
     client: Client,
+    recorder: Recorder,
     ar: ApiResource,
     reconciles: AtomicUsize,
 }
@@ -139,6 +142,18 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Rec
     let status = json!({"apiVersion": "sim.example.com/v1", "kind": "Widget", "metadata": {"name": name}, "status": {"phase": "Ready"}});
     widgets
         .patch_status(&name, &pp, &Patch::Apply(&status))
+        .await
+        .map_err(ReconcileError)?;
+    let reference = obj.object_ref(&ctx.ar);
+    let event = RecordedEvent {
+        type_: EventType::Normal,
+        reason: "Reconciled".into(),
+        note: Some("widget reconciled".into()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    ctx.recorder
+        .publish(&event, &reference)
         .await
         .map_err(ReconcileError)?;
     widgets
@@ -175,8 +190,13 @@ async fn a_controller_doing_no_op_writes_settles() {
         &GroupVersionKind::gvk("sim.example.com", "v1", "Widget"),
         "widgets",
     );
+    let reporter = Reporter {
+        controller: "widget-controller".into(),
+        instance: None,
+    };
     let ctx = Arc::new(Ctx {
         client: client.clone(),
+        recorder: Recorder::new(client.clone(), reporter),
         ar: ar.clone(),
         reconciles: AtomicUsize::new(0),
     });
@@ -221,8 +241,23 @@ async fn a_controller_doing_no_op_writes_settles() {
         last <= 5,
         "a controller doing no-op writes must not spin ({last} reconciles)"
     );
-    let rv_settled = store.resource_version();
+    // The events.k8s.io Events the recorder wrote are core/v1 Events about the widget too.
+    let about_w1 = apiserver_sim::ListOptions {
+        field_selector: Some("involvedObject.name=w1,involvedObject.kind=Widget".into()),
+        ..Default::default()
+    };
+    let mut events = Vec::new();
+    eventually("the recorded event", || {
+        events = store
+            .list(&Gvr::core("events"), Some("default"), &about_w1)
+            .unwrap()
+            .items;
+        !events.is_empty()
+    })
+    .await;
+    assert_eq!(events.len(), 1, "repeats become a series of one Event");
+    assert_eq!(events[0]["reason"], "Reconciled");
+    assert_eq!(events[0]["reportingComponent"], "widget-controller");
     task.abort();
-    assert_eq!(store.resource_version(), rv_settled);
     server.stop().await;
 }

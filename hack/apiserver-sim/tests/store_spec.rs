@@ -803,9 +803,10 @@ async fn futures_take(sub: &mut apiserver_sim::Subscription, n: usize) -> Vec<Ev
     out
 }
 
-#[test]
-fn registering_a_crd_serves_its_kind_and_deleting_it_removes_the_objects() {
+#[tokio::test]
+async fn registering_a_crd_serves_its_kind_and_deleting_it_removes_the_objects() {
     let s = store_with_crd();
+    assert_eq!(s.gvr_for("sim.example.com/v1", "Widget"), Some(widgets()));
     let crds = Gvr::new("apiextensions.k8s.io", "v1", "customresourcedefinitions");
     let stored = s.get(&crds, None, "widgets.sim.example.com").unwrap();
     let conditions = stored["status"]["conditions"].as_array().unwrap();
@@ -813,6 +814,7 @@ fn registering_a_crd_serves_its_kind_and_deleting_it_removes_the_objects() {
         .iter()
         .any(|c| c["type"] == "Established" && c["status"] == "True"));
     s.create(&widgets(), Some("default"), json!({"apiVersion": "sim.example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1}}), &mgr()).unwrap();
+    let mut sub = s.subscribe(&widgets(), None, None).unwrap();
     s.delete(
         &crds,
         None,
@@ -825,6 +827,17 @@ fn registering_a_crd_serves_its_kind_and_deleting_it_removes_the_objects() {
         404
     );
     assert!(s.registry().get(&widgets()).is_none());
+    let ev = sub.next().await.unwrap().unwrap();
+    assert_eq!(ev.kind, EventType::Deleted, "watchers see the objects go");
+    assert!(
+        sub.next().await.unwrap().is_none(),
+        "then their watch ends with the CRD"
+    );
+    assert_eq!(s.gvr_for("sim.example.com/v1", "Widget"), None);
+    assert_eq!(
+        s.gvr_for("apps/v1", "StatefulSet"),
+        Some(Gvr::new("apps", "v1", "statefulsets"))
+    );
 }
 
 #[test]

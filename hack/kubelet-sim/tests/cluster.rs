@@ -1026,7 +1026,7 @@ async fn pods_start_and_status_converges_through_api_errors_and_dropped_watches(
     bench
         .server
         .faults()
-        .fail_share(0.3, InjectedError::Internal);
+        .fail_share(0.2, InjectedError::Internal);
     let set: StatefulSet = serde_json::from_value(mongo_set("db", 2, json!({}))).unwrap();
     eventually("the StatefulSet is created despite errors", || async {
         bench

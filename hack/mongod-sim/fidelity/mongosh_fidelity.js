@@ -60,7 +60,7 @@ for (const h of hosts.slice(1)) {
   waitFor(h + ' SECONDARY', () => memberState(h) === 'SECONDARY');
 }
 waitFor('newlyAdded cleared', () =>
-  db.adminCommand({ replSetGetConfig: 1, includeNewlyAdded: true }).config.members.every((m) => !m.newlyAdded));
+  db.adminCommand({ replSetGetConfig: 1, $_internalIncludeNewlyAdded: true }).config.members.every((m) => !m.newlyAdded));
 if (rs.conf().members.length !== 3) throw new Error('expected 3 members: ' + JSON.stringify(rs.conf()));
 
 // A reconfig changing priorities.

@@ -112,7 +112,7 @@ reconfig(p, lambda c: c["members"].append({"_id": 2, "host": h3}))
 wait("third member SECONDARY", lambda: any(
     m["name"] == h3 and m["stateStr"] == "SECONDARY" for m in p.admin.command("replSetGetStatus")["members"]))
 wait("newlyAdded cleared", lambda: not any(
-    m.get("newlyAdded") for m in p.admin.command("replSetGetConfig", includeNewlyAdded=True)["config"]["members"]))
+    m.get("newlyAdded") for m in p.admin.command({"replSetGetConfig": 1, "$_internalIncludeNewlyAdded": True})["config"]["members"]))
 status = p.admin.command("replSetGetStatus")
 assert status["set"] == "rs0" and len(status["members"]) == 3, status
 

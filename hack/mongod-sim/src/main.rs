@@ -88,7 +88,7 @@ impl Sim {
     async fn control(&self, line: &str) -> String {
         let words: Vec<&str> = line.split_whitespace().collect();
         let result: Result<String> = match words.as_slice() {
-            ["stop", host] => Ok(if self.net.stop_member(host).await { "stopped".into() } else { "not running".into() }),
+            ["stop", host] => Ok(if self.net.stop_member_and_wait(host).await { "stopped".into() } else { "not running".into() }),
             ["start", host] => self.start(host).await.map(|_| "started".into()),
             ["cut", host] => {
                 self.net.isolate(host);

@@ -88,10 +88,24 @@ impl Network {
         Ok(())
     }
 
-    /// Stops (kills) a member: its connections close, and once this returns its
-    /// listen address refuses connections; its state stays on its volume. Returns
-    /// false if it was not running.
-    pub async fn stop_member(&self, listen: &str) -> bool {
+    /// Stops (kills) a member: it leaves the network at once, its connections and
+    /// listener close as soon as the runtime gets to them (use
+    /// [`Network::stop_member_and_wait`] to know the port is released); its state
+    /// stays on its volume. Returns false if it was not running.
+    pub fn stop_member(&self, listen: &str) -> bool {
+        let member = self.reg().running.remove(listen);
+        match member {
+            Some(m) => {
+                m.shutdown();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Like [`Network::stop_member`], and returns only once the member's listen
+    /// address refuses connections.
+    pub async fn stop_member_and_wait(&self, listen: &str) -> bool {
         let member = self.reg().running.remove(listen);
         match member {
             Some(m) => {

@@ -129,7 +129,7 @@ pub(crate) async fn initiate(member: &Arc<Member>, body: &Document) -> CmdResult
 
 pub(crate) async fn get_config(member: &Member, body: &Document) -> CmdResult {
     let cfg = member.config().ok_or_else(no_config)?;
-    let include_newly_added = body.get_bool("includeNewlyAdded").unwrap_or(false);
+    let include_newly_added = body.get_bool("$_internalIncludeNewlyAdded").unwrap_or(false);
     let mut reply = doc! { "config": cfg.to_document(include_newly_added) };
     if body.get_bool("commitmentStatus").unwrap_or(false) {
         if member.state() != MemberState::Primary {

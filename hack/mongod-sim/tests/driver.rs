@@ -17,7 +17,7 @@ async fn driver_discovers_set_and_follows_failover_after_primary_stopped() {
     let coll = client.database("app").collection::<Document>("items");
     coll.insert_one(doc! {"n": 1}).await.expect("insert via discovered primary");
 
-    set.net.stop_member(&old).await;
+    set.net.stop_member_and_wait(&old).await;
     let stopped = Instant::now();
     let new = set.wait_primary(Some(&old)).await;
     let took = stopped.elapsed();
@@ -190,7 +190,7 @@ async fn majority_writes_survive_kills_and_stepdowns() {
         }
         let primary = set.wait_primary(None).await;
         if round % 2 == 0 {
-            set.net.stop_member(&primary).await;
+            set.net.stop_member_and_wait(&primary).await;
             set.wait_primary(Some(&primary)).await;
             set.restart(&primary).await;
         } else {

@@ -189,7 +189,7 @@ async fn durable_state_survives_restart_and_a_serde_round_trip() {
     let c = set.direct(&host, "").await;
     c.database("app").collection::<Document>("c").insert_one(doc! {"_id": 1, "v": "kept"}).await.unwrap();
     let term_before = set.net.member(&host).unwrap().term();
-    set.net.stop_member(&host).await;
+    set.net.stop_member_and_wait(&host).await;
 
     let json = serde_json::to_string(&set.volumes[0].snapshot()).unwrap();
     let restored: DurableState = serde_json::from_str(&json).unwrap();
@@ -204,7 +204,7 @@ async fn durable_state_survives_restart_and_a_serde_round_trip() {
     assert_eq!(found.len(), 1);
 
     // A fresh volume is an empty member: no config.
-    set.net.stop_member(&host).await;
+    set.net.stop_member_and_wait(&host).await;
     set.net.start_member(set.specs[0].clone(), Volume::new()).await.unwrap();
     assert!(set.net.member(&host).unwrap().config().is_none());
 }
