@@ -24,7 +24,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::finalizer::{finalizer, Event as FinalizerEvent};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, Controller};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -164,22 +163,62 @@ impl ReconcileError {
     }
 }
 
+/// Adds the finalizer first; on deletion, runs passes that take this cluster's
+/// members out of the set and removes the finalizer only once they are out (or
+/// the set is gone). kube-runtime's `finalizer` helper is not used because it
+/// drops the finalizer as soon as one cleanup pass succeeds, and leaving takes
+/// several passes.
 async fn reconcile(mongodb: Arc<MongoDB>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let started = Instant::now();
-    let namespace = mongodb.namespace().unwrap_or_default();
-    let api: Api<MongoDB> = Api::namespaced(ctx.client.clone(), &namespace);
-    let result = finalizer(&api, FINALIZER, mongodb, |event| async {
-        match event {
-            FinalizerEvent::Apply(mongodb) => pass(&mongodb, &ctx, false).await,
-            FinalizerEvent::Cleanup(mongodb) => pass(&mongodb, &ctx, true).await,
+    let api: Api<MongoDB> = Api::namespaced(ctx.client.clone(), &mongodb.namespace().unwrap_or_default());
+    let finalizers = mongodb.finalizers();
+    let has_finalizer = finalizers.iter().any(|f| f == FINALIZER);
+    let result = if mongodb.metadata.deletion_timestamp.is_some() {
+        if !has_finalizer {
+            return Ok(Action::await_change());
         }
-    })
-    .await;
+        match pass(&mongodb, &ctx, true).await {
+            Ok(Pass { left: true, .. }) => {
+                let index = finalizers.iter().position(|f| f == FINALIZER).unwrap_or_default();
+                let patch = serde_json::json!([
+                    {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER},
+                    {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
+                ]);
+                patch_finalizers(&api, &mongodb, patch).await.map(|_| Action::await_change())
+            }
+            Ok(Pass { action, .. }) => Ok(action),
+            Err(error) => Err(error),
+        }
+    } else if !has_finalizer {
+        let patch = if finalizers.is_empty() {
+            serde_json::json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+            ])
+        } else {
+            serde_json::json!([{"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}])
+        };
+        patch_finalizers(&api, &mongodb, patch).await.map(|_| Action::await_change())
+    } else {
+        pass(&mongodb, &ctx, false).await.map(|pass| pass.action)
+    };
     ctx.metrics.reconciled(started.elapsed());
-    result.map_err(|error| match error {
-        kube::runtime::finalizer::Error::ApplyFailed(error) | kube::runtime::finalizer::Error::CleanupFailed(error) => error,
-        other => ReconcileError::Kube(other.to_string()),
-    })
+    result
+}
+
+async fn patch_finalizers(api: &Api<MongoDB>, mongodb: &MongoDB, patch: serde_json::Value) -> Result<(), ReconcileError> {
+    let patch: json_patch::Patch = serde_json::from_value(patch).map_err(|e| ReconcileError::Kube(e.to_string()))?;
+    api.patch(&mongodb.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+        .map(drop)
+        .map_err(|e| ReconcileError::Kube(format!("updating finalizers: {e}")))
+}
+
+/// What a pass decided: when to look again, and (when leaving) whether this
+/// cluster's members are out of the set.
+struct Pass {
+    action: Action,
+    left: bool,
 }
 
 fn error_policy(mongodb: Arc<MongoDB>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
@@ -190,21 +229,22 @@ fn error_policy(mongodb: Arc<MongoDB>, error: &ReconcileError, ctx: Arc<Context>
 
 /// One pass over one object. `leaving`: the object is being deleted and this
 /// cluster's members must leave the set.
-async fn pass(mongodb: &MongoDB, ctx: &Context, leaving: bool) -> Result<Action, ReconcileError> {
+async fn pass(mongodb: &MongoDB, ctx: &Context, leaving: bool) -> Result<Pass, ReconcileError> {
     let key = format!("{}/{}", mongodb.namespace().unwrap_or_default(), mongodb.name_any());
     let refs = match dereference(&ctx.client, mongodb).await {
         Ok(refs) => refs,
         Err(DereferenceError::Invalid(problem)) => {
+            tracing::warn!(instance = %key, reason = problem.reason, message = %problem.message, leaving, "cannot proceed");
             if leaving {
                 ctx.publish(mongodb, EventType::Warning, "LeftWithoutCleanup", format!("deleted without leaving the replica set cleanly: {}", problem.message)).await;
-                return Ok(Action::await_change());
+                return Ok(Pass { action: Action::await_change(), left: true });
             }
             let previous = mongodb.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready")).map(|c| c.reason.clone());
             if previous.as_deref() != Some(problem.reason) {
                 ctx.publish(mongodb, EventType::Warning, problem.reason, problem.message.clone()).await;
             }
             write_status(ctx, mongodb, &StatusParts { problem: Some(&problem), ..StatusParts::default() }).await?;
-            return Ok(Action::await_change());
+            return Ok(Pass { action: Action::await_change(), left: false });
         }
         Err(DereferenceError::Kube(error)) => return Err(ReconcileError::Kube(error.to_string())),
     };
@@ -268,10 +308,10 @@ async fn pass(mongodb: &MongoDB, ctx: &Context, leaving: bool) -> Result<Action,
         let nothing_left = step == Step::InSync || (observation.set.is_none() && !observation.plan_input.local_members.iter().any(|m| m.probe.as_ref().is_some_and(|p| p.has_config)));
         if nothing_left {
             ctx.publish(mongodb, EventType::Normal, "LeftReplicaSet", "this cluster's members have left the replica set".to_string()).await;
-            return Ok(Action::await_change());
+            return Ok(Pass { action: Action::await_change(), left: true });
         }
     }
-    Ok(Action::requeue(requeue))
+    Ok(Pass { action: Action::requeue(requeue), left: false })
 }
 
 /// Creates or updates the operator-managed users and the database user once per

@@ -4,14 +4,164 @@
 //! 127.n.*.* addresses and shuts everything down.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use kube::Api;
 use lab::controlplane::{InstanceRequest, Split};
 use lab::lab::{sibling_binary, Lab, LabOptions};
 use lab::observe;
-use mongodb_member_operator::api::ReplicaSetSettings;
+use mongodb::bson::{doc, Document};
+use mongodb::options::{ClientOptions, Credential, ServerAddress};
+use mongodb_member_operator::api::{MongoDB, ReplicaSetSettings};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// Labs run one at a time: each starts three or four clusters and as many
+/// operators, which is all two cores can carry.
+static ONE_LAB_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+type Outcome = Result<(), String>;
+
+fn fail<E: std::fmt::Display>(context: &str) -> impl Fn(E) -> String + '_ {
+    move |error| format!("{context}: {error}")
+}
+
+/// The root user of the instance, from the propagated Secret.
+async fn root_credentials(lab: &Lab, name: &str) -> Result<(String, String), String> {
+    let secrets: Api<Secret> = Api::namespaced(lab.clusters()[0].client.clone(), "default");
+    let secret = secrets.get(&format!("{name}-shared-credentials")).await.map_err(fail("reading the credentials"))?;
+    let data = secret.data.unwrap_or_default();
+    let text = |key: &str| data.get(key).map(|v| String::from_utf8_lossy(&v.0).into_owned()).ok_or(format!("no {key}"));
+    Ok((text("username")?, text("password")?))
+}
+
+/// A driver client for one member (direct) or the whole set.
+async fn mongo(lab: &Lab, name: &str, hosts: &[String], direct: bool) -> Result<mongodb::Client, String> {
+    let (username, password) = root_credentials(lab, name).await?;
+    let hosts = hosts.iter().map(|h| ServerAddress::parse(h).map_err(fail("host"))).collect::<Result<Vec<_>, _>>()?;
+    let options = ClientOptions::builder()
+        .hosts(hosts)
+        .direct_connection(direct)
+        .repl_set_name(if direct { None } else { Some("replset-0".to_string()) })
+        .credential(Credential::builder().username(username).password(password).source("admin".to_string()).build())
+        .server_selection_timeout(Duration::from_secs(10))
+        .build();
+    mongodb::Client::with_options(options).map_err(fail("client"))
+}
+
+/// The replica-set config as the primary has it.
+async fn config(lab: &Lab, name: &str, hosts: &[String]) -> Result<Document, String> {
+    let client = mongo(lab, name, hosts, false).await?;
+    let reply = client.database("admin").run_command(doc! {"replSetGetConfig": 1}).await.map_err(fail("replSetGetConfig"))?;
+    reply.get_document("config").cloned().map_err(fail("config"))
+}
+
+fn voters(config: &Document) -> usize {
+    config.get_array("members").map(|m| m.iter().filter_map(|m| m.as_document()).filter(|m| m.get_i32("votes").unwrap_or(1) > 0).count()).unwrap_or(0)
+}
+
+fn replica_set_id(config: &Document) -> Option<String> {
+    config.get_document("settings").ok()?.get_object_id("replicaSetId").ok().map(|id| id.to_hex())
+}
+
+fn version(config: &Document) -> i64 {
+    config.get_i32("version").map(i64::from).or_else(|_| config.get_i64("version")).unwrap_or(-1)
+}
+
+/// The member host (`VIP:nodePort`) of `<name>-mongodb-<index>` in `cluster`.
+async fn member_host(lab: &Lab, cluster: usize, name: &str, index: u32) -> Result<String, String> {
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(lab.clusters()[cluster].client.clone(), "default");
+    let service = services.get(&format!("{name}-mongodb-{index}")).await.map_err(fail("member Service"))?;
+    let port = service.spec.and_then(|s| s.ports).and_then(|p| p.first().and_then(|p| p.node_port)).ok_or("no nodePort")?;
+    Ok(format!("{}:{port}", lab.clusters()[cluster].vip))
+}
+
+/// Makes `host` the primary (replSetStepUp on it) and waits until it is.
+async fn make_primary(lab: &Lab, name: &str, host: &str) -> Outcome {
+    let client = mongo(lab, name, &[host.to_string()], true).await?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let _ = client.database("admin").run_command(doc! {"replSetStepUp": 1}).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let hello = client.database("admin").run_command(doc! {"hello": 1}).await.map_err(fail("hello"))?;
+        if hello.get_bool("isWritablePrimary").unwrap_or(false) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{host} did not become primary"));
+        }
+    }
+}
+
+/// Every host in `status.replset` of the first cluster's object.
+async fn hosts_of(lab: &Lab, cluster: usize, name: &str) -> Result<Vec<String>, String> {
+    let api: Api<MongoDB> = Api::namespaced(lab.clusters()[cluster].client.clone(), "default");
+    let mongodb = api.get(name).await.map_err(fail("MongoDB"))?;
+    Ok(mongodb.status.unwrap_or_default().replset.into_iter().map(|m| m.name).collect())
+}
+
+/// Runs the pymongo majority writer until stopped; returns (acknowledged, found).
+struct MajorityWriter {
+    child: tokio::process::Child,
+    stop_file: PathBuf,
+}
+
+impl MajorityWriter {
+    async fn start(lab: &Lab, name: &str, hosts: &[String]) -> Result<Option<MajorityWriter>, String> {
+        let Ok(python) = std::env::var("MMO_PYTHON") else {
+            if std::env::var("MMO_REQUIRE_TOOLS").as_deref() == Ok("1") {
+                return Err("MMO_PYTHON is not set but MMO_REQUIRE_TOOLS=1 (run hack/test-tools.sh)".into());
+            }
+            eprintln!("SKIPPED the pymongo majority writer: set MMO_PYTHON (see hack/test-tools.sh)");
+            return Ok(None);
+        };
+        let (username, password) = root_credentials(lab, name).await?;
+        let uri = format!("mongodb://{username}:{password}@{}/?replicaSet=replset-0&authSource=admin", hosts.join(","));
+        let stop_file = std::env::temp_dir().join(format!("mmo-writer-stop-{}-{}", std::process::id(), name));
+        let _ = std::fs::remove_file(&stop_file);
+        let child = tokio::process::Command::new(python)
+            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/majority_writer.py"))
+            .env("MONGO_URI", uri)
+            .env("STOP_FILE", &stop_file)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(fail("starting the pymongo writer"))?;
+        Ok(Some(MajorityWriter { child, stop_file }))
+    }
+
+    /// Stops the writer and checks that every acknowledged write is present.
+    async fn stop_and_check(self) -> Outcome {
+        std::fs::write(&self.stop_file, b"stop").map_err(fail("stop file"))?;
+        let output = tokio::time::timeout(Duration::from_secs(120), self.child.wait_with_output()).await.map_err(fail("writer did not stop"))?.map_err(fail("writer"))?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let acked: Vec<u64> = stdout.lines().filter_map(|l| l.strip_prefix("ACK ")).filter_map(|n| n.parse().ok()).collect();
+        let found: std::collections::BTreeSet<u64> = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("FOUND"))
+            .ok_or_else(|| format!("the writer did not read back: {stdout} {}", String::from_utf8_lossy(&output.stderr)))?
+            .split_whitespace()
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        if acked.len() < 10 {
+            return Err(format!("only {} writes were acknowledged during the change", acked.len()));
+        }
+        let lost: Vec<u64> = acked.iter().copied().filter(|n| !found.contains(n)).collect();
+        if !lost.is_empty() {
+            return Err(format!("{} of {} majority-acknowledged writes were lost: {lost:?}", lost.len(), acked.len()));
+        }
+        eprintln!("{} majority writes acknowledged during the change, none lost", acked.len());
+        Ok(())
+    }
+}
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -58,6 +208,7 @@ async fn finish(lab: Lab, outcome: Result<(), String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_split_forms_one_replica_set_over_three_clusters_readable_with_kubectl() {
+    let _serial = serial();
     let lab = lab(41, 3).await;
     let outcome = async {
         let control_plane = lab.control_plane();
@@ -84,6 +235,168 @@ async fn demo_split_forms_one_replica_set_over_three_clusters_readable_with_kube
             if !described.contains(needle) {
                 return Err(format!("kubectl describe mongodb lacks {needle}:\n{described}"));
             }
+        }
+        Ok(())
+    }
+    .await;
+    finish(lab, outcome).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_out_adds_members_one_at_a_time_even_across_an_operator_restart() {
+    let _serial = serial();
+    let mut lab = lab(42, 4).await;
+    let outcome = async {
+        let control_plane = lab.control_plane();
+        let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
+        control_plane.apply(&request("grow", "a=2,b=2,c=1")).await.map_err(fail("apply"))?;
+        observe::wait_ready(&control_plane, "default", "grow", &Split::parse("a=2,b=2,c=1").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("2+2+1"))?;
+        let hosts = hosts_of(&lab, 0, "grow").await?;
+        let first = config(&lab, "grow", &hosts).await?;
+
+        control_plane.apply(&request("grow", "a=3,b=2,c=2")).await.map_err(fail("scale"))?;
+        lab.kill_operator(0).await.map_err(fail("kill"))?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        lab.restart_operator(0).map_err(fail("restart"))?;
+        observe::wait_ready(&control_plane, "default", "grow", &Split::parse("a=3,b=2,c=2").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("3+2+2"))?;
+
+        control_plane.apply(&request("grow", "a=3,b=2,c=2,d=1")).await.map_err(fail("fourth cluster"))?;
+        observe::wait_ready(&control_plane, "default", "grow", &Split::parse("a=3,b=2,c=2,d=1").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("3+2+2+1"))?;
+        pruner.abort();
+
+        let hosts = hosts_of(&lab, 3, "grow").await?;
+        let last = config(&lab, "grow", &hosts).await?;
+        if voters(&last) != 7 {
+            return Err(format!("8 members should have 7 voters, found {}", voters(&last)));
+        }
+        if replica_set_id(&first) != replica_set_id(&last) {
+            return Err("the replicaSetId changed: the set was initiated twice".into());
+        }
+        if version(&last) >= 10_000 {
+            return Err(format!("config version {} betrays a forced reconfig", version(&last)));
+        }
+        Ok(())
+    }
+    .await;
+    finish(lab, outcome).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_in_steps_the_primary_down_first_and_loses_no_majority_write() {
+    let _serial = serial();
+    let mut lab = lab(43, 3).await;
+    let outcome = async {
+        let control_plane = lab.control_plane();
+        let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
+        control_plane.apply(&request("shrink", "a=2,b=2,c=1")).await.map_err(fail("apply"))?;
+        observe::wait_ready(&control_plane, "default", "shrink", &Split::parse("a=2,b=2,c=1").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("2+2+1"))?;
+        let leaving = member_host(&lab, 0, "shrink", 1).await?;
+        make_primary(&lab, "shrink", &leaving).await?;
+        let hosts = hosts_of(&lab, 0, "shrink").await?;
+        let first = config(&lab, "shrink", &hosts).await?;
+        let writer = MajorityWriter::start(&lab, "shrink", &hosts).await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+
+        control_plane.apply(&request("shrink", "a=1,b=2,c=1")).await.map_err(fail("scale in"))?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        lab.kill_operator(0).await.map_err(fail("kill"))?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        lab.restart_operator(0).map_err(fail("restart"))?;
+        observe::wait_ready(&control_plane, "default", "shrink", &Split::parse("a=1,b=2,c=1").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("1+2+1"))?;
+        if let Some(writer) = writer {
+            writer.stop_and_check().await?;
+        }
+        pruner.abort();
+
+        let remaining = hosts_of(&lab, 1, "shrink").await?;
+        if remaining.contains(&leaving) || remaining.len() != 4 {
+            return Err(format!("{leaving} should have left: {remaining:?}"));
+        }
+        let a = lab.clusters()[0].client.clone();
+        let stateful_sets: Api<StatefulSet> = Api::namespaced(a.clone(), "default");
+        if stateful_sets.get_opt("shrink-mongodb-1").await.map_err(fail("sts"))?.is_some() {
+            return Err("the StatefulSet of the removed member still exists".into());
+        }
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(a, "default");
+        if claims.get_opt("data-shrink-mongodb-1-0").await.map_err(fail("pvc"))?.is_none() {
+            return Err("the PVC of the removed member was deleted despite the Retain policy".into());
+        }
+        let described = lab.kubectl("a", &["describe", "mongodb", "shrink"]).await.map_err(fail("describe"))?;
+        for reason in ["StepDown", "RemoveMember", "DeleteStatefulSet"] {
+            if !described.contains(reason) {
+                return Err(format!("no {reason} Event in kubectl describe:\n{described}"));
+            }
+        }
+        let last = config(&lab, "shrink", &remaining).await?;
+        if replica_set_id(&first) != replica_set_id(&last) || version(&last) >= 10_000 {
+            return Err("second initiate or forced reconfig detected".into());
+        }
+        Ok(())
+    }
+    .await;
+    finish(lab, outcome).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_holding_the_primary_gives_up_all_its_members() {
+    let _serial = serial();
+    let lab = lab(44, 3).await;
+    let outcome = async {
+        let control_plane = lab.control_plane();
+        let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
+        control_plane.apply(&request("leave", "a=2,b=2,c=1")).await.map_err(fail("apply"))?;
+        observe::wait_ready(&control_plane, "default", "leave", &Split::parse("a=2,b=2,c=1").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("2+2+1"))?;
+        let leaving = member_host(&lab, 2, "leave", 0).await?;
+        make_primary(&lab, "leave", &leaving).await?;
+        control_plane.apply(&request("leave", "a=2,b=2,c=0")).await.map_err(fail("scale in"))?;
+        observe::wait_ready(&control_plane, "default", "leave", &Split::parse("a=2,b=2").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("2+2"))?;
+        pruner.abort();
+        let remaining = hosts_of(&lab, 0, "leave").await?;
+        if remaining.contains(&leaving) || remaining.len() != 4 {
+            return Err(format!("{leaving} should have left: {remaining:?}"));
+        }
+        let stateful_sets: Api<StatefulSet> = Api::namespaced(lab.clusters()[2].client.clone(), "default");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while stateful_sets.get_opt("leave-mongodb-0").await.map_err(fail("sts"))?.is_some() {
+            if Instant::now() > deadline {
+                return Err("cluster c still runs its StatefulSet".into());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        Ok(())
+    }
+    .await;
+    finish(lab, outcome).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_object_in_one_cluster_removes_only_that_clusters_members() {
+    let _serial = serial();
+    let lab = lab(45, 3).await;
+    let outcome = async {
+        let control_plane = lab.control_plane();
+        control_plane.apply(&request("part", "a=2,b=2,c=1")).await.map_err(fail("apply"))?;
+        observe::wait_ready(&control_plane, "default", "part", &Split::parse("a=2,b=2,c=1").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("2+2+1"))?;
+        lab.kubectl("b", &["delete", "mongodb", "part", "--wait=false"]).await.map_err(fail("kubectl delete"))?;
+        let api: Api<MongoDB> = Api::namespaced(lab.clusters()[1].client.clone(), "default");
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while api.get_opt("part").await.map_err(fail("get"))?.is_some() {
+            if Instant::now() > deadline {
+                return Err("the MongoDB in cluster b was never finalized".into());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let remaining = hosts_of(&lab, 0, "part").await?;
+            let vip_b = lab.clusters()[1].vip.to_string();
+            if remaining.len() == 3 && !remaining.iter().any(|h| h.starts_with(&format!("{vip_b}:"))) {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("expected the 3 members of a and c, found {remaining:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
         }
         Ok(())
     }

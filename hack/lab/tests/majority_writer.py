@@ -1,0 +1,41 @@
+"""Writes with w:"majority" through pymongo until told to stop, then reports.
+
+Reads the connection string from MONGO_URI (never from arguments: it holds a
+password). Prints one line per acknowledged insert ("ACK <n>"); when the file
+named by STOP_FILE exists it stops, reads every document back with read concern
+majority and prints "FOUND <n> <n> ...". Unacknowledged attempts are retried
+with the next number, so only acknowledged numbers are promised.
+"""
+import os
+import sys
+import time
+
+from pymongo import MongoClient, WriteConcern
+from pymongo.errors import PyMongoError
+from pymongo.read_concern import ReadConcern
+
+client = MongoClient(os.environ["MONGO_URI"], serverSelectionTimeoutMS=20000, retryWrites=False)
+collection = client.lab.get_collection("writes", write_concern=WriteConcern(w="majority", wtimeout=10000))
+stop_file = os.environ["STOP_FILE"]
+n = 0
+while not os.path.exists(stop_file):
+    n += 1
+    try:
+        collection.insert_one({"_id": n})
+        print(f"ACK {n}", flush=True)
+    except PyMongoError as error:
+        print(f"ERR {n} {type(error).__name__}", flush=True)
+        time.sleep(0.2)
+    time.sleep(0.05)
+
+deadline = time.time() + 60
+while True:
+    try:
+        found = [d["_id"] for d in client.lab.get_collection("writes", read_concern=ReadConcern("majority")).find({})]
+        break
+    except PyMongoError as error:
+        if time.time() > deadline:
+            print(f"READ-FAILED {type(error).__name__}", flush=True)
+            sys.exit(1)
+        time.sleep(0.5)
+print("FOUND " + " ".join(str(i) for i in sorted(found)), flush=True)
