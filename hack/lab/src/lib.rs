@@ -3,6 +3,7 @@
 //! the real operator binary running once per cluster.
 
 pub mod controlplane;
+pub mod faults;
 pub mod lab;
 pub mod observe;
 pub mod runtime;

@@ -19,6 +19,9 @@ struct Cli {
     /// Where the lab keeps its kubeconfig, logs and cluster list.
     #[arg(long, global = true, default_value = ".lab")]
     state_dir: PathBuf,
+    /// Lab number: the second octet of every address (127.N.x.y); `up` and `demo` only.
+    #[arg(long, global = true, default_value_t = 10, value_parser = clap::value_parser!(u8).range(1..=250))]
+    number: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -72,6 +75,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Inject a fault into the running `lab up`: kill-mongod CLUSTER POD | lose-cluster CLUSTER |
+    /// cut-vip CLUSTER | heal CLUSTER | lag CLUSTER POD MILLIS | api-errors CLUSTER COUNT |
+    /// drop-watches CLUSTER.
+    Fault {
+        /// The fault and its arguments.
+        #[arg(required = true, num_args = 1..)]
+        command: Vec<String>,
+    },
     /// Bring the lab up with a 2+2+1 replica set over three clusters and show it forming.
     Demo {
         /// Exit 0 once the replica set is ready (non-zero on timeout) instead of running on.
@@ -98,10 +109,11 @@ async fn main() -> Result<()> {
     let state_dir = absolute(&cli.state_dir)?;
     match cli.command {
         Command::Up { clusters } => {
-            let lab = start(&state_dir, clusters).await?;
+            let lab = start(&state_dir, cli.number, clusters).await?;
             println!("lab up: {} clusters; kubeconfig: {}", lab.clusters().len(), lab.kubeconfig().display());
             println!("  e.g. kubectl --kubeconfig {} --context a get mongodb", lab.kubeconfig().display());
-            run_control_plane_until_interrupted(&lab).await;
+            println!("  inject faults with: lab fault …  (see lab fault --help)");
+            run_control_plane_until_interrupted(&lab, cli.number, &state_dir).await;
             lab.shutdown().await;
         }
         Command::Apply { name, split, namespace } | Command::Scale { name, split, namespace } => {
@@ -121,19 +133,23 @@ async fn main() -> Result<()> {
                 print!("{}", observe::table(&views));
             }
         }
-        Command::Demo { exit_when_ready, timeout } => demo(&state_dir, exit_when_ready, Duration::from_secs(timeout)).await?,
+        Command::Fault { command } => println!("{}", lab::faults::send(&state_dir, &command).await?),
+        Command::Demo { exit_when_ready, timeout } => demo(&state_dir, cli.number, exit_when_ready, Duration::from_secs(timeout)).await?,
     }
     Ok(())
 }
 
-async fn demo(state_dir: &Path, exit_when_ready: bool, timeout: Duration) -> Result<()> {
-    let lab = start(state_dir, 3).await?;
+async fn demo(state_dir: &Path, number: u8, exit_when_ready: bool, timeout: Duration) -> Result<()> {
+    let lab = start(state_dir, number, 3).await?;
     let control_plane = lab.control_plane();
     let split = Split::parse("a=2,b=2,c=1")?;
     println!("lab up: 3 clusters (a, b, c); creating MongoDB \"demo\" with members a=2, b=2, c=1");
     control_plane.apply(&request("demo", "default", split.clone())).await?;
     let pruner = tokio::spawn(lab.control_plane().run("default".into(), |deleted| println!("control plane: deleted {deleted}")));
-    let outcome = observe::wait_ready(&control_plane, "default", "demo", &split, timeout, |views| print!("\n{}", observe::table(views))).await;
+    let outcome = tokio::select! {
+        outcome = observe::wait_ready(&control_plane, "default", "demo", &split, timeout, |views| print!("\n{}", observe::table(views))) => outcome,
+        _ = interrupted() => Err(anyhow::anyhow!("interrupted")),
+    };
     let kubeconfig = lab.kubeconfig().display().to_string();
     match &outcome {
         Ok(_) => {
@@ -148,16 +164,17 @@ async fn demo(state_dir: &Path, exit_when_ready: bool, timeout: Duration) -> Res
     }
     if !exit_when_ready && outcome.is_ok() {
         println!("\nrunning until Ctrl-C");
-        let _ = tokio::signal::ctrl_c().await;
+        interrupted().await;
     }
     pruner.abort();
     lab.shutdown().await;
     outcome.map(drop)
 }
 
-async fn start(state_dir: &Path, clusters: usize) -> Result<Lab> {
+async fn start(state_dir: &Path, number: u8, clusters: usize) -> Result<Lab> {
     let repo = repo_root()?;
     let mut options = LabOptions::for_checkout(&repo)?;
+    options.number = number;
     options.state_dir = state_dir.to_path_buf();
     options.clusters = clusters;
     let lab = Lab::start(options).await?;
@@ -166,10 +183,30 @@ async fn start(state_dir: &Path, clusters: usize) -> Result<Lab> {
     Ok(lab)
 }
 
-async fn run_control_plane_until_interrupted(lab: &Lab) {
+async fn run_control_plane_until_interrupted(lab: &Lab, number: u8, state_dir: &Path) {
     tokio::select! {
         _ = lab.control_plane().run("default".into(), |deleted| println!("control plane: deleted {deleted}")) => {}
-        _ = tokio::signal::ctrl_c() => {}
+        result = lab::faults::serve(lab, number, state_dir) => {
+            if let Err(error) = result {
+                eprintln!("the fault control socket stopped: {error:#}");
+            }
+        }
+        _ = interrupted() => {}
+    }
+}
+
+/// Ctrl-C or SIGTERM: either way the lab shuts down what it started.
+async fn interrupted() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 

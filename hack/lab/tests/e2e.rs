@@ -236,10 +236,94 @@ async fn demo_split_forms_one_replica_set_over_three_clusters_readable_with_kube
                 return Err(format!("kubectl describe mongodb lacks {needle}:\n{described}"));
             }
         }
-        Ok(())
+        the_control_plane_propagated_equal_node_ports_and_a_correct_hostconf(&lab, "demo", &split).await?;
+        the_operator_users_exist(&lab, "demo").await?;
+        no_secret_appears_in_logs_events_or_status(&lab, "demo").await
     }
     .await;
     finish(lab, outcome).await;
+}
+
+/// The contract's objects: `<name>-mongodb-<i>` Services with the same nodePort
+/// for index `i` in every cluster, and a hostconf listing exactly `VIP:nodePort`
+/// of every member.
+async fn the_control_plane_propagated_equal_node_ports_and_a_correct_hostconf(lab: &Lab, name: &str, split: &Split) -> Outcome {
+    let mut expected = std::collections::BTreeSet::new();
+    let mut ports = std::collections::BTreeMap::new();
+    for (index, cluster) in lab.clusters().iter().enumerate() {
+        for member in 0..split.members_of(&cluster.name) {
+            let host = member_host(lab, index, name, member).await?;
+            let port = host.rsplit(':').next().unwrap_or_default().to_string();
+            if let Some(other) = ports.insert(member, port.clone()) {
+                if other != port {
+                    return Err(format!("member index {member} has nodePort {port} in {} but {other} elsewhere", cluster.name));
+                }
+            }
+            expected.insert(host);
+        }
+    }
+    for cluster in lab.clusters() {
+        let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(cluster.client.clone(), "default");
+        let hostconf = config_maps.get(&format!("{name}-hostconf")).await.map_err(fail("hostconf"))?;
+        let parsed = mongodb_member_operator::hostconf::HostConf::from_config_map_data(&hostconf.data.unwrap_or_default()).map_err(fail("hostconf parse"))?;
+        let listed: std::collections::BTreeSet<String> = parsed.members.iter().map(|m| m.address.to_string()).collect();
+        if listed != expected {
+            return Err(format!("hostconf in {} lists {listed:?}, expected {expected:?}", cluster.name));
+        }
+    }
+    Ok(())
+}
+
+/// clusterAdmin and clusterMonitor are created through the set.
+async fn the_operator_users_exist(lab: &Lab, name: &str) -> Outcome {
+    let hosts = hosts_of(lab, 0, name).await?;
+    let client = mongo(lab, name, &hosts, false).await?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let users = client.database("admin").run_command(doc! {"usersInfo": 1}).await.map_err(fail("usersInfo"))?;
+        let names: Vec<String> = users.get_array("users").map(|u| u.iter().filter_map(|u| u.as_document()?.get_str("user").ok().map(str::to_string)).collect()).unwrap_or_default();
+        if names.iter().any(|n| n == "clusterAdmin") && names.iter().any(|n| n == "clusterMonitor") {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("operator users missing, found {names:?}"));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The root password, the keyfile and the derived user passwords appear in no
+/// operator log, no Event and no status.
+async fn no_secret_appears_in_logs_events_or_status(lab: &Lab, name: &str) -> Outcome {
+    let secrets: Api<Secret> = Api::namespaced(lab.clusters()[0].client.clone(), "default");
+    let mut needles = Vec::new();
+    for secret_name in [format!("{name}-shared-credentials"), format!("{name}-admin-credentials"), format!("{name}-monitor-credentials")] {
+        let secret = secrets.get(&secret_name).await.map_err(fail("secret"))?;
+        for (key, value) in secret.data.unwrap_or_default() {
+            if key == "password" || key == "keyfile" {
+                let text = String::from_utf8_lossy(&value.0).into_owned();
+                needles.push(text.chars().take(24).collect::<String>());
+            }
+        }
+    }
+    if needles.len() != 4 {
+        return Err(format!("expected 4 secret values to look for, found {}", needles.len()));
+    }
+    for (index, cluster) in lab.clusters().iter().enumerate() {
+        let log = std::fs::read_to_string(lab.operator_log(index)).map_err(fail("log"))?;
+        let events = lab.kubectl(&cluster.name, &["get", "events", "-A", "-o", "json"]).await.map_err(fail("events"))?;
+        let status = lab.kubectl(&cluster.name, &["get", "mongodb", name, "-o", "json"]).await.map_err(fail("status"))?;
+        let status = status.split("\"status\"").nth(1).unwrap_or_default().to_string();
+        for (what, text) in [("operator log", &log), ("Events", &events), ("status", &status)] {
+            if needles.iter().any(|needle| text.contains(needle.as_str())) {
+                return Err(format!("a secret value appears in the {what} of cluster {}", cluster.name));
+            }
+        }
+        if !events.contains("Initiate") && index == 0 {
+            return Err("the Events of cluster a lack Initiate: the scan would prove nothing".into());
+        }
+    }
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
