@@ -224,17 +224,23 @@ async fn demo_split_forms_one_replica_set_over_three_clusters_readable_with_kube
         if primaries.len() != 1 {
             return Err(format!("expected exactly one primary, found {primaries:?}"));
         }
-        let table = lab.kubectl("a", &["get", "mongodb"]).await.map_err(|e| e.to_string())?;
-        for column in ["STATE", "MEMBERS", "PRIMARY", "AGE", "Running", "2/2"] {
-            if !table.contains(column) {
-                return Err(format!("kubectl get mongodb lacks {column}:\n{table}"));
+        for (context, ready) in [("a", "2/2"), ("b", "2/2"), ("c", "1/1")] {
+            let table = lab.kubectl(context, &["get", "mongodb"]).await.map_err(|e| e.to_string())?;
+            for column in ["STATE", "MEMBERS", "PRIMARY", "AGE", "Running", ready] {
+                if !table.contains(column) {
+                    return Err(format!("kubectl get mongodb in {context} lacks {column}:\n{table}"));
+                }
+            }
+            let described = lab.kubectl(context, &["describe", "mongodb", "demo"]).await.map_err(|e| e.to_string())?;
+            for needle in ["Ready", "ReplicaSetInitialized", "MembersInSync", "Replset"] {
+                if !described.contains(needle) {
+                    return Err(format!("kubectl describe mongodb in {context} lacks {needle}:\n{described}"));
+                }
             }
         }
         let described = lab.kubectl("a", &["describe", "mongodb", "demo"]).await.map_err(|e| e.to_string())?;
-        for needle in ["Initiate", "Ready", "ReplicaSetInitialized"] {
-            if !described.contains(needle) {
-                return Err(format!("kubectl describe mongodb lacks {needle}:\n{described}"));
-            }
+        if !described.contains("Initiate") {
+            return Err(format!("the rsInit cluster's Events lack Initiate:\n{described}"));
         }
         the_control_plane_propagated_equal_node_ports_and_a_correct_hostconf(&lab, "demo", &split).await?;
         the_operator_users_exist(&lab, "demo").await?;
@@ -422,9 +428,9 @@ async fn scaling_in_steps_the_primary_down_first_and_loses_no_majority_write() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cluster_holding_the_primary_gives_up_all_its_members() {
+async fn a_cluster_holding_the_primary_gives_up_all_its_members_across_an_operator_restart() {
     let _serial = serial();
-    let lab = lab(44, 3).await;
+    let mut lab = lab(44, 3).await;
     let outcome = async {
         let control_plane = lab.control_plane();
         let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
@@ -432,12 +438,20 @@ async fn a_cluster_holding_the_primary_gives_up_all_its_members() {
         observe::wait_ready(&control_plane, "default", "leave", &Split::parse("a=2,b=2,c=1").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("2+2+1"))?;
         let leaving = member_host(&lab, 2, "leave", 0).await?;
         make_primary(&lab, "leave", &leaving).await?;
+        let first = config(&lab, "leave", &hosts_of(&lab, 0, "leave").await?).await?;
         control_plane.apply(&request("leave", "a=2,b=2,c=0")).await.map_err(fail("scale in"))?;
+        lab.kill_operator(2).await.map_err(fail("kill"))?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        lab.restart_operator(2).map_err(fail("restart"))?;
         observe::wait_ready(&control_plane, "default", "leave", &Split::parse("a=2,b=2").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("2+2"))?;
         pruner.abort();
         let remaining = hosts_of(&lab, 0, "leave").await?;
         if remaining.contains(&leaving) || remaining.len() != 4 {
             return Err(format!("{leaving} should have left: {remaining:?}"));
+        }
+        let last = config(&lab, "leave", &remaining).await?;
+        if replica_set_id(&first) != replica_set_id(&last) || version(&last) >= 10_000 {
+            return Err("second initiate or forced reconfig detected".into());
         }
         let stateful_sets: Api<StatefulSet> = Api::namespaced(lab.clusters()[2].client.clone(), "default");
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -483,6 +497,37 @@ async fn deleting_the_object_in_one_cluster_removes_only_that_clusters_members()
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         Ok(())
+    }
+    .await;
+    finish(lab, outcome).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_hostconf_is_reported_in_conditions_and_events() {
+    let _serial = serial();
+    let lab = lab(46, 1).await;
+    let outcome = async {
+        let manifest = std::env::temp_dir().join(format!("mmo-orphan-{}.yaml", std::process::id()));
+        std::fs::write(
+            &manifest,
+            "apiVersion: middleware.fedstate.io/v1alpha1\nkind: MongoDB\nmetadata:\n  name: orphan\n  namespace: default\n  labels:\n    app.multicloudmongodb.io/vip: 127.46.1.1\nspec:\n  members: 1\n  rsInit: true\n  rootPassword: not-a-real-one\n",
+        )
+        .map_err(fail("manifest"))?;
+        lab.kubectl("a", &["apply", "-f", &manifest.display().to_string()]).await.map_err(fail("kubectl apply"))?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let described = lab.kubectl("a", &["describe", "mongodb", "orphan"]).await.map_err(fail("describe"))?;
+            let condition = described.contains("HostconfMissing") && described.contains("orphan-hostconf");
+            let event = described.lines().any(|l| l.contains("Warning") && l.contains("HostconfMissing"));
+            let state = lab.kubectl("a", &["get", "mongodb", "orphan", "-o", "jsonpath={.status.state}"]).await.map_err(fail("get"))?;
+            if condition && event && state == "Error" {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("no HostconfMissing condition and Warning Event (state {state:?}):\n{described}"));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
     }
     .await;
     finish(lab, outcome).await;
