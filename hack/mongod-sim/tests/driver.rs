@@ -23,6 +23,7 @@ async fn driver_discovers_set_and_follows_failover_after_primary_stopped() {
     let took = stopped.elapsed();
     // electionTimeout (+15% random offset) + one heartbeat, with slack for a noisy machine.
     let bound = Duration::from_millis(ELECTION_TIMEOUT_MS * 115 / 100 + HEARTBEAT_MS) + Duration::from_secs(3);
+    eprintln!("new primary after {took:?} (election timeout {ELECTION_TIMEOUT_MS} ms, heartbeat {HEARTBEAT_MS} ms, bound with slack {bound:?})");
     assert!(took < bound, "new primary after {took:?}, bound {bound:?}");
     assert_ne!(new, old);
     coll.insert_one(doc! {"n": 2}).await.expect("insert after failover");
