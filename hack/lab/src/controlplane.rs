@@ -309,7 +309,7 @@ impl ControlPlane {
                 }
                 let Some(port) = node_port_of(&service) else { continue };
                 let host = format!("{}:{port}", cluster.vip);
-                if !listed.iter().any(|member| *member == host) {
+                if !listed.contains(&host) {
                     services.delete(&service_name, &DeleteParams::default()).await?;
                     deleted.push(format!("{}/{service_name}", cluster.name));
                 }

@@ -4,7 +4,6 @@
 //! 127.n.*.* addresses and shuts everything down.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -21,10 +20,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(240);
 
 /// Labs run one at a time: each starts three or four clusters and as many
 /// operators, which is all two cores can carry.
-static ONE_LAB_AT_A_TIME: Mutex<()> = Mutex::new(());
+static ONE_LAB_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    ONE_LAB_AT_A_TIME.lock().await
 }
 
 type Outcome = Result<(), String>;
@@ -208,7 +207,7 @@ async fn finish(lab: Lab, outcome: Result<(), String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_split_forms_one_replica_set_over_three_clusters_readable_with_kubectl() {
-    let _serial = serial();
+    let _serial = serial().await;
     let lab = lab(41, 3).await;
     let outcome = async {
         let control_plane = lab.control_plane();
@@ -334,7 +333,7 @@ async fn no_secret_appears_in_logs_events_or_status(lab: &Lab, name: &str) -> Ou
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_out_adds_members_one_at_a_time_even_across_an_operator_restart() {
-    let _serial = serial();
+    let _serial = serial().await;
     let mut lab = lab(42, 4).await;
     let outcome = async {
         let control_plane = lab.control_plane();
@@ -373,7 +372,7 @@ async fn scaling_out_adds_members_one_at_a_time_even_across_an_operator_restart(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_in_steps_the_primary_down_first_and_loses_no_majority_write() {
-    let _serial = serial();
+    let _serial = serial().await;
     let mut lab = lab(43, 3).await;
     let outcome = async {
         let control_plane = lab.control_plane();
@@ -429,7 +428,7 @@ async fn scaling_in_steps_the_primary_down_first_and_loses_no_majority_write() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_holding_the_primary_gives_up_all_its_members_across_an_operator_restart() {
-    let _serial = serial();
+    let _serial = serial().await;
     let mut lab = lab(44, 3).await;
     let outcome = async {
         let control_plane = lab.control_plane();
@@ -469,7 +468,7 @@ async fn a_cluster_holding_the_primary_gives_up_all_its_members_across_an_operat
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_the_object_in_one_cluster_removes_only_that_clusters_members() {
-    let _serial = serial();
+    let _serial = serial().await;
     let lab = lab(45, 3).await;
     let outcome = async {
         let control_plane = lab.control_plane();
@@ -504,7 +503,7 @@ async fn deleting_the_object_in_one_cluster_removes_only_that_clusters_members()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_hostconf_is_reported_in_conditions_and_events() {
-    let _serial = serial();
+    let _serial = serial().await;
     let lab = lab(46, 1).await;
     let outcome = async {
         let manifest = std::env::temp_dir().join(format!("mmo-orphan-{}.yaml", std::process::id()));
