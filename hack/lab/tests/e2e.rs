@@ -208,12 +208,32 @@ async fn finish(lab: Lab, outcome: Result<(), String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_split_forms_one_replica_set_over_three_clusters_readable_with_kubectl() {
     let _serial = serial().await;
-    let lab = lab(41, 3).await;
+    let mut lab = lab(41, 3).await;
     let outcome = async {
         let control_plane = lab.control_plane();
         let split = Split::parse("a=2,b=2,c=1").unwrap();
         control_plane.apply(&request("demo", "a=2,b=2,c=1")).await.map_err(|e| e.to_string())?;
+        // The rsInit cluster's operator dies while the set forms, and comes back.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        lab.kill_operator(0).await.map_err(fail("kill"))?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        lab.restart_operator(0).map_err(fail("restart"))?;
         let views = observe::wait_ready(&control_plane, "default", "demo", &split, READY_TIMEOUT, |_| {}).await.map_err(|e| e.to_string())?;
+        let config = config(&lab, "demo", &views[0].replset.iter().map(|(host, _)| host.clone()).collect::<Vec<_>>()).await?;
+        if version(&config) >= 10_000 {
+            return Err(format!("config version {} betrays a forced reconfig", version(&config)));
+        }
+        let initiated = lab.kubectl("a", &["get", "events", "--field-selector", "reason=Initiate", "-o", "name"]).await.map_err(fail("events"))?;
+        if initiated.lines().count() != 1 {
+            return Err(format!("expected exactly one Initiate Event, found: {initiated:?}"));
+        }
+        let mut ids = std::collections::BTreeSet::new();
+        for context in ["a", "b", "c"] {
+            ids.insert(lab.kubectl(context, &["get", "mongodb", "demo", "-o", "jsonpath={.status.replicaSetId}"]).await.map_err(fail("replicaSetId"))?);
+        }
+        if ids.len() != 1 || replica_set_id(&config).as_ref() != ids.iter().next() {
+            return Err(format!("the clusters report replicaSetIds {ids:?}, the set has {:?}", replica_set_id(&config)));
+        }
         for view in &views {
             if view.replset.len() != 5 {
                 return Err(format!("cluster {} lists {} members", view.cluster, view.replset.len()));
