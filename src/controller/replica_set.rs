@@ -38,7 +38,13 @@ pub struct Wanted {
     pub arbiter: bool,
 }
 
-/// Asks every member what it holds and reads the set.
+/// Asks the members what they hold and reads the set.
+///
+/// Local members are asked when their pod runs (a member that cannot answer
+/// would only cost a connection timeout). Members of other clusters are asked
+/// only while there is no evidence of a set yet — no recorded `replicaSetId`
+/// and no local member with a config — because only the initiate decision and
+/// finding an existing set need them.
 pub async fn observe(gateway: &MongoGateway, mongodb: &MongoDB, refs: &Dereferenced, wanted: Wanted, stepped_down_recently: Option<MemberAddress>) -> Observation {
     let credentials = &refs.credentials.root;
     let mut slots: BTreeSet<MemberSlot> = (0..wanted.members).map(MemberSlot::Data).collect();
@@ -49,22 +55,17 @@ pub async fn observe(gateway: &MongoGateway, mongodb: &MongoDB, refs: &Dereferen
     slots.extend(refs.services.keys().copied());
 
     let local_addresses: Vec<(MemberSlot, Option<MemberAddress>)> = slots.iter().map(|slot| (*slot, refs.address(*slot))).collect();
-    let mut to_ask: BTreeSet<MemberAddress> = refs.hostconf.members.iter().map(|m| m.address.clone()).collect();
-    to_ask.extend(local_addresses.iter().filter_map(|(_, address)| address.clone()));
-    let answers: BTreeMap<MemberAddress, MemberAnswer> = join_all(to_ask.into_iter().map(|address| async move {
-        let answer = gateway.ask_member(&address, credentials).await;
-        (address, answer)
-    }))
-    .await
-    .into_iter()
-    .filter_map(|(address, answer)| match answer {
-        Ok(answer) => Some((address, answer)),
-        Err(error) => {
-            tracing::debug!(member = %address, %error, "member did not answer");
-            None
-        }
-    })
-    .collect();
+    let running_locals: BTreeSet<MemberAddress> = local_addresses
+        .iter()
+        .filter(|(slot, _)| refs.stateful_sets.get(slot).is_some_and(|s| s.pod_running))
+        .filter_map(|(_, address)| address.clone())
+        .collect();
+    let mut answers = ask(gateway, running_locals.iter().cloned(), credentials).await;
+    let known_replica_set_id = mongodb.status.as_ref().and_then(|s| s.replica_set_id.clone());
+    if known_replica_set_id.is_none() && !answers.values().any(|a| a.config.is_some() || a.removed) {
+        let remote = refs.hostconf.members.iter().map(|m| m.address.clone()).filter(|a| !running_locals.contains(a) && a.host != refs.vip);
+        answers.extend(ask(gateway, remote, credentials).await);
+    }
 
     let probes: BTreeMap<MemberAddress, MemberProbe> = answers.iter().map(|(address, answer)| (address.clone(), probe_of(answer))).collect();
     let local_members: Vec<LocalMemberFacts> = local_addresses
@@ -80,12 +81,12 @@ pub async fn observe(gateway: &MongoGateway, mongodb: &MongoDB, refs: &Dereferen
     let local_hosts: BTreeSet<&MemberAddress> = local_addresses.iter().filter_map(|(_, a)| a.as_ref()).collect();
     let remote_probes = probes.iter().filter(|(address, _)| !local_hosts.contains(address) && address.host != refs.vip).map(|(a, p)| (a.clone(), p.clone())).collect();
 
-    let known_replica_set_id = mongodb.status.as_ref().and_then(|s| s.replica_set_id.clone());
     let someone_has_config = probes.values().any(|p| p.has_config) || known_replica_set_id.is_some();
     let set_name = &mongodb.spec.repl_set_name;
     let set = if someone_has_config {
-        let seeds: Vec<MemberAddress> = answers.iter().filter(|(_, a)| a.config.is_some()).map(|(address, _)| address.clone()).collect();
-        let seeds = if seeds.is_empty() { refs.hostconf.members.iter().map(|m| m.address.clone()).collect() } else { seeds };
+        let mut seeds: BTreeSet<MemberAddress> = answers.iter().filter(|(_, a)| a.config.is_some()).map(|(address, _)| address.clone()).collect();
+        seeds.extend(refs.hostconf.members.iter().map(|m| m.address.clone()));
+        let seeds: Vec<MemberAddress> = seeds.into_iter().collect();
         match gateway.observe_set(&seeds, set_name, credentials).await {
             Ok(set) => Some(set),
             Err(error) => {
@@ -121,6 +122,24 @@ pub async fn observe(gateway: &MongoGateway, mongodb: &MongoDB, refs: &Dereferen
         observed,
     };
     Observation { plan_input, set }
+}
+
+/// Asks each of `members` directly, at once; those that do not answer are left out.
+async fn ask(gateway: &MongoGateway, members: impl Iterator<Item = MemberAddress>, credentials: &crate::mongo::RootCredentials) -> BTreeMap<MemberAddress, MemberAnswer> {
+    join_all(members.map(|address| async move {
+        let answer = gateway.ask_member(&address, credentials).await;
+        (address, answer)
+    }))
+    .await
+    .into_iter()
+    .filter_map(|(address, answer)| match answer {
+        Ok(answer) => Some((address, answer)),
+        Err(error) => {
+            tracing::debug!(member = %address, %error, "member did not answer");
+            None
+        }
+    })
+    .collect()
 }
 
 fn probe_of(answer: &MemberAnswer) -> MemberProbe {

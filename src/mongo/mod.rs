@@ -53,8 +53,11 @@ pub mod codes {
 
 /// Timeout of one call to mongod.
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long the driver looks for a suitable server.
+/// How long the driver looks for a suitable server in the set.
 const SERVER_SELECTION_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long it waits for one member asked directly (a member that is down should
+/// not hold up the pass).
+const DIRECT_SELECTION_TIMEOUT: Duration = Duration::from_secs(2);
 /// TCP connect timeout.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -215,7 +218,7 @@ impl MongoGateway {
             .repl_set_name(set_name.map(str::to_string))
             .credential(credential)
             .app_name("mongodb-member-operator".to_string())
-            .server_selection_timeout(SERVER_SELECTION_TIMEOUT)
+            .server_selection_timeout(if direct { DIRECT_SELECTION_TIMEOUT } else { SERVER_SELECTION_TIMEOUT })
             .connect_timeout(CONNECT_TIMEOUT)
             .heartbeat_freq(Duration::from_secs(2))
             .build();
