@@ -25,19 +25,36 @@
 //!   primary down first, once a healthy electable secondary that stays in the
 //!   set can take over), then add wanted members (index order, the arbiter
 //!   last), then promote non-voters, then bring `settings` in line.
+//! - **Votes**: at most seven members vote; a member pinned to 0 votes in
+//!   hostconf never does. When hostconf spans at least three clusters
+//!   (distinct VIPs), a member is given a vote — at initiate, on joining, on
+//!   promotion — only if afterwards its cluster holds no majority of the
+//!   voters, arbiters counted with their cluster (invariant 8,
+//!   [`cluster_holds_no_majority`]). Initiate hands the votes round-robin
+//!   across clusters and keeps the longest balanced run of that order; it
+//!   waits while only one cluster's members could vote. A member that may not
+//!   vote joins with votes 0 and priority 0 and is promoted once other
+//!   clusters have added voters; an arbiter, which cannot join without a
+//!   vote, is refused. With one or two clusters votes stay first-come (local
+//!   members first at initiate): two sites cannot be balanced (one holds a
+//!   majority or they tie), so losing a site may need the manual forced
+//!   reconfig however the votes are split (invariant 8).
+//!   Votes are never taken away, so removals (or a config written before the
+//!   rule) can still leave a cluster with a majority; votes given to other
+//!   clusters then dilute it.
 //! - A reconfig whose resulting config would have fewer healthy voters than a
 //!   majority of its voters is refused (removal) or waited on (addition,
 //!   promotion, settings).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::ControlFlow::{self, Break, Continue};
 
 use crate::api::{PvcPolicy, ReplicaSetSettings};
 use crate::hostconf::{HostConf, HostConfMember, MemberAddress};
 use crate::replset::{
-    reconfig_problems, ConfigMember, ConfigProblem, ConfigSettings, MemberState, ReplicaSetConfig,
-    MAX_MEMBERS, MAX_VOTERS,
+    cluster_holds_no_majority, reconfig_problems, ConfigMember, ConfigProblem, ConfigSettings,
+    MemberState, ReplicaSetConfig, MAX_MEMBERS, MAX_VOTERS, MIN_CLUSTERS_FOR_VOTE_BALANCE,
 };
 
 #[cfg(test)]
@@ -310,6 +327,11 @@ pub enum WaitReason {
     AwaitingInitiate,
     #[error("{answered} of hostconf's data members answered, {needed} needed to initiate")]
     TooFewMembersAnswering { answered: usize, needed: usize },
+    #[error(
+        "only members of cluster {vip} could vote in the initial config, which would \
+         give it a majority of the votes; waiting for members of other clusters to answer"
+    )]
+    VotersInOneCluster { vip: String },
 }
 
 impl WaitReason {
@@ -330,6 +352,7 @@ impl WaitReason {
             WaitReason::ExistingConfigUnreadable { .. } => "ExistingConfigUnreadable",
             WaitReason::AwaitingInitiate => "AwaitingInitiate",
             WaitReason::TooFewMembersAnswering { .. } => "TooFewMembersAnswering",
+            WaitReason::VotersInOneCluster { .. } => "VotersInOneCluster",
         }
     }
 }
@@ -371,6 +394,11 @@ pub enum Refusal {
     TooManyMembers { host: MemberAddress },
     #[error("the replica set already has {MAX_VOTERS} voters; arbiter {host} needs a vote")]
     NoVoteForArbiter { host: MemberAddress },
+    #[error(
+        "arbiter {host} needs a vote, which would give its cluster a majority of the votes; \
+         other clusters must add voters first"
+    )]
+    ArbiterVoteWouldGiveClusterMajority { host: MemberAddress },
     #[error("this cluster wants no member, so it has nothing to initiate")]
     NothingToInitiate,
     #[error(
@@ -397,6 +425,9 @@ impl Refusal {
             Refusal::InvalidConfig { .. } => "InvalidConfig",
             Refusal::TooManyMembers { .. } => "TooManyMembers",
             Refusal::NoVoteForArbiter { .. } => "NoVoteForArbiter",
+            Refusal::ArbiterVoteWouldGiveClusterMajority { .. } => {
+                "ArbiterVoteWouldGiveClusterMajority"
+            }
             Refusal::NothingToInitiate => "NothingToInitiate",
             Refusal::UnaccountedLocalMember { .. } => "UnaccountedLocalMember",
             Refusal::StatefulSetAddressUnknown { .. } => "StatefulSetAddressUnknown",
@@ -472,6 +503,28 @@ impl PlanInput {
     fn hint(&self, host: &MemberAddress) -> Option<&HostConfMember> {
         self.hostconf.members.iter().find(|m| &m.address == host)
     }
+
+    /// How many clusters (distinct VIPs) hostconf spans.
+    fn cluster_count(&self) -> usize {
+        self.hostconf
+            .members
+            .iter()
+            .map(|m| &m.address.host)
+            .collect::<BTreeSet<_>>()
+            .len()
+    }
+
+    /// Whether `host` may be given a vote on top of `config`'s voters: fewer
+    /// than seven vote, and afterwards its cluster holds no majority
+    /// (invariant 8).
+    fn vote_is_free(&self, config: &ReplicaSetConfig, host: &MemberAddress) -> bool {
+        config.voting_member_count() < MAX_VOTERS
+            && cluster_holds_no_majority(
+                config.voters().map(|m| &m.host).chain([host]),
+                &host.host,
+                self.cluster_count(),
+            )
+    }
 }
 
 impl LocalMemberFacts {
@@ -546,16 +599,14 @@ fn plan_initiate(input: &PlanInput) -> ControlFlow<Step, ReplicaSetConfig> {
     remote.sort();
     let listed: Vec<(MemberAddress, bool)> = local.into_iter().chain(remote).collect();
 
-    // Arbiters claim their vote first: they cannot exist without one.
-    let mut voters = listed.iter().filter(|(_, arbiter)| *arbiter).count();
-    let mut members = Vec::with_capacity(listed.len());
-    for (id, (host, arbiter)) in (0..).zip(listed) {
-        let member = new_member(input, id, host, arbiter, voters);
-        if !arbiter && member.is_voter() {
-            voters += 1;
-        }
-        members.push(member);
-    }
+    let voters = initial_voters(input, &listed)?;
+    let members = (0..)
+        .zip(listed)
+        .map(|(id, (host, arbiter))| {
+            let may_vote = voters.contains(&host);
+            new_member(input, id, host, arbiter, may_vote)
+        })
+        .collect();
     let config = ReplicaSetConfig {
         set_name: input.set_name.clone(),
         version: 1,
@@ -570,15 +621,76 @@ fn plan_initiate(input: &PlanInput) -> ControlFlow<Step, ReplicaSetConfig> {
     Continue(config)
 }
 
-/// A member as it joins: a vote while fewer than seven members vote and
-/// hostconf does not pin it to 0; priority from hostconf or 1 for a visible
-/// voter, else 0. An arbiter always votes with priority 0.
+/// The members of the initial config (`listed`: address and whether it is an
+/// arbiter, in `_id` order) that are given a vote: at most seven, never one
+/// pinned to 0 votes.
+///
+/// With fewer than three clusters in hostconf the votes are first-come:
+/// arbiters first (they cannot exist without one), then in `listed` order.
+/// From three clusters on they go round-robin across clusters — the arbiter's
+/// cluster first, then by VIP; within a cluster its arbiter first, then in
+/// `listed` order — and the longest run of that order in which no cluster
+/// holds a majority gets them (invariant 8). A single cluster can never be
+/// balanced: then initiate waits for members of other clusters.
+fn initial_voters(
+    input: &PlanInput,
+    listed: &[(MemberAddress, bool)],
+) -> ControlFlow<Step, BTreeSet<MemberAddress>> {
+    let candidates = listed
+        .iter()
+        .filter(|(host, arbiter)| *arbiter || input.hint(host).and_then(|h| h.votes) != Some(0));
+    let clusters = input.cluster_count();
+    if clusters < MIN_CLUSTERS_FOR_VOTE_BALANCE {
+        let (arbiters, data): (Vec<_>, Vec<_>) = candidates.partition(|(_, arbiter)| *arbiter);
+        let first_come = arbiters.into_iter().chain(data).take(MAX_VOTERS);
+        return Continue(first_come.map(|(host, _)| host.clone()).collect());
+    }
+
+    let mut queues: BTreeMap<&str, Vec<&(MemberAddress, bool)>> = BTreeMap::new();
+    for candidate in candidates {
+        queues
+            .entry(candidate.0.host.as_str())
+            .or_default()
+            .push(candidate);
+    }
+    let mut queues: Vec<Vec<&(MemberAddress, bool)>> = queues.into_values().collect();
+    // Stable sorts: the arbiter first in its cluster, and its cluster first.
+    for queue in &mut queues {
+        queue.sort_by_key(|(_, arbiter)| !*arbiter);
+    }
+    queues.sort_by_key(|queue| !queue.first().is_some_and(|(_, arbiter)| *arbiter));
+    let rounds = queues.iter().map(Vec::len).max().unwrap_or(0);
+    let order: Vec<&MemberAddress> = (0..rounds)
+        .flat_map(|round| queues.iter().filter_map(move |queue| queue.get(round)))
+        .map(|(host, _)| host)
+        .collect();
+
+    let balanced = |voters: &[&MemberAddress]| {
+        voters
+            .iter()
+            .all(|v| cluster_holds_no_majority(voters.iter().copied(), &v.host, clusters))
+    };
+    let longest = (0..=order.len().min(MAX_VOTERS))
+        .rev()
+        .find(|&n| balanced(&order[..n]))
+        .unwrap_or(0);
+    if let (0, Some(first)) = (longest, order.first()) {
+        return Break(wait(WaitReason::VotersInOneCluster {
+            vip: first.host.clone(),
+        }));
+    }
+    Continue(order[..longest].iter().map(|&host| host.clone()).collect())
+}
+
+/// A member as it joins: a vote when `may_vote` and hostconf does not pin it
+/// to 0; priority from hostconf or 1 for a visible voter, else 0. An arbiter
+/// always votes with priority 0.
 fn new_member(
     input: &PlanInput,
     id: i64,
     host: MemberAddress,
     arbiter: bool,
-    voters_before: usize,
+    may_vote: bool,
 ) -> ConfigMember {
     let hint = input.hint(&host);
     if arbiter {
@@ -594,7 +706,7 @@ fn new_member(
         };
     }
     let hidden = hint.is_some_and(|h| h.hidden);
-    let votes = u8::from(hint.and_then(|h| h.votes) != Some(0) && voters_before < MAX_VOTERS);
+    let votes = u8::from(may_vote && hint.and_then(|h| h.votes) != Some(0));
     ConfigMember {
         id,
         host,
@@ -822,9 +934,15 @@ fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
             return Break(refuse(Refusal::TooManyMembers { host: host.clone() }));
         }
         let arbiter = slot == MemberSlot::Arbiter;
-        let voters = set.config.voting_member_count();
-        if arbiter && voters >= MAX_VOTERS {
-            return Break(refuse(Refusal::NoVoteForArbiter { host: host.clone() }));
+        let may_vote = input.vote_is_free(&set.config, host);
+        if arbiter && !may_vote {
+            let host = host.clone();
+            let reason = if set.config.voting_member_count() >= MAX_VOTERS {
+                Refusal::NoVoteForArbiter { host }
+            } else {
+                Refusal::ArbiterVoteWouldGiveClusterMajority { host }
+            };
+            return Break(refuse(reason));
         }
         let mut config = next_version(&set.config);
         let member = new_member(
@@ -832,7 +950,7 @@ fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
             set.config.smallest_unused_id(),
             host.clone(),
             arbiter,
-            voters,
+            may_vote,
         );
         config.members.push(member);
         check_healthy_majority(&config, set, Some(host))?;
@@ -869,12 +987,10 @@ fn check_same_replica_set(
 }
 
 /// Gives a vote to the first wanted local non-voter that is a healthy
-/// SECONDARY, while fewer than seven members vote and hostconf does not pin it
-/// to 0 votes.
+/// SECONDARY, hostconf does not pin to 0 votes, and may vote: fewer than seven
+/// vote and the vote leaves its cluster without a majority (checked again on
+/// every pass, so a non-voter is promoted once other clusters added voters).
 fn promote_non_voters(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
-    if set.config.voting_member_count() >= MAX_VOTERS {
-        return Continue(());
-    }
     for slot in input.wanted_slots() {
         let Some(host) = input.facts(slot).and_then(|f| f.address.as_ref()) else {
             continue;
@@ -891,6 +1007,7 @@ fn promote_non_voters(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step>
             || member.arbiter_only
             || hint.and_then(|h| h.votes) == Some(0)
             || !secondary
+            || !input.vote_is_free(&set.config, host)
         {
             continue;
         }

@@ -5,8 +5,10 @@
 //! with the MongoDB I/O). The functions here are pure: [`ReplicaSetConfig::validate`]
 //! checks the *Config rules* of `shared/design/replica-set-rules.md`,
 //! [`reconfig_problems`] adds the checks mongod makes on a non-forced reconfig,
-//! and [`voting_changes`] counts what MongoDB calls voting changes (at most one
-//! per reconfig).
+//! [`voting_changes`] counts what MongoDB calls voting changes (at most one
+//! per reconfig), and [`cluster_holds_no_majority`] is the operator's own rule
+//! that no single cluster holds a majority of the votes (invariant 8 of the
+//! *Safety invariants*).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -20,6 +22,9 @@ pub const MAX_MEMBERS: usize = 50;
 pub const MAX_VOTERS: usize = 7;
 /// Highest member priority MongoDB accepts.
 pub const MAX_PRIORITY: f64 = 1000.0;
+/// From this many clusters (distinct VIPs) on, votes are balanced so that no
+/// cluster holds a majority (see [`cluster_holds_no_majority`]).
+pub const MIN_CLUSTERS_FOR_VOTE_BALANCE: usize = 3;
 
 /// A replica-set configuration (`replSetGetConfig`'s `config`).
 #[derive(Clone, Debug, PartialEq)]
@@ -396,6 +401,36 @@ pub fn voting_changes(old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> usize {
     votes(old).symmetric_difference(&votes(new)).count()
 }
 
+/// Invariant 8 (*no single cluster should hold a majority of votes*): whether
+/// the cluster whose VIP is `vip` holds at most half of `voters`, the hosts
+/// that have a vote (arbiters and `newlyAdded` voters included; a member's
+/// cluster is the host part of its address). To ask whether a member may be
+/// given a vote, pass the voters *with* that member and its VIP: a vote for
+/// one cluster can only dilute the others, so only its own cluster can gain a
+/// majority by it.
+///
+/// Always true when the set spans fewer than
+/// [`MIN_CLUSTERS_FOR_VOTE_BALANCE`] clusters (`cluster_count`): a single
+/// cluster holds every vote anyway, and with two sites losing either one can
+/// leave the other without a majority, which needs the manual forced reconfig
+/// whatever the split (`shared/design/replica-set-rules.md`), so votes stay
+/// first-come there.
+pub fn cluster_holds_no_majority<'a>(
+    voters: impl IntoIterator<Item = &'a MemberAddress>,
+    vip: &str,
+    cluster_count: usize,
+) -> bool {
+    if cluster_count < MIN_CLUSTERS_FOR_VOTE_BALANCE {
+        return true;
+    }
+    let (total, of_vip) = voters
+        .into_iter()
+        .fold((0usize, 0usize), |(total, of_vip), host| {
+            (total + 1, of_vip + usize::from(host.host == vip))
+        });
+    of_vip * 2 <= total
+}
+
 /// What mongod would reject in a non-forced reconfig from `old` to `new`: the
 /// config rules on `new`, plus version + 1, the same set name and
 /// `replicaSetId`, kept hosts keeping their `_id` and `arbiterOnly`, and at most
@@ -658,6 +693,21 @@ mod tests {
             1
         );
         assert_eq!(config(vec![]).smallest_unused_id(), 0);
+    }
+
+    #[test]
+    fn a_cluster_may_hold_half_of_the_votes_but_not_more_from_three_clusters_on() {
+        let vote = |vip: &str, port: u16| MemberAddress {
+            host: vip.to_owned(),
+            port,
+        };
+        let voters = [vote("a", 1), vote("a", 2), vote("b", 1), vote("c", 1)];
+        assert!(cluster_holds_no_majority(&voters, "a", 3));
+        assert!(cluster_holds_no_majority(&voters, "b", 3));
+        assert!(!cluster_holds_no_majority(&voters[..3], "a", 3));
+        assert!(!cluster_holds_no_majority(&voters[..1], "a", 3));
+        assert!(cluster_holds_no_majority(&voters[..3], "a", 2));
+        assert!(cluster_holds_no_majority(&voters[..0], "a", 3));
     }
 
     #[test]

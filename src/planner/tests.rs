@@ -9,6 +9,7 @@ pub(super) const SET: &str = "rs0";
 pub(super) const SET_ID: &str = "5f0000000000000000000001";
 const VIP: &str = "10.0.0.1";
 const OTHER_VIP: &str = "10.0.0.2";
+const THIRD_VIP: &str = "10.0.0.3";
 
 pub(super) fn addr(vip: &str, port: u16) -> MemberAddress {
     MemberAddress {
@@ -30,6 +31,10 @@ fn local(index: u32) -> MemberAddress {
 
 fn remote(index: u32) -> MemberAddress {
     addr(OTHER_VIP, port_of(MemberSlot::Data(index)))
+}
+
+fn third(index: u32) -> MemberAddress {
+    addr(THIRD_VIP, port_of(MemberSlot::Data(index)))
 }
 
 fn empty_probe() -> MemberProbe {
@@ -821,6 +826,165 @@ fn does_not_promote_a_member_pinned_to_zero_votes_or_not_secondary() {
     let mut input = input(3, facts, Observed::Configured(set));
     input.hostconf.members[1].votes = Some(0);
     assert_eq!(plan(&input), Step::InSync);
+}
+
+// ------------------------------------------------- votes across clusters (invariant 8)
+
+/// An initiate input: `local_count` local members and the `remote` members,
+/// every one of them listed in hostconf and answering without a config.
+fn initiate_input(local_count: u32, remote: &[MemberAddress]) -> PlanInput {
+    let facts = (0..local_count)
+        .map(|i| data(i, Some(empty_probe())))
+        .collect();
+    let mut input = input(local_count, facts, Observed::Unreachable);
+    let mut listed: Vec<MemberAddress> = (0..local_count).map(local).collect();
+    listed.extend_from_slice(remote);
+    input.hostconf = hostconf(&listed);
+    input.remote_probes = remote.iter().map(|a| (a.clone(), empty_probe())).collect();
+    input
+}
+
+#[test]
+fn a_four_two_one_split_gives_no_cluster_a_majority_of_votes() {
+    // Round-robin: local 0, remote 0, third 0, local 1, remote 1, local 2
+    // make 6 voters (this cluster 3 of 6); local 3 would make it 4 of 7.
+    let config = expect_initiate(plan(&initiate_input(4, &[remote(0), remote(1), third(0)])));
+    assert_eq!(
+        hosts(&config),
+        vec![
+            (0, local(0), 1),
+            (1, local(1), 1),
+            (2, local(2), 1),
+            (3, local(3), 0),
+            (4, remote(0), 1),
+            (5, remote(1), 1),
+            (6, third(0), 1)
+        ]
+    );
+    assert_eq!(config.member(&local(3)).map(|m| m.priority), Some(0.0));
+    assert_eq!(config.validate(), vec![]);
+
+    // The same split grown one member at a time: the fourth local member
+    // joins without a vote, although only six members vote.
+    let (mut facts, mut set) = three_local_in_sync(2);
+    set.config.members.push(voter(20, third(0)));
+    let set = healthy(set.config, &local(0));
+    facts.push(data(3, Some(empty_probe())));
+    let (new, change) = expect_reconfig(plan(&input(4, facts, Observed::Configured(set))));
+    assert_eq!(change, Change::AddMember { host: local(3) });
+    let joined = new.member(&local(3)).expect("added");
+    assert_eq!((joined.votes, joined.priority), (0, 0.0));
+    assert_eq!(new.voting_member_count(), 6);
+}
+
+#[test]
+fn two_clusters_keep_first_come_votes() {
+    // Two sites: the local members vote first, 4 of 7.
+    let config = expect_initiate(plan(&initiate_input(4, &[remote(0), remote(1), remote(2)])));
+    assert_eq!(config.voting_member_count(), 7);
+    assert!(config.members.iter().all(|m| m.votes == 1));
+
+    // A fourth local member joins with a vote: 4 of 6.
+    let (mut facts, set) = three_local_in_sync(2);
+    facts.push(data(3, Some(empty_probe())));
+    let (new, _) = expect_reconfig(plan(&input(4, facts, Observed::Configured(set))));
+    assert_eq!(new.member(&local(3)).map(|m| m.votes), Some(1));
+}
+
+#[test]
+fn a_non_voter_is_promoted_once_other_clusters_add_voters() {
+    // Local 0 and 1 vote, local 2 does not; one voter in each other cluster.
+    // A vote for local 2 would make this cluster 3 of 5.
+    let (facts, mut set) = three_local_in_sync(1);
+    set.config.members[2] = non_voter(2, local(2));
+    set.config.members.push(voter(20, third(0)));
+    let set = healthy(set.config, &local(0));
+    assert_eq!(
+        plan(&input(3, facts.clone(), Observed::Configured(set.clone()))),
+        Step::InSync
+    );
+
+    // The third cluster adds a voter: 3 of 6 is no majority.
+    let mut config = set.config;
+    config.members.push(voter(21, third(1)));
+    let set = healthy(config, &local(0));
+    let (new, change) = expect_reconfig(plan(&input(3, facts, Observed::Configured(set))));
+    assert_eq!(change, Change::PromoteMember { host: local(2) });
+    assert_eq!(new.voting_member_count(), 6);
+}
+
+#[test]
+fn refuses_an_arbiter_whose_vote_would_give_its_cluster_a_majority() {
+    // Two local voters and one in each other cluster: the arbiter would make
+    // this cluster 3 of 5.
+    let (mut facts, mut set) = three_local_in_sync(1);
+    set.config.members.retain(|m| m.host != local(2));
+    set.config.members.push(voter(20, third(0)));
+    let set = healthy(set.config, &local(0));
+    facts.truncate(2);
+    facts.push(running(MemberSlot::Arbiter, Some(empty_probe())));
+    let mut input = input(2, facts, Observed::Configured(set));
+    input.arbiter_wanted = true;
+    assert_eq!(
+        plan(&input),
+        Step::Refuse {
+            reason: Refusal::ArbiterVoteWouldGiveClusterMajority {
+                host: addr(VIP, port_of(MemberSlot::Arbiter))
+            }
+        }
+    );
+}
+
+#[test]
+fn initiate_waits_while_only_one_clusters_members_could_vote() {
+    // Three clusters in hostconf; the three local members are a majority of
+    // hostconf's five, but would hold every vote.
+    let mut input = initiate_input(3, &[remote(0), third(0)]);
+    input.remote_probes.clear();
+    assert_eq!(
+        plan(&input),
+        Step::Wait {
+            reason: WaitReason::VotersInOneCluster {
+                vip: VIP.to_owned()
+            }
+        }
+    );
+    // Once remote 0 answers: local 0 and remote 0 vote, 1 of 2 each.
+    input.remote_probes = BTreeMap::from([(remote(0), empty_probe())]);
+    let config = expect_initiate(plan(&input));
+    assert_eq!(
+        hosts(&config),
+        vec![
+            (0, local(0), 1),
+            (1, local(1), 0),
+            (2, local(2), 0),
+            (3, remote(0), 1)
+        ]
+    );
+}
+
+#[test]
+fn initiate_gives_the_arbiter_its_vote_first_across_three_clusters() {
+    // Arbiter, remote 0, third 0, local 0 vote (this cluster 2 of 4); local 1
+    // would make it 3 of 5.
+    let mut input = initiate_input(2, &[remote(0), third(0)]);
+    let arbiter = addr(VIP, port_of(MemberSlot::Arbiter));
+    input.arbiter_wanted = true;
+    input
+        .local_members
+        .push(running(MemberSlot::Arbiter, Some(empty_probe())));
+    input.hostconf = hostconf(&[local(0), local(1), arbiter.clone(), remote(0), third(0)]);
+    let config = expect_initiate(plan(&input));
+    assert_eq!(
+        hosts(&config),
+        vec![
+            (0, local(0), 1),
+            (1, local(1), 0),
+            (2, arbiter, 1),
+            (3, remote(0), 1),
+            (4, third(0), 1)
+        ]
+    );
 }
 
 // ------------------------------------------------------------------- settings

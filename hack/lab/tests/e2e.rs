@@ -487,13 +487,30 @@ async fn a_cluster_holding_the_primary_gives_up_all_its_members_across_an_operat
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleting_the_object_in_one_cluster_removes_only_that_clusters_members() {
+async fn pause_holds_every_change_and_deleting_in_one_cluster_removes_only_its_members() {
     let _serial = serial().await;
     let lab = lab(45, 3).await;
     let outcome = async {
         let control_plane = lab.control_plane();
+        let split = Split::parse("a=2,b=2,c=1").unwrap();
         control_plane.apply(&request("part", "a=2,b=2,c=1")).await.map_err(fail("apply"))?;
-        observe::wait_ready(&control_plane, "default", "part", &Split::parse("a=2,b=2,c=1").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("2+2+1"))?;
+        observe::wait_ready(&control_plane, "default", "part", &split, READY_TIMEOUT, |_| {}).await.map_err(fail("2+2+1"))?;
+
+        lab.kubectl("c", &["patch", "mongodb", "part", "--type", "merge", "-p", r#"{"spec":{"pause":true,"members":0}}"#]).await.map_err(fail("pause"))?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while lab.kubectl("c", &["get", "mongodb", "part", "-o", "jsonpath={.status.state}"]).await.map_err(fail("state"))? != "Pause" {
+            if Instant::now() > deadline {
+                return Err("status.state never became Pause".into());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        if hosts_of(&lab, 0, "part").await?.len() != 5 {
+            return Err("a paused cluster's member left the set".into());
+        }
+        lab.kubectl("c", &["patch", "mongodb", "part", "--type", "merge", "-p", r#"{"spec":{"pause":false,"members":1}}"#]).await.map_err(fail("unpause"))?;
+        observe::wait_ready(&control_plane, "default", "part", &split, READY_TIMEOUT, |_| {}).await.map_err(fail("after pause"))?;
+
         lab.kubectl("b", &["delete", "mongodb", "part", "--wait=false"]).await.map_err(fail("kubectl delete"))?;
         let api: Api<MongoDB> = Api::namespaced(lab.clusters()[1].client.clone(), "default");
         let deadline = Instant::now() + READY_TIMEOUT;
