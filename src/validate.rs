@@ -22,7 +22,8 @@ pub fn vip(labels: &BTreeMap<String, String>) -> Result<String, Problem> {
             message: format!("label {VIP_LABEL} is missing: the control plane sets it to this cluster's VIP, which every member address starts with"),
         });
     }
-    if vip.contains(':') && !vip.starts_with('[') && vip.parse::<std::net::Ipv6Addr>().is_err() || vip.contains(char::is_whitespace) {
+    let unbracketed_non_ipv6 = vip.contains(':') && !vip.starts_with('[') && vip.parse::<std::net::Ipv6Addr>().is_err();
+    if unbracketed_non_ipv6 || vip.contains(char::is_whitespace) {
         return Err(Problem { reason: "VipLabelInvalid", message: format!("label {VIP_LABEL} is {vip:?}, not an IP address or host name") });
     }
     Ok(vip.to_string())

@@ -87,21 +87,9 @@ impl Context {
 
 /// Runs the controller until a shutdown signal.
 pub async fn run(client: Client, namespace: Option<String>, concurrency: u16, metrics: Arc<Metrics>) {
-    let api = |client: &Client| -> Api<MongoDB> {
-        match &namespace {
-            Some(ns) => Api::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
-        }
-    };
-    fn scoped<K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>>(client: &Client, namespace: &Option<String>) -> Api<K> {
-        match namespace {
-            Some(ns) => Api::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
-        }
-    }
     let context = Arc::new(Context::new(client.clone(), metrics.clone()));
     let managed = watcher::Config::default().labels(&format!("{}={}", build::labels::MANAGED_BY_LABEL, build::labels::MANAGER));
-    let controller = Controller::new(api(&client), watcher::Config::default()).with_config(kube::runtime::controller::Config::default().concurrency(concurrency));
+    let controller = Controller::new(scoped::<MongoDB>(&client, &namespace), watcher::Config::default()).with_config(kube::runtime::controller::Config::default().concurrency(concurrency));
     let store = controller.store();
     let by_instance_label = |object: Service| {
         let name = object.labels().get(INSTANCE_LABEL)?.clone();
@@ -130,6 +118,14 @@ pub async fn run(client: Client, namespace: Option<String>, concurrency: u16, me
         })
         .await;
     metrics.set_ready(false);
+}
+
+/// An API over `namespace`, or over every namespace when it is `None`.
+fn scoped<K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>>(client: &Client, namespace: &Option<String>) -> Api<K> {
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
 }
 
 /// The `MongoDB` objects in `object`'s namespace that `refers` to it.
