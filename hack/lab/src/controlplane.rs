@@ -126,9 +126,18 @@ impl ControlPlane {
         }
         let targets = self.target_clusters(request).await?;
         let rs_init = self.choose_rs_init_cluster(request, &targets).await?;
+        let credentials = self.ensure_credentials(request, &targets).await?;
+        // Where the object exists, its new `spec.members` goes out before any new
+        // Service: the continuous pass deletes Services whose index is at or above
+        // `spec.members`, and would otherwise take a Service created for a scale-out
+        // for one left over from a scale-in.
+        for cluster in &targets {
+            if self.mongodb_api(cluster, &request.namespace).get_opt(&request.name).await?.is_some() {
+                self.apply_mongodb(cluster, request, cluster.name == rs_init, &credentials).await?;
+            }
+        }
         let max_members = request.split.0.values().copied().max().unwrap_or(0);
         let node_ports = self.ensure_node_ports(request, max_members).await?;
-        let credentials = self.ensure_credentials(request, &targets).await?;
         let hostconf = self.hostconf(request, &node_ports);
         for cluster in &targets {
             self.apply_hostconf(cluster, request, &hostconf).await?;
@@ -323,34 +332,19 @@ impl ControlPlane {
     /// instances whose `MongoDB` object is gone. Returns what it deleted.
     pub async fn reconcile_all(&self, namespace: &str) -> Result<Vec<String>> {
         let mut deleted = Vec::new();
-        let mut instances = BTreeSet::new();
-        for cluster in &self.clusters {
-            for mongodb in self.mongodb_api(cluster, namespace).list(&ListParams::default()).await? {
-                instances.insert(mongodb.name_any());
-            }
-        }
-        for instance in &instances {
-            deleted.extend(self.prune_departed_services(namespace, instance).await?);
-        }
-        let propagated = ListParams::default().labels(&format!("{PROPAGATED_BY_LABEL}={FIELD_MANAGER}"));
+        let mut alive_per_cluster = Vec::new();
         for cluster in &self.clusters {
             let alive: BTreeSet<String> = self.mongodb_api(cluster, namespace).list(&ListParams::default()).await?.iter().map(|m| m.name_any()).collect();
-            let orphaned = |labels: &BTreeMap<String, String>| labels.get(INSTANCE_LABEL).is_some_and(|i| !alive.contains(i));
-            let services = Api::<Service>::namespaced(cluster.client.clone(), namespace);
-            for service in services.list(&propagated).await?.into_iter().filter(|o| orphaned(o.labels())) {
-                services.delete(&service.name_any(), &DeleteParams::default()).await?;
-                deleted.push(format!("{}/Service/{}", cluster.name, service.name_any()));
-            }
-            let config_maps = Api::<ConfigMap>::namespaced(cluster.client.clone(), namespace);
-            for config_map in config_maps.list(&propagated).await?.into_iter().filter(|o| orphaned(o.labels())) {
-                config_maps.delete(&config_map.name_any(), &DeleteParams::default()).await?;
-                deleted.push(format!("{}/ConfigMap/{}", cluster.name, config_map.name_any()));
-            }
-            let secrets = Api::<Secret>::namespaced(cluster.client.clone(), namespace);
-            for secret in secrets.list(&propagated).await?.into_iter().filter(|o| orphaned(o.labels())) {
-                secrets.delete(&secret.name_any(), &DeleteParams::default()).await?;
-                deleted.push(format!("{}/Secret/{}", cluster.name, secret.name_any()));
-            }
+            alive_per_cluster.push(alive);
+        }
+        let instances: BTreeSet<&String> = alive_per_cluster.iter().flatten().collect();
+        for instance in instances {
+            deleted.extend(self.prune_departed_services(namespace, instance).await?);
+        }
+        for (cluster, alive) in self.clusters.iter().zip(&alive_per_cluster) {
+            deleted.extend(delete_orphans::<Service>(cluster, namespace, alive).await?);
+            deleted.extend(delete_orphans::<ConfigMap>(cluster, namespace, alive).await?);
+            deleted.extend(delete_orphans::<Secret>(cluster, namespace, alive).await?);
         }
         Ok(deleted)
     }
@@ -394,6 +388,24 @@ impl ControlPlane {
     fn mongodb_api(&self, cluster: &MemberCluster, namespace: &str) -> Api<MongoDB> {
         Api::namespaced(cluster.client.clone(), namespace)
     }
+}
+
+/// Deletes the objects of kind `K` the stand-in propagated for instances that no
+/// longer have a `MongoDB` in `cluster`; returns `cluster/Kind/name` of each.
+async fn delete_orphans<K>(cluster: &MemberCluster, namespace: &str, alive: &BTreeSet<String>) -> Result<Vec<String>>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let api = Api::<K>::namespaced(cluster.client.clone(), namespace);
+    let propagated = ListParams::default().labels(&format!("{PROPAGATED_BY_LABEL}={FIELD_MANAGER}"));
+    let mut deleted = Vec::new();
+    for object in api.list(&propagated).await? {
+        if object.labels().get(INSTANCE_LABEL).is_some_and(|instance| !alive.contains(instance)) {
+            api.delete(&object.name_any(), &DeleteParams::default()).await?;
+            deleted.push(format!("{}/{}/{}", cluster.name, K::kind(&()), object.name_any()));
+        }
+    }
+    Ok(deleted)
 }
 
 /// `<name>-mongodb-<index>`.
