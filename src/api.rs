@@ -14,7 +14,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Affinity, PodSecurityContext, Toleration, TopologySpreadConstraint};
+use k8s_openapi::api::core::v1::{
+    Affinity, PodSecurityContext, Toleration, TopologySpreadConstraint,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
@@ -258,7 +260,10 @@ pub struct PersistenceSpec {
 
 impl Default for PersistenceSpec {
     fn default() -> Self {
-        PersistenceSpec { storage: default_storage(), storage_class_name: None }
+        PersistenceSpec {
+            storage: default_storage(),
+            storage_class_name: None,
+        }
     }
 }
 
@@ -291,7 +296,10 @@ pub struct MemberPodSpec {
 #[serde(rename_all = "camelCase")]
 pub struct ConfigVar {
     /// Option name without dashes, e.g. `wiredTigerCacheSizeGB`.
-    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[A-Za-z][A-Za-z0-9._]*$"))]
+    #[schemars(
+        length(min = 1, max = 128),
+        regex(pattern = r"^[A-Za-z][A-Za-z0-9._]*$")
+    )]
     #[x_kube(validation = Rule::new("!(self.lowerAscii() in ['replset', 'keyfile', 'bind_ip', 'bind_ip_all', 'auth', 'noauth', 'port', 'dbpath', 'config', 'clusterauthmode', 'transitiontoauth'])").message("this mongod option is managed by the operator"))]
     pub name: String,
     /// Option value.
@@ -358,7 +366,11 @@ pub struct MetricsExporterSpec {
 
 impl Default for MetricsExporterSpec {
     fn default() -> Self {
-        MetricsExporterSpec { enable: false, image: default_exporter_image(), resources: None }
+        MetricsExporterSpec {
+            enable: false,
+            image: default_exporter_image(),
+            resources: None,
+        }
     }
 }
 
@@ -529,9 +541,15 @@ fn default_registry() -> String {
 }
 fn default_resources() -> ResourceSetting {
     let quantities = |cpu: &str, memory: &str| {
-        BTreeMap::from([("cpu".to_string(), Quantity(cpu.to_string())), ("memory".to_string(), Quantity(memory.to_string()))])
+        BTreeMap::from([
+            ("cpu".to_string(), Quantity(cpu.to_string())),
+            ("memory".to_string(), Quantity(memory.to_string())),
+        ])
     };
-    ResourceSetting { limits: quantities("1", "1Gi"), requests: quantities("50m", "100Mi") }
+    ResourceSetting {
+        limits: quantities("1", "1Gi"),
+        requests: quantities("50m", "100Mi"),
+    }
 }
 fn default_storage() -> Quantity {
     Quantity("1Gi".to_string())

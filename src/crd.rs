@@ -12,7 +12,8 @@ pub const CRD_PATH: &str = "crds/mongodb.yaml";
 /// keys are sorted, so the text does not depend on whether some crate in the
 /// build enables serde_json's `preserve_order`.
 pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
-    let crd = serde_json::to_value(MongoDB::crd()).map_err(<serde_yaml::Error as serde::ser::Error>::custom)?;
+    let crd = serde_json::to_value(MongoDB::crd())
+        .map_err(<serde_yaml::Error as serde::ser::Error>::custom)?;
     serde_yaml::to_string(&sorted(crd))
 }
 

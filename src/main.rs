@@ -38,10 +38,16 @@ async fn main() -> anyhow::Result<()> {
     let metrics = Arc::new(telemetry::Metrics::default());
     let endpoints = tokio::spawn(telemetry::serve(args.metrics_address, metrics.clone()));
 
-    let client = Client::try_default().await.context("connecting to the Kubernetes API server")?;
+    let client = Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API server")?;
     wait_for_crd(&client).await?;
     let namespace = Some(args.namespace).filter(|ns| !ns.is_empty());
-    tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), concurrency = args.concurrency, "starting the controller");
+    tracing::info!(
+        namespace = namespace.as_deref().unwrap_or("<all>"),
+        concurrency = args.concurrency,
+        "starting the controller"
+    );
     controller::run(client, namespace, args.concurrency, metrics).await;
     endpoints.abort();
     tracing::info!("stopped");

@@ -8,7 +8,9 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::api::{CurrentInfo, LocalMemberStatus, MongoDB, MongoDBStatus, MongoState, ReplSetMemberStatus};
+use crate::api::{
+    CurrentInfo, LocalMemberStatus, MongoDB, MongoDBStatus, MongoState, ReplSetMemberStatus,
+};
 use crate::hostconf::MemberAddress;
 use crate::mongo::SetObservation;
 use crate::planner::{MemberSlot, Step};
@@ -85,13 +87,25 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
     let generation = input.mongodb.metadata.generation;
     let mut conditions = Vec::new();
     let mut set = |type_: &str, status: bool, reason: &str, message: String| {
-        conditions.push(condition(&previous.conditions, type_, status, reason, message, generation, &input.now));
+        conditions.push(condition(
+            &previous.conditions,
+            type_,
+            status,
+            reason,
+            message,
+            generation,
+            &input.now,
+        ));
     };
     let (activity_reason, activity_message) = activity(input);
     set(
         "Ready",
         state == MongoState::Running,
-        if state == MongoState::Running { "AllMembersReady" } else { activity_reason },
+        if state == MongoState::Running {
+            "AllMembersReady"
+        } else {
+            activity_reason
+        },
         if state == MongoState::Running {
             format!("{ready_local}/{desired} local members are healthy in the replica set")
         } else {
@@ -101,9 +115,16 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
     set(
         "ReplicaSetInitialized",
         initialized,
-        if initialized { "Initialized" } else { "NotInitialized" },
+        if initialized {
+            "Initialized"
+        } else {
+            "NotInitialized"
+        },
         match (input.observation, &previous.replica_set_id) {
-            (Some(observation), _) => format!("replica set {} exists (config version {})", observation.config.set_name, observation.config.version),
+            (Some(observation), _) => format!(
+                "replica set {} exists (config version {})",
+                observation.config.set_name, observation.config.version
+            ),
             (None, Some(id)) => format!("replica set {id} was initiated; no member answers now"),
             (None, None) => "no member of the replica set has a configuration yet".to_string(),
         },
@@ -112,10 +133,23 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
         "MembersInSync",
         in_sync,
         if in_sync { "InSync" } else { activity_reason },
-        if in_sync { "this cluster's members match spec.members".to_string() } else { activity_message.clone() },
+        if in_sync {
+            "this cluster's members match spec.members".to_string()
+        } else {
+            activity_message.clone()
+        },
     );
     let progressing = !input.paused && input.problem.is_none() && !in_sync && !refused;
-    set("Progressing", progressing, if progressing { activity_reason } else { "Idle" }, if progressing { activity_message.clone() } else { "no change in progress".to_string() });
+    set(
+        "Progressing",
+        progressing,
+        if progressing { activity_reason } else { "Idle" },
+        if progressing {
+            activity_message.clone()
+        } else {
+            "no change in progress".to_string()
+        },
+    );
     let unhealthy = unhealthy_members(input.observation);
     let degraded = input.problem.is_some() || refused || !unhealthy.is_empty();
     set(
@@ -139,7 +173,11 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
     set(
         "CredentialsFromSpec",
         input.credentials_from_spec,
-        if input.credentials_from_spec { "PlainTextRootPassword" } else { "CredentialsSecret" },
+        if input.credentials_from_spec {
+            "PlainTextRootPassword"
+        } else {
+            "CredentialsSecret"
+        },
         if input.credentials_from_spec {
             "credentials are derived from spec.rootPassword (FedState fallback); prefer spec.credentialsSecretRef".to_string()
         } else {
@@ -152,12 +190,24 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
         restart_state: Some("NotInProcess".to_string()),
         replset: replset(input.observation),
         current_revision: input.revision.clone().or(previous.current_revision),
-        current_info: CurrentInfo { members: ready_local, db_user_password_fingerprint: input.db_user_password_fingerprint.clone() },
+        current_info: CurrentInfo {
+            members: ready_local,
+            db_user_password_fingerprint: input.db_user_password_fingerprint.clone(),
+        },
         conditions,
         observed_generation: generation,
-        primary: input.observation.and_then(|o| o.primary.as_ref()).map(ToString::to_string),
-        config_version: input.observation.map(|o| o.config.version).or(previous.config_version),
-        replica_set_id: input.observation.and_then(|o| o.config.settings.replica_set_id.clone()).or(previous.replica_set_id),
+        primary: input
+            .observation
+            .and_then(|o| o.primary.as_ref())
+            .map(ToString::to_string),
+        config_version: input
+            .observation
+            .map(|o| o.config.version)
+            .or(previous.config_version),
+        replica_set_id: input
+            .observation
+            .and_then(|o| o.config.settings.replica_set_id.clone())
+            .or(previous.replica_set_id),
         ready_members: Some(format!("{ready_local}/{desired}")),
         local_members,
     }
@@ -173,11 +223,22 @@ fn activity(input: &StatusInput) -> (&'static str, String) {
     }
     match input.step {
         Some(step) => (step.reason(), step.to_string()),
-        None => ("Pending", "the replica set has not been observed yet".to_string()),
+        None => (
+            "Pending",
+            "the replica set has not been observed yet".to_string(),
+        ),
     }
 }
 
-fn condition(previous: &[Condition], type_: &str, status: bool, reason: &str, message: String, generation: Option<i64>, now: &Time) -> Condition {
+fn condition(
+    previous: &[Condition],
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: &Time,
+) -> Condition {
     let status = if status { "True" } else { "False" }.to_string();
     let last_transition_time = previous
         .iter()
@@ -196,17 +257,19 @@ fn condition(previous: &[Condition], type_: &str, status: bool, reason: &str, me
 
 /// Local data members that are in the config and PRIMARY or SECONDARY.
 fn ready_local_members(input: &StatusInput) -> i32 {
-    let Some(observation) = input.observation else { return 0 };
+    let Some(observation) = input.observation else {
+        return 0;
+    };
     input
         .local_members
         .iter()
         .filter(|m| matches!(m.slot, MemberSlot::Data(_)))
         .filter_map(|m| m.host.as_ref())
         .filter(|host| {
-            observation
-                .members
-                .get(*host)
-                .is_some_and(|member| member.healthy && matches!(member.state, MemberState::Primary | MemberState::Secondary))
+            observation.members.get(*host).is_some_and(|member| {
+                member.healthy
+                    && matches!(member.state, MemberState::Primary | MemberState::Secondary)
+            })
         })
         .count() as i32
 }
@@ -220,7 +283,10 @@ fn local_member_statuses(input: &StatusInput) -> Vec<LocalMemberStatus> {
         .local_members
         .iter()
         .map(|view| {
-            let observed = view.host.as_ref().and_then(|host| input.observation.and_then(|o| o.members.get(host)));
+            let observed = view
+                .host
+                .as_ref()
+                .and_then(|host| input.observation.and_then(|o| o.members.get(host)));
             LocalMemberStatus {
                 index: match view.slot {
                     MemberSlot::Data(index) => index as i32,
@@ -230,7 +296,9 @@ fn local_member_statuses(input: &StatusInput) -> Vec<LocalMemberStatus> {
                 pod: format!("{}-0", view.stateful_set),
                 node_port: view.node_port,
                 host: view.host.as_ref().map(ToString::to_string),
-                role: observed.map(|m| m.state.as_str().to_string()).unwrap_or_else(|| "NotInConfig".to_string()),
+                role: observed
+                    .map(|m| m.state.as_str().to_string())
+                    .unwrap_or_else(|| "NotInConfig".to_string()),
                 lag_seconds: observed.and_then(|m| m.lag_secs),
             }
         })
@@ -238,7 +306,9 @@ fn local_member_statuses(input: &StatusInput) -> Vec<LocalMemberStatus> {
 }
 
 fn replset(observation: Option<&SetObservation>) -> Vec<ReplSetMemberStatus> {
-    let Some(observation) = observation else { return Vec::new() };
+    let Some(observation) = observation else {
+        return Vec::new();
+    };
     let mut members: Vec<ReplSetMemberStatus> = observation
         .members
         .iter()
@@ -257,7 +327,13 @@ fn replset(observation: Option<&SetObservation>) -> Vec<ReplSetMemberStatus> {
 
 fn unhealthy_members(observation: Option<&SetObservation>) -> Vec<String> {
     observation
-        .map(|o| o.members.iter().filter(|(_, m)| !m.healthy).map(|(host, m)| format!("{host} ({})", m.state)).collect())
+        .map(|o| {
+            o.members
+                .iter()
+                .filter(|(_, m)| !m.healthy)
+                .map(|(host, m)| format!("{host} ({})", m.state))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -272,14 +348,19 @@ mod tests {
     use k8s_openapi::jiff::Timestamp;
 
     fn mongodb(members: i32) -> MongoDB {
-        let spec: MongoDBSpec = serde_json::from_value(serde_json::json!({"members": members, "rootPassword": "x"})).unwrap();
+        let spec: MongoDBSpec =
+            serde_json::from_value(serde_json::json!({"members": members, "rootPassword": "x"}))
+                .unwrap();
         let mut mongodb = MongoDB::new("demo", spec);
         mongodb.metadata.generation = Some(3);
         mongodb
     }
 
     fn host(port: u16) -> MemberAddress {
-        MemberAddress { host: "127.0.10.1".into(), port }
+        MemberAddress {
+            host: "127.0.10.1".into(),
+            port,
+        }
     }
 
     fn observation(states: &[(u16, MemberState, bool)]) -> SetObservation {
@@ -287,7 +368,17 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, (port, state, healthy))| {
-                (host(*port), ObservedMember { id: i as i64, healthy: *healthy, state: *state, sync_source: String::new(), lag_secs: Some(0), config_version: Some(2) })
+                (
+                    host(*port),
+                    ObservedMember {
+                        id: i as i64,
+                        healthy: *healthy,
+                        state: *state,
+                        sync_source: String::new(),
+                        lag_secs: Some(0),
+                        config_version: Some(2),
+                    },
+                )
             })
             .collect();
         SetObservation {
@@ -305,7 +396,10 @@ mod tests {
                 },
             },
             config_document: Default::default(),
-            primary: states.iter().find(|(_, s, _)| *s == MemberState::Primary).map(|(p, _, _)| host(*p)),
+            primary: states
+                .iter()
+                .find(|(_, s, _)| *s == MemberState::Primary)
+                .map(|(p, _, _)| host(*p)),
             members,
             config_committed: true,
         }
@@ -315,7 +409,12 @@ mod tests {
         ports
             .iter()
             .enumerate()
-            .map(|(i, port)| LocalMemberView { slot: MemberSlot::Data(i as u32), stateful_set: format!("demo-mongodb-{i}"), node_port: Some(i32::from(*port)), host: Some(host(*port)) })
+            .map(|(i, port)| LocalMemberView {
+                slot: MemberSlot::Data(i as u32),
+                stateful_set: format!("demo-mongodb-{i}"),
+                node_port: Some(i32::from(*port)),
+                host: Some(host(*port)),
+            })
             .collect()
     }
 
@@ -323,7 +422,13 @@ mod tests {
         Time(Timestamp::from_second(seconds).unwrap())
     }
 
-    fn input<'a>(mongodb: &'a MongoDB, observation: Option<&'a SetObservation>, local: &'a [LocalMemberView], step: Option<&'a Step>, now: Time) -> StatusInput<'a> {
+    fn input<'a>(
+        mongodb: &'a MongoDB,
+        observation: Option<&'a SetObservation>,
+        local: &'a [LocalMemberView],
+        step: Option<&'a Step>,
+        now: Time,
+    ) -> StatusInput<'a> {
         StatusInput {
             mongodb,
             paused: false,
@@ -345,9 +450,18 @@ mod tests {
     #[test]
     fn a_set_in_sync_with_every_local_member_healthy_is_running() {
         let mongodb = mongodb(2);
-        let observed = observation(&[(30001, MemberState::Primary, true), (30002, MemberState::Secondary, true)]);
+        let observed = observation(&[
+            (30001, MemberState::Primary, true),
+            (30002, MemberState::Secondary, true),
+        ]);
         let local = views(&[30001, 30002]);
-        let status = compute_status(&input(&mongodb, Some(&observed), &local, Some(&Step::InSync), at(100)));
+        let status = compute_status(&input(
+            &mongodb,
+            Some(&observed),
+            &local,
+            Some(&Step::InSync),
+            at(100),
+        ));
         assert_eq!(status.state, Some(MongoState::Running));
         assert_eq!(status.current_info.members, 2);
         assert_eq!(status.ready_members.as_deref(), Some("2/2"));
@@ -356,7 +470,10 @@ mod tests {
         assert_eq!(status.replset[0].state_str, "PRIMARY");
         assert_eq!(condition(&status, "Ready").status, "True");
         assert_eq!(condition(&status, "Ready").observed_generation, Some(3));
-        assert_eq!(status.replica_set_id.as_deref(), Some("65a000000000000000000001"));
+        assert_eq!(
+            status.replica_set_id.as_deref(),
+            Some("65a000000000000000000001")
+        );
     }
 
     #[test]
@@ -364,8 +481,16 @@ mod tests {
         let mongodb = mongodb(1);
         let observed = observation(&[(30001, MemberState::Primary, true)]);
         let local = views(&[30001]);
-        let step = Step::Refuse { reason: crate::planner::Refusal::NothingToInitiate };
-        let status = compute_status(&input(&mongodb, Some(&observed), &local, Some(&step), at(100)));
+        let step = Step::Refuse {
+            reason: crate::planner::Refusal::NothingToInitiate,
+        };
+        let status = compute_status(&input(
+            &mongodb,
+            Some(&observed),
+            &local,
+            Some(&step),
+            at(100),
+        ));
         assert_eq!(status.state, Some(MongoState::Error));
         let degraded = condition(&status, "Degraded");
         assert_eq!(degraded.status, "True");
@@ -378,16 +503,42 @@ mod tests {
         let mut mongodb = mongodb(1);
         let observed = observation(&[(30001, MemberState::Primary, true)]);
         let local = views(&[30001]);
-        let first = compute_status(&input(&mongodb, Some(&observed), &local, Some(&Step::InSync), at(100)));
+        let first = compute_status(&input(
+            &mongodb,
+            Some(&observed),
+            &local,
+            Some(&Step::InSync),
+            at(100),
+        ));
         mongodb.status = Some(first.clone());
-        let second = compute_status(&input(&mongodb, Some(&observed), &local, Some(&Step::InSync), at(200)));
-        assert_eq!(first, second, "a pass that changes nothing must write nothing");
+        let second = compute_status(&input(
+            &mongodb,
+            Some(&observed),
+            &local,
+            Some(&Step::InSync),
+            at(200),
+        ));
+        assert_eq!(
+            first, second,
+            "a pass that changes nothing must write nothing"
+        );
         mongodb.status = Some(second);
         let down = observation(&[(30001, MemberState::Secondary, true)]);
-        let third = compute_status(&input(&mongodb, Some(&down), &local, Some(&Step::Wait { reason: crate::planner::WaitReason::NoPrimary }), at(300)));
+        let third = compute_status(&input(
+            &mongodb,
+            Some(&down),
+            &local,
+            Some(&Step::Wait {
+                reason: crate::planner::WaitReason::NoPrimary,
+            }),
+            at(300),
+        ));
         assert_eq!(condition(&third, "Ready").status, "False");
         assert_eq!(condition(&third, "Ready").last_transition_time, at(300));
-        assert_eq!(condition(&third, "ReplicaSetInitialized").last_transition_time, at(100));
+        assert_eq!(
+            condition(&third, "ReplicaSetInitialized").last_transition_time,
+            at(100)
+        );
     }
 
     #[test]
@@ -396,7 +547,10 @@ mod tests {
         let mut paused = input(&mongodb, None, &[], None, at(1));
         paused.paused = true;
         assert_eq!(compute_status(&paused).state, Some(MongoState::Pause));
-        let problem = Problem { reason: "HostconfMissing", message: "ConfigMap demo-hostconf not found".into() };
+        let problem = Problem {
+            reason: "HostconfMissing",
+            message: "ConfigMap demo-hostconf not found".into(),
+        };
         let mut failed = input(&mongodb, None, &[], None, at(1));
         failed.problem = Some(&problem);
         let status = compute_status(&failed);
@@ -408,9 +562,18 @@ mod tests {
     #[test]
     fn members_above_spec_still_in_the_set_keep_the_instance_reconciling() {
         let mongodb = mongodb(1);
-        let observed = observation(&[(30001, MemberState::Primary, true), (30002, MemberState::Secondary, true)]);
+        let observed = observation(&[
+            (30001, MemberState::Primary, true),
+            (30002, MemberState::Secondary, true),
+        ]);
         let local = views(&[30001, 30002]);
-        let status = compute_status(&input(&mongodb, Some(&observed), &local, Some(&Step::InSync), at(1)));
+        let status = compute_status(&input(
+            &mongodb,
+            Some(&observed),
+            &local,
+            Some(&Step::InSync),
+            at(1),
+        ));
         assert_eq!(status.state, Some(MongoState::Reconciling));
         assert_eq!(status.local_members[1].role, "SECONDARY");
     }

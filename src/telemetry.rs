@@ -38,12 +38,18 @@ impl Metrics {
             }
         }
         self.duration_count.fetch_add(1, Ordering::Relaxed);
-        self.duration_sum_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        self.duration_sum_micros
+            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
     }
 
     /// Records a failed reconcile under its bounded reason.
     pub fn failed(&self, reason: &'static str) {
-        *self.failures.lock().unwrap_or_else(|p| p.into_inner()).entry(reason).or_default() += 1;
+        *self
+            .failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(reason)
+            .or_default() += 1;
     }
 
     /// Marks the operator ready (the CRD exists and the controller runs).
@@ -55,22 +61,39 @@ impl Metrics {
     pub fn render(&self) -> String {
         let mut out = String::new();
         out.push_str("# HELP mongodb_operator_reconciles_total Reconcile passes run.\n# TYPE mongodb_operator_reconciles_total counter\n");
-        out.push_str(&format!("mongodb_operator_reconciles_total {}\n", self.reconciles.load(Ordering::Relaxed)));
+        out.push_str(&format!(
+            "mongodb_operator_reconciles_total {}\n",
+            self.reconciles.load(Ordering::Relaxed)
+        ));
         out.push_str("# HELP mongodb_operator_reconcile_failures_total Failed reconcile passes by reason.\n# TYPE mongodb_operator_reconcile_failures_total counter\n");
-        for (reason, count) in self.failures.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            out.push_str(&format!("mongodb_operator_reconcile_failures_total{{reason=\"{reason}\"}} {count}\n"));
+        for (reason, count) in self
+            .failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            out.push_str(&format!(
+                "mongodb_operator_reconcile_failures_total{{reason=\"{reason}\"}} {count}\n"
+            ));
         }
         out.push_str("# HELP mongodb_operator_reconcile_duration_seconds Reconcile pass duration.\n# TYPE mongodb_operator_reconcile_duration_seconds histogram\n");
         for (bucket, bound) in self.duration_buckets.iter().zip(DURATION_BUCKETS) {
-            out.push_str(&format!("mongodb_operator_reconcile_duration_seconds_bucket{{le=\"{bound}\"}} {}\n", bucket.load(Ordering::Relaxed)));
+            out.push_str(&format!(
+                "mongodb_operator_reconcile_duration_seconds_bucket{{le=\"{bound}\"}} {}\n",
+                bucket.load(Ordering::Relaxed)
+            ));
         }
         let count = self.duration_count.load(Ordering::Relaxed);
-        out.push_str(&format!("mongodb_operator_reconcile_duration_seconds_bucket{{le=\"+Inf\"}} {count}\n"));
+        out.push_str(&format!(
+            "mongodb_operator_reconcile_duration_seconds_bucket{{le=\"+Inf\"}} {count}\n"
+        ));
         out.push_str(&format!(
             "mongodb_operator_reconcile_duration_seconds_sum {}\n",
             self.duration_sum_micros.load(Ordering::Relaxed) as f64 / 1e6
         ));
-        out.push_str(&format!("mongodb_operator_reconcile_duration_seconds_count {count}\n"));
+        out.push_str(&format!(
+            "mongodb_operator_reconcile_duration_seconds_count {count}\n"
+        ));
         out
     }
 }
@@ -84,12 +107,18 @@ pub async fn serve(address: SocketAddr, metrics: Arc<Metrics>) -> std::io::Resul
         let metrics = metrics.clone();
         tokio::spawn(async move {
             let mut request = [0u8; 1024];
-            let Ok(Ok(read)) = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut request)).await else { return };
+            let Ok(Ok(read)) =
+                tokio::time::timeout(Duration::from_secs(5), stream.read(&mut request)).await
+            else {
+                return;
+            };
             let path = request_path(&request[..read]);
             let (status, body) = match path {
                 Some("/metrics") => ("200 OK", metrics.render()),
                 Some("/healthz") => ("200 OK", "ok\n".to_string()),
-                Some("/readyz") if metrics.ready.load(Ordering::Relaxed) => ("200 OK", "ok\n".to_string()),
+                Some("/readyz") if metrics.ready.load(Ordering::Relaxed) => {
+                    ("200 OK", "ok\n".to_string())
+                }
                 Some("/readyz") => ("503 Service Unavailable", "not ready\n".to_string()),
                 _ => ("404 Not Found", "not found\n".to_string()),
             };
@@ -107,7 +136,9 @@ fn request_path(request: &[u8]) -> Option<&str> {
     let line = std::str::from_utf8(request).ok()?.lines().next()?;
     let mut parts = line.split(' ');
     let _method = parts.next()?;
-    parts.next().map(|target| target.split('?').next().unwrap_or(target))
+    parts
+        .next()
+        .map(|target| target.split('?').next().unwrap_or(target))
 }
 
 /// Log format of the operator.
@@ -121,8 +152,11 @@ pub enum LogFormat {
 
 /// Installs the global `tracing` subscriber (`RUST_LOG` filters, default `info`).
 pub fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -141,15 +175,22 @@ mod tests {
         metrics.failed("MongoUnreachable");
         let text = metrics.render();
         assert!(text.contains("mongodb_operator_reconciles_total 2\n"));
-        assert!(text.contains("mongodb_operator_reconcile_failures_total{reason=\"MongoUnreachable\"} 1\n"));
-        assert!(text.contains("mongodb_operator_reconcile_duration_seconds_bucket{le=\"0.05\"} 1\n"));
+        assert!(text.contains(
+            "mongodb_operator_reconcile_failures_total{reason=\"MongoUnreachable\"} 1\n"
+        ));
+        assert!(
+            text.contains("mongodb_operator_reconcile_duration_seconds_bucket{le=\"0.05\"} 1\n")
+        );
         assert!(text.contains("mongodb_operator_reconcile_duration_seconds_bucket{le=\"5\"} 2\n"));
         assert!(text.contains("mongodb_operator_reconcile_duration_seconds_count 2\n"));
     }
 
     #[test]
     fn request_path_ignores_method_and_query() {
-        assert_eq!(request_path(b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n"), Some("/metrics"));
+        assert_eq!(
+            request_path(b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Some("/metrics")
+        );
         assert_eq!(request_path(b"\xff\xfe"), None);
         assert_eq!(request_path(b""), None);
     }

@@ -27,15 +27,25 @@ fn minimal() -> Value {
 }
 
 fn errors_text(errors: &[FieldError]) -> String {
-    errors.iter().map(|e| format!("{}: {}", e.field, e.detail)).collect::<Vec<_>>().join("\n")
+    errors
+        .iter()
+        .map(|e| format!("{}: {}", e.field, e.detail))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn create(mut new: Value) -> Result<Value, String> {
-    admission().admit(&mut new, None).map(|_| new).map_err(|e| errors_text(&e))
+    admission()
+        .admit(&mut new, None)
+        .map(|_| new)
+        .map_err(|e| errors_text(&e))
 }
 
 fn update(old: &Value, mut new: Value) -> Result<Value, String> {
-    admission().admit(&mut new, Some(old)).map(|_| new).map_err(|e| errors_text(&e))
+    admission()
+        .admit(&mut new, Some(old))
+        .map(|_| new)
+        .map_err(|e| errors_text(&e))
 }
 
 #[test]
@@ -57,8 +67,14 @@ fn a_minimal_object_gets_fedstate_defaults_and_ours() {
 #[test]
 fn credentials_are_required_one_way_or_the_other() {
     let error = create(object(json!({"members": 1}))).unwrap_err();
-    assert!(error.contains("set spec.credentialsSecretRef (preferred) or spec.rootPassword"), "{error}");
-    create(object(json!({"members": 1, "rootPassword": "fallback-secret"}))).expect("rootPassword fallback admitted");
+    assert!(
+        error.contains("set spec.credentialsSecretRef (preferred) or spec.rootPassword"),
+        "{error}"
+    );
+    create(object(
+        json!({"members": 1, "rootPassword": "fallback-secret"}),
+    ))
+    .expect("rootPassword fallback admitted");
 }
 
 #[test]
@@ -76,13 +92,27 @@ fn member_counts_outside_zero_to_fifty_are_refused() {
 
 #[test]
 fn images_older_than_4_4_are_refused() {
-    for image in ["mongo:3.6", "mongo:4.2.24", "registry:5000/mongo:4.0", "mongo:3"] {
+    for image in [
+        "mongo:3.6",
+        "mongo:4.2.24",
+        "registry:5000/mongo:4.0",
+        "mongo:3",
+    ] {
         let mut bad = minimal();
         bad["spec"]["image"] = json!(image);
         let error = create(bad).unwrap_err();
-        assert!(error.contains("MongoDB images older than 4.4 are not supported"), "{image}: {error}");
+        assert!(
+            error.contains("MongoDB images older than 4.4 are not supported"),
+            "{image}: {error}"
+        );
     }
-    for image in ["mongo:4.4", "mongo:7.0.14", "registry:5000/mongo:8.0", "mongo", "mongo:30"] {
+    for image in [
+        "mongo:4.4",
+        "mongo:7.0.14",
+        "registry:5000/mongo:8.0",
+        "mongo",
+        "mongo:30",
+    ] {
         let mut good = minimal();
         good["spec"]["image"] = json!(image);
         create(good).unwrap_or_else(|e| panic!("{image} refused: {e}"));
@@ -109,18 +139,51 @@ fn fedstate_immutable_fields_cannot_change() {
     })))
     .expect("admitted");
     let cases: [(&str, Value, &str); 8] = [
-        ("/spec/rootPassword", json!("second"), "spec.rootPassword is immutable"),
-        ("/spec/memberConfigRef", json!("other"), "spec.memberConfigRef is immutable"),
-        ("/spec/customConfigRef", json!("other"), "spec.customConfigRef is immutable"),
-        ("/spec/persistence/storage", json!("2Gi"), "spec.persistence.storage is immutable"),
-        ("/spec/dbUserSpec/enable", json!(false), "spec.dbUserSpec.enable is immutable"),
-        ("/spec/dbUserSpec/user", json!("other"), "immutable while enabled"),
-        ("/spec/metricsExporterSpec/enable", json!(false), "cannot be disabled once enabled"),
-        ("/spec/replSetName", json!("other"), "spec.replSetName is immutable"),
+        (
+            "/spec/rootPassword",
+            json!("second"),
+            "spec.rootPassword is immutable",
+        ),
+        (
+            "/spec/memberConfigRef",
+            json!("other"),
+            "spec.memberConfigRef is immutable",
+        ),
+        (
+            "/spec/customConfigRef",
+            json!("other"),
+            "spec.customConfigRef is immutable",
+        ),
+        (
+            "/spec/persistence/storage",
+            json!("2Gi"),
+            "spec.persistence.storage is immutable",
+        ),
+        (
+            "/spec/dbUserSpec/enable",
+            json!(false),
+            "spec.dbUserSpec.enable is immutable",
+        ),
+        (
+            "/spec/dbUserSpec/user",
+            json!("other"),
+            "immutable while enabled",
+        ),
+        (
+            "/spec/metricsExporterSpec/enable",
+            json!(false),
+            "cannot be disabled once enabled",
+        ),
+        (
+            "/spec/replSetName",
+            json!("other"),
+            "spec.replSetName is immutable",
+        ),
     ];
     for (pointer, value, message) in cases {
         let mut new = old.clone();
-        *new.pointer_mut(pointer).unwrap_or_else(|| panic!("{pointer} exists")) = value;
+        *new.pointer_mut(pointer)
+            .unwrap_or_else(|| panic!("{pointer} exists")) = value;
         let error = update(&old, new).expect_err(pointer);
         assert!(error.contains(message), "{pointer}: {error}");
     }

@@ -70,8 +70,14 @@ mod tests {
             BTreeMap::from([
                 ("app.kubernetes.io/name".to_string(), "mongodb".to_string()),
                 ("app.kubernetes.io/instance".to_string(), "demo".to_string()),
-                ("app.kubernetes.io/managed-by".to_string(), "mongodb-member-operator".to_string()),
-                ("app.kubernetes.io/component".to_string(), "arbiter".to_string()),
+                (
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "mongodb-member-operator".to_string()
+                ),
+                (
+                    "app.kubernetes.io/component".to_string(),
+                    "arbiter".to_string()
+                ),
             ])
         );
     }

@@ -35,13 +35,18 @@ use kube::{Resource, ResourceExt};
 use crate::api::{MongoDB, MongoDBSpec};
 
 pub use pdb::member_pod_disruption_budget;
-pub use pod::{CUSTOM_CONFIG_KEY, DATA_PATH, DATA_VOLUME, KEYFILE_PATH, METRICS_PORT, MONGODB_PORT};
+pub use pod::{
+    CUSTOM_CONFIG_KEY, DATA_PATH, DATA_VOLUME, KEYFILE_PATH, METRICS_PORT, MONGODB_PORT,
+};
 pub use secrets::{
-    admin_credentials_secret, db_user_secret, derive_keyfile, derive_user_password, derived_credentials_secret,
-    fingerprint, image_pull_secret, monitor_credentials_secret, CredentialsSource,
+    admin_credentials_secret, db_user_secret, derive_keyfile, derive_user_password,
+    derived_credentials_secret, fingerprint, image_pull_secret, monitor_credentials_secret,
+    CredentialsSource,
 };
 pub use services::{headless_service, metrics_service};
-pub use statefulset::{member_stateful_set, MemberStatefulSet, MEMBER_HOST_ANNOTATION, REVISION_ANNOTATION};
+pub use statefulset::{
+    member_stateful_set, MemberStatefulSet, MEMBER_HOST_ANNOTATION, REVISION_ANNOTATION,
+};
 
 /// Why desired objects could not be built from the input.
 ///
@@ -66,7 +71,9 @@ pub enum BuildError {
         name: String,
     },
     /// Neither `spec.credentialsSecretRef` nor a non-empty `spec.rootPassword` is set.
-    #[error("MongoDB {name} sets neither spec.credentialsSecretRef nor a non-empty spec.rootPassword")]
+    #[error(
+        "MongoDB {name} sets neither spec.credentialsSecretRef nor a non-empty spec.rootPassword"
+    )]
     MissingCredentials {
         /// Name of the `MongoDB` object.
         name: String,
@@ -126,10 +133,20 @@ impl<'a> BuildContext<'a> {
     /// credentials come from.
     pub fn from_mongodb(mongodb: &'a MongoDB) -> Result<Self, BuildError> {
         let name = mongodb.meta().name.clone().ok_or(BuildError::MissingName)?;
-        let namespace = mongodb.namespace().ok_or_else(|| BuildError::MissingNamespace { name: name.clone() })?;
-        let owner = mongodb.controller_owner_ref(&()).ok_or_else(|| BuildError::MissingUid { name: name.clone() })?;
+        let namespace = mongodb
+            .namespace()
+            .ok_or_else(|| BuildError::MissingNamespace { name: name.clone() })?;
+        let owner = mongodb
+            .controller_owner_ref(&())
+            .ok_or_else(|| BuildError::MissingUid { name: name.clone() })?;
         let credentials = CredentialsSource::resolve(&name, &mongodb.spec)?;
-        Ok(BuildContext { mongodb, name, namespace, owner, credentials })
+        Ok(BuildContext {
+            mongodb,
+            name,
+            namespace,
+            owner,
+            credentials,
+        })
     }
 
     /// Name of the `MongoDB` object (the instance name in every object name).
@@ -217,8 +234,9 @@ pub(crate) mod fixtures {
 
     /// A `MongoDB` as read from the API server, with FedState's rootPassword.
     pub fn mongodb() -> MongoDB {
-        let spec: MongoDBSpec = serde_json::from_value(serde_json::json!({ "rootPassword": ROOT_PASSWORD }))
-            .expect("minimal spec deserializes with defaults");
+        let spec: MongoDBSpec =
+            serde_json::from_value(serde_json::json!({ "rootPassword": ROOT_PASSWORD }))
+                .expect("minimal spec deserializes with defaults");
         let mut mongodb = MongoDB::new(NAME, spec);
         mongodb.metadata.namespace = Some(NAMESPACE.to_string());
         mongodb.metadata.uid = Some("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0".to_string());
@@ -276,7 +294,9 @@ mod tests {
         no_namespace.metadata.namespace = None;
         assert_eq!(
             BuildContext::from_mongodb(&no_namespace).unwrap_err(),
-            BuildError::MissingNamespace { name: NAME.to_string() }
+            BuildError::MissingNamespace {
+                name: NAME.to_string()
+            }
         );
         let mut no_uid = mongodb();
         no_uid.metadata.uid = None;
@@ -290,7 +310,9 @@ mod tests {
         mongodb.spec.root_password = Some(String::new());
         assert_eq!(
             BuildContext::from_mongodb(&mongodb).unwrap_err(),
-            BuildError::MissingCredentials { name: NAME.to_string() }
+            BuildError::MissingCredentials {
+                name: NAME.to_string()
+            }
         );
     }
 
@@ -308,7 +330,10 @@ mod tests {
             serde_json::to_value(member_pod_disruption_budget(&ctx)).unwrap(),
         ];
         for target in [member(0), member(1), arbiter] {
-            objects.push(serde_json::to_value(member_stateful_set(&ctx, &target).unwrap().stateful_set).unwrap());
+            objects.push(
+                serde_json::to_value(member_stateful_set(&ctx, &target).unwrap().stateful_set)
+                    .unwrap(),
+            );
         }
         objects
     }
@@ -342,14 +367,22 @@ mod tests {
             .flat_map(|secret| secret.data.iter().flatten())
             .filter(|(key, _)| key.as_str() != "username" && key.as_str() != "database")
             .map(|(_, value)| String::from_utf8(value.0.clone()).unwrap())
-            .chain(["db-user-Pa55word".to_string(), "registry-Pa55word".to_string(), ROOT_PASSWORD.to_string()])
+            .chain([
+                "db-user-Pa55word".to_string(),
+                "registry-Pa55word".to_string(),
+                ROOT_PASSWORD.to_string(),
+            ])
             .collect();
         assert_eq!(secret_values.len(), 9);
 
         for object in every_non_secret_object(&mongodb) {
             let json = object.to_string();
             for value in &secret_values {
-                assert!(!json.contains(value.as_str()), "{} leaks a secret", object["metadata"]["name"]);
+                assert!(
+                    !json.contains(value.as_str()),
+                    "{} leaks a secret",
+                    object["metadata"]["name"]
+                );
             }
         }
     }
@@ -357,7 +390,11 @@ mod tests {
     #[test]
     fn member_target_names_follow_the_propagated_services() {
         assert_eq!(member(2).name("demo"), "demo-mongodb-2");
-        let arbiter = MemberTarget { role: MemberRole::Arbiter, selector: BTreeMap::new(), host: None };
+        let arbiter = MemberTarget {
+            role: MemberRole::Arbiter,
+            selector: BTreeMap::new(),
+            host: None,
+        };
         assert_eq!(arbiter.name("demo"), "demo-mongodb-arbiter");
     }
 }

@@ -13,12 +13,21 @@ use super::{names, BuildContext};
 /// crash-looping member never blocks a node drain.
 pub fn member_pod_disruption_budget(ctx: &BuildContext) -> PodDisruptionBudget {
     let mut match_labels = instance_selector(ctx.name());
-    match_labels.insert(COMPONENT_LABEL.to_string(), Component::Member.as_str().to_string());
+    match_labels.insert(
+        COMPONENT_LABEL.to_string(),
+        Component::Member.as_str().to_string(),
+    );
     PodDisruptionBudget {
-        metadata: ctx.object_meta(names::pod_disruption_budget(ctx.name()), instance_labels(ctx.name())),
+        metadata: ctx.object_meta(
+            names::pod_disruption_budget(ctx.name()),
+            instance_labels(ctx.name()),
+        ),
         spec: Some(PodDisruptionBudgetSpec {
             max_unavailable: Some(IntOrString::Int(1)),
-            selector: Some(LabelSelector { match_labels: Some(match_labels), match_expressions: None }),
+            selector: Some(LabelSelector {
+                match_labels: Some(match_labels),
+                match_expressions: None,
+            }),
             unhealthy_pod_eviction_policy: Some("AlwaysAllow".to_string()),
             ..PodDisruptionBudgetSpec::default()
         }),
@@ -38,7 +47,10 @@ mod tests {
         let mongodb = mongodb();
         let pdb = member_pod_disruption_budget(&BuildContext::from_mongodb(&mongodb).unwrap());
         assert_eq!(pdb.metadata.name.as_deref(), Some("demo-mongodb"));
-        assert_eq!(pdb.metadata.owner_references.unwrap()[0].controller, Some(true));
+        assert_eq!(
+            pdb.metadata.owner_references.unwrap()[0].controller,
+            Some(true)
+        );
         let spec = pdb.spec.unwrap();
         assert_eq!(spec.max_unavailable, Some(IntOrString::Int(1)));
         assert_eq!(spec.min_available, None);
@@ -46,7 +58,10 @@ mod tests {
             spec.selector.unwrap().match_labels.unwrap(),
             BTreeMap::from([
                 ("app.kubernetes.io/instance".to_string(), NAME.to_string()),
-                ("app.kubernetes.io/component".to_string(), "member".to_string()),
+                (
+                    "app.kubernetes.io/component".to_string(),
+                    "member".to_string()
+                ),
             ])
         );
     }

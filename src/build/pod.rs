@@ -8,10 +8,11 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, KeyToPath, LocalObjectReference, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
-    Probe, ResourceRequirements, SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext,
-    TCPSocketAction, Volume, VolumeMount, WeightedPodAffinityTerm,
+    Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
+    EnvVar, EnvVarSource, KeyToPath, LocalObjectReference, PodAffinityTerm, PodAntiAffinity,
+    PodSecurityContext, PodSpec, Probe, ResourceRequirements, SeccompProfile, SecretKeySelector,
+    SecretVolumeSource, SecurityContext, TCPSocketAction, Volume, VolumeMount,
+    WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -72,14 +73,19 @@ pub(super) fn member_pod_spec(ctx: &BuildContext) -> PodSpec {
         containers,
         volumes: Some(pod_volumes(ctx)),
         security_context: Some(pod_security_context(user_pod_spec.security_context)),
-        affinity: Some(user_pod_spec.affinity.unwrap_or_else(|| default_anti_affinity(ctx.name()))),
+        affinity: Some(
+            user_pod_spec
+                .affinity
+                .unwrap_or_else(|| default_anti_affinity(ctx.name())),
+        ),
         node_selector: user_pod_spec.node_selector,
         tolerations: user_pod_spec.tolerations,
         topology_spread_constraints: user_pod_spec.topology_spread_constraints,
-        image_pull_secrets: spec
-            .image_pull_secret
-            .as_ref()
-            .map(|_| vec![LocalObjectReference { name: names::image_pull_secret(ctx.name()) }]),
+        image_pull_secrets: spec.image_pull_secret.as_ref().map(|_| {
+            vec![LocalObjectReference {
+                name: names::image_pull_secret(ctx.name()),
+            }]
+        }),
         termination_grace_period_seconds: Some(TERMINATION_GRACE_PERIOD_SECONDS),
         // mongod needs no Kubernetes API access and no Service environment variables.
         automount_service_account_token: Some(false),
@@ -108,8 +114,16 @@ fn mongod_container(ctx: &BuildContext) -> Container {
         image_pull_policy: Some(spec.image_pull_policy.as_str().to_string()),
         args: Some(mongod_args(spec)),
         env: Some(vec![
-            secret_env("MONGO_INITDB_ROOT_USERNAME", credentials.secret_name(), credentials.username_key()),
-            secret_env("MONGO_INITDB_ROOT_PASSWORD", credentials.secret_name(), credentials.password_key()),
+            secret_env(
+                "MONGO_INITDB_ROOT_USERNAME",
+                credentials.secret_name(),
+                credentials.username_key(),
+            ),
+            secret_env(
+                "MONGO_INITDB_ROOT_PASSWORD",
+                credentials.secret_name(),
+                credentials.password_key(),
+            ),
         ]),
         ports: Some(vec![container_port("mongodb", MONGODB_PORT)]),
         readiness_probe: Some(readiness_probe()),
@@ -145,7 +159,11 @@ fn mongod_args(spec: &MongoDBSpec) -> Vec<String> {
     if spec.custom_config_ref.is_some() {
         args.extend(["--config".to_string(), CUSTOM_CONFIG_PATH.to_string()]);
     }
-    args.extend(spec.config.iter().map(|option| format!("--{}={}", option.name, option.value)));
+    args.extend(
+        spec.config
+            .iter()
+            .map(|option| format!("--{}={}", option.name, option.value)),
+    );
     args
 }
 
@@ -184,7 +202,10 @@ fn keyfile_init_container(ctx: &BuildContext) -> Container {
 fn exporter_container(ctx: &BuildContext) -> Container {
     let exporter = &ctx.spec().metrics_exporter_spec;
     let monitor_secret = names::monitor_credentials_secret(ctx.name());
-    let resources = exporter.resources.clone().unwrap_or_else(default_exporter_resources);
+    let resources = exporter
+        .resources
+        .clone()
+        .unwrap_or_else(default_exporter_resources);
     Container {
         name: EXPORTER_CONTAINER.to_string(),
         image: Some(exporter.image.clone()),
@@ -211,7 +232,10 @@ fn default_exporter_resources() -> ResourceSetting {
         ("cpu".to_string(), Quantity("50m".to_string())),
         ("memory".to_string(), Quantity("100Mi".to_string())),
     ]);
-    ResourceSetting { limits: quantities.clone(), requests: quantities }
+    ResourceSetting {
+        limits: quantities.clone(),
+        requests: quantities,
+    }
 }
 
 fn pod_volumes(ctx: &BuildContext) -> Vec<Volume> {
@@ -239,7 +263,11 @@ fn pod_volumes(ctx: &BuildContext) -> Vec<Volume> {
             }),
             ..Volume::default()
         },
-        Volume { name: TMP_VOLUME.to_string(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Volume::default() },
+        Volume {
+            name: TMP_VOLUME.to_string(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        },
     ];
     if let Some(config_map) = &ctx.spec().custom_config_ref {
         volumes.push(Volume {
@@ -269,10 +297,15 @@ fn pod_security_context(user: Option<PodSecurityContext>) -> PodSecurityContext 
     context.run_as_group.get_or_insert(MONGODB_UID);
     context.fs_group.get_or_insert(MONGODB_UID);
     // Re-own the data volume only when its root does not match already (large volumes).
-    context.fs_group_change_policy.get_or_insert_with(|| "OnRootMismatch".to_string());
+    context
+        .fs_group_change_policy
+        .get_or_insert_with(|| "OnRootMismatch".to_string());
     context
         .seccomp_profile
-        .get_or_insert_with(|| SeccompProfile { type_: "RuntimeDefault".to_string(), localhost_profile: None });
+        .get_or_insert_with(|| SeccompProfile {
+            type_: "RuntimeDefault".to_string(),
+            localhost_profile: None,
+        });
     context
 }
 
@@ -280,7 +313,10 @@ fn pod_security_context(user: Option<PodSecurityContext>) -> PodSecurityContext 
 fn container_security_context() -> SecurityContext {
     SecurityContext {
         allow_privilege_escalation: Some(false),
-        capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_string()]), add: None }),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_string()]),
+            add: None,
+        }),
         read_only_root_filesystem: Some(true),
         run_as_non_root: Some(true),
         ..SecurityContext::default()
@@ -293,14 +329,19 @@ fn default_anti_affinity(instance: &str) -> Affinity {
     match_labels.insert(NAME_LABEL.to_string(), APP_NAME.to_string());
     Affinity {
         pod_anti_affinity: Some(PodAntiAffinity {
-            preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
-                weight: 100,
-                pod_affinity_term: PodAffinityTerm {
-                    label_selector: Some(LabelSelector { match_labels: Some(match_labels), match_expressions: None }),
-                    topology_key: HOSTNAME_TOPOLOGY_KEY.to_string(),
-                    ..PodAffinityTerm::default()
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        label_selector: Some(LabelSelector {
+                            match_labels: Some(match_labels),
+                            match_expressions: None,
+                        }),
+                        topology_key: HOSTNAME_TOPOLOGY_KEY.to_string(),
+                        ..PodAffinityTerm::default()
+                    },
                 },
-            }]),
+            ]),
             required_during_scheduling_ignored_during_execution: None,
         }),
         ..Affinity::default()
@@ -312,12 +353,18 @@ fn default_anti_affinity(instance: &str) -> Affinity {
 /// vote in an election, and the propagated Services do not publish not-ready
 /// addresses.
 fn readiness_probe() -> Probe {
-    Probe { initial_delay_seconds: Some(5), ..tcp_probe(10, 3) }
+    Probe {
+        initial_delay_seconds: Some(5),
+        ..tcp_probe(10, 3)
+    }
 }
 
 /// Restarts mongod only after two minutes without a listening port.
 fn liveness_probe() -> Probe {
-    Probe { initial_delay_seconds: Some(30), ..tcp_probe(20, 6) }
+    Probe {
+        initial_delay_seconds: Some(30),
+        ..tcp_probe(20, 6)
+    }
 }
 
 /// Gives mongod 30 minutes to open its port (journal recovery of a large data set).
@@ -327,7 +374,10 @@ fn startup_probe() -> Probe {
 
 fn tcp_probe(period_seconds: i32, failure_threshold: i32) -> Probe {
     Probe {
-        tcp_socket: Some(TCPSocketAction { port: IntOrString::Int(MONGODB_PORT), host: None }),
+        tcp_socket: Some(TCPSocketAction {
+            port: IntOrString::Int(MONGODB_PORT),
+            host: None,
+        }),
         period_seconds: Some(period_seconds),
         timeout_seconds: Some(5),
         failure_threshold: Some(failure_threshold),
@@ -336,8 +386,14 @@ fn tcp_probe(period_seconds: i32, failure_threshold: i32) -> Probe {
 }
 
 fn resource_requirements(setting: &ResourceSetting) -> ResourceRequirements {
-    let non_empty = |quantities: &BTreeMap<String, Quantity>| (!quantities.is_empty()).then(|| quantities.clone());
-    ResourceRequirements { limits: non_empty(&setting.limits), requests: non_empty(&setting.requests), claims: None }
+    let non_empty = |quantities: &BTreeMap<String, Quantity>| {
+        (!quantities.is_empty()).then(|| quantities.clone())
+    };
+    ResourceRequirements {
+        limits: non_empty(&setting.limits),
+        requests: non_empty(&setting.requests),
+        claims: None,
+    }
 }
 
 fn secret_env(variable: &str, secret_name: &str, key: &str) -> EnvVar {

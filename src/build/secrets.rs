@@ -92,7 +92,9 @@ impl CredentialsSource {
             Some(_) => Ok(CredentialsSource::DerivedFromRootPassword {
                 secret_name: names::derived_credentials_secret(instance),
             }),
-            None => Err(BuildError::MissingCredentials { name: instance.to_string() }),
+            None => Err(BuildError::MissingCredentials {
+                name: instance.to_string(),
+            }),
         }
     }
 
@@ -131,7 +133,9 @@ impl CredentialsSource {
 
 /// `spec.rootPassword` when set and not empty.
 fn spec_root_password(spec: &MongoDBSpec) -> Option<&str> {
-    spec.root_password.as_deref().filter(|password| !password.is_empty())
+    spec.root_password
+        .as_deref()
+        .filter(|password| !password.is_empty())
 }
 
 /// The keyfile every cluster derives from the same root password: base64 of a
@@ -161,7 +165,8 @@ pub fn derive_keyfile(root_password: &str) -> String {
 /// name, base64url, 32 characters. The same in every cluster.
 pub fn derive_user_password(root_password: &str, user: &str) -> String {
     let message = format!("{USER_PASSWORD_DOMAIN}:{user}");
-    let mut password = URL_SAFE_NO_PAD.encode(hmac_sha256(root_password.as_bytes(), message.as_bytes()));
+    let mut password =
+        URL_SAFE_NO_PAD.encode(hmac_sha256(root_password.as_bytes(), message.as_bytes()));
     password.truncate(USER_PASSWORD_CHARS);
     password
 }
@@ -176,7 +181,10 @@ pub fn fingerprint(secret: &str) -> String {
 
 /// Lower-case hex SHA-256 of `bytes`.
 pub(super) fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|byte| format!("{byte:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 /// HMAC-SHA256 (RFC 2104).
@@ -189,8 +197,15 @@ fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
         block_key[..key.len()].copy_from_slice(key);
     }
     let padded = |pad: u8| block_key.map(|byte| byte ^ pad);
-    let inner = Sha256::new().chain_update(padded(0x36)).chain_update(message).finalize();
-    Sha256::new().chain_update(padded(0x5c)).chain_update(inner).finalize().into()
+    let inner = Sha256::new()
+        .chain_update(padded(0x36))
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(padded(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
 }
 
 /// `<name>-credentials` (keyfile, `username: root`, password) when the
@@ -200,8 +215,10 @@ pub fn derived_credentials_secret(ctx: &BuildContext) -> Result<Option<Secret>, 
     let CredentialsSource::DerivedFromRootPassword { secret_name } = ctx.credentials() else {
         return Ok(None);
     };
-    let root_password = spec_root_password(ctx.spec())
-        .ok_or_else(|| BuildError::MissingCredentials { name: ctx.name().to_string() })?;
+    let root_password =
+        spec_root_password(ctx.spec()).ok_or_else(|| BuildError::MissingCredentials {
+            name: ctx.name().to_string(),
+        })?;
     let data = [
         (KEYFILE_KEY, derive_keyfile(root_password)),
         (USERNAME_KEY, DERIVED_ROOT_USER.to_string()),
@@ -214,17 +231,35 @@ pub fn derived_credentials_secret(ctx: &BuildContext) -> Result<Option<Secret>, 
 /// password derived from the root password (read by the caller from the
 /// credentials Secret or `spec.rootPassword`).
 pub fn monitor_credentials_secret(ctx: &BuildContext, root_password: &str) -> Secret {
-    operator_user_secret(ctx, names::monitor_credentials_secret(ctx.name()), MONITOR_USER, root_password)
+    operator_user_secret(
+        ctx,
+        names::monitor_credentials_secret(ctx.name()),
+        MONITOR_USER,
+        root_password,
+    )
 }
 
 /// `<name>-admin-credentials`: the operator's `clusterAdmin` user, with its
 /// password derived from the root password.
 pub fn admin_credentials_secret(ctx: &BuildContext, root_password: &str) -> Secret {
-    operator_user_secret(ctx, names::admin_credentials_secret(ctx.name()), ADMIN_USER, root_password)
+    operator_user_secret(
+        ctx,
+        names::admin_credentials_secret(ctx.name()),
+        ADMIN_USER,
+        root_password,
+    )
 }
 
-fn operator_user_secret(ctx: &BuildContext, secret_name: String, user: &str, root_password: &str) -> Secret {
-    let data = [(USERNAME_KEY, user.to_string()), (PASSWORD_KEY, derive_user_password(root_password, user))];
+fn operator_user_secret(
+    ctx: &BuildContext,
+    secret_name: String,
+    user: &str,
+    root_password: &str,
+) -> Secret {
+    let data = [
+        (USERNAME_KEY, user.to_string()),
+        (PASSWORD_KEY, derive_user_password(root_password, user)),
+    ];
     opaque_secret(ctx, secret_name, data)
 }
 
@@ -232,7 +267,10 @@ fn operator_user_secret(ctx: &BuildContext, secret_name: String, user: &str, roo
 /// The password is `spec.dbUserSpec.password`, or, when that is empty, derived
 /// from the root password like the operator-managed users' (so every cluster
 /// agrees on it).
-pub fn db_user_secret(ctx: &BuildContext, root_password: &str) -> Result<Option<Secret>, BuildError> {
+pub fn db_user_secret(
+    ctx: &BuildContext,
+    root_password: &str,
+) -> Result<Option<Secret>, BuildError> {
     let db_user = &ctx.spec().db_user_spec;
     if !db_user.enable {
         return Ok(None);
@@ -244,17 +282,31 @@ pub fn db_user_secret(ctx: &BuildContext, root_password: &str) -> Result<Option<
         Some(password) if !password.is_empty() => password.to_string(),
         _ => derive_user_password(root_password, &db_user.user),
     };
-    let data = [(DATABASE_KEY, db_user.name.clone()), (USERNAME_KEY, db_user.user.clone()), (PASSWORD_KEY, password)];
-    Ok(Some(opaque_secret(ctx, names::db_user_secret(ctx.name()), data)))
+    let data = [
+        (DATABASE_KEY, db_user.name.clone()),
+        (USERNAME_KEY, db_user.user.clone()),
+        (PASSWORD_KEY, password),
+    ];
+    Ok(Some(opaque_secret(
+        ctx,
+        names::db_user_secret(ctx.name()),
+        data,
+    )))
 }
 
 /// `<name>-image-pull`, a `kubernetes.io/dockerconfigjson` Secret, when
 /// `spec.imagePullSecret` is set.
 pub fn image_pull_secret(ctx: &BuildContext) -> Option<Secret> {
     let registry = ctx.spec().image_pull_secret.as_ref()?;
-    let data = BTreeMap::from([(".dockerconfigjson".to_string(), ByteString(docker_config_json(registry)))]);
+    let data = BTreeMap::from([(
+        ".dockerconfigjson".to_string(),
+        ByteString(docker_config_json(registry)),
+    )]);
     Some(Secret {
-        metadata: ctx.object_meta(names::image_pull_secret(ctx.name()), instance_labels(ctx.name())),
+        metadata: ctx.object_meta(
+            names::image_pull_secret(ctx.name()),
+            instance_labels(ctx.name()),
+        ),
         type_: Some("kubernetes.io/dockerconfigjson".to_string()),
         data: Some(data),
         ..Secret::default()
@@ -272,8 +324,15 @@ fn docker_config_json(registry: &ImagePullSecretSpec) -> Vec<u8> {
     config.to_string().into_bytes()
 }
 
-fn opaque_secret<const N: usize>(ctx: &BuildContext, secret_name: String, data: [(&str, String); N]) -> Secret {
-    let data = data.into_iter().map(|(key, value)| (key.to_string(), ByteString(value.into_bytes()))).collect();
+fn opaque_secret<const N: usize>(
+    ctx: &BuildContext,
+    secret_name: String,
+    data: [(&str, String); N],
+) -> Secret {
+    let data = data
+        .into_iter()
+        .map(|(key, value)| (key.to_string(), ByteString(value.into_bytes())))
+        .collect();
     Secret {
         metadata: ctx.object_meta(secret_name, instance_labels(ctx.name())),
         type_: Some("Opaque".to_string()),
@@ -299,14 +358,21 @@ mod tests {
     #[test]
     fn derived_keyfile_is_the_same_for_the_same_password_and_differs_for_another() {
         assert_eq!(derive_keyfile(ROOT_PASSWORD), derive_keyfile(ROOT_PASSWORD));
-        assert_ne!(derive_keyfile(ROOT_PASSWORD), derive_keyfile("another password"));
+        assert_ne!(
+            derive_keyfile(ROOT_PASSWORD),
+            derive_keyfile("another password")
+        );
     }
 
     #[test]
     fn derived_keyfile_has_a_length_and_charset_mongod_accepts() {
         for password in ["", "x", ROOT_PASSWORD, &"long".repeat(500)] {
             let keyfile = derive_keyfile(password);
-            assert!((6..=1024).contains(&keyfile.len()), "length {}", keyfile.len());
+            assert!(
+                (6..=1024).contains(&keyfile.len()),
+                "length {}",
+                keyfile.len()
+            );
             assert_eq!(keyfile.len(), 768);
             assert!(keyfile.chars().all(is_base64_char));
         }
@@ -317,9 +383,14 @@ mod tests {
         let monitor = derive_user_password(ROOT_PASSWORD, MONITOR_USER);
         assert_eq!(monitor, derive_user_password(ROOT_PASSWORD, MONITOR_USER));
         assert_ne!(monitor, derive_user_password(ROOT_PASSWORD, ADMIN_USER));
-        assert_ne!(monitor, derive_user_password("another password", MONITOR_USER));
+        assert_ne!(
+            monitor,
+            derive_user_password("another password", MONITOR_USER)
+        );
         assert_eq!(monitor.len(), 32);
-        assert!(monitor.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+        assert!(monitor
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
     }
 
     #[test]
@@ -331,7 +402,10 @@ mod tests {
         );
         // Test case 6: a key longer than the block size is hashed first.
         assert_eq!(
-            hex(hmac_sha256(&[0xaa; 131], b"Test Using Larger Than Block-Size Key - Hash Key First")),
+            hex(hmac_sha256(
+                &[0xaa; 131],
+                b"Test Using Larger Than Block-Size Key - Hash Key First"
+            )),
             "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
         );
     }
@@ -365,13 +439,21 @@ mod tests {
         let ctx = BuildContext::from_mongodb(&mongodb).unwrap();
         let source = ctx.credentials();
         assert_eq!(
-            (source.secret_name(), source.keyfile_key(), source.username_key(), source.password_key()),
+            (
+                source.secret_name(),
+                source.keyfile_key(),
+                source.username_key(),
+                source.password_key()
+            ),
             ("demo-credentials", "keyfile", "username", "password")
         );
         let secret = derived_credentials_secret(&ctx).unwrap().unwrap();
         assert_eq!(secret.metadata.name.as_deref(), Some("demo-credentials"));
         assert_eq!(secret.metadata.namespace.as_deref(), Some(NAMESPACE));
-        assert_eq!(secret.metadata.owner_references.as_ref().unwrap()[0].controller, Some(true));
+        assert_eq!(
+            secret.metadata.owner_references.as_ref().unwrap()[0].controller,
+            Some(true)
+        );
         assert_eq!(value(&secret, "keyfile"), derive_keyfile(ROOT_PASSWORD));
         assert_eq!(value(&secret, "username"), "root");
         assert_eq!(value(&secret, "password"), ROOT_PASSWORD);
@@ -382,13 +464,25 @@ mod tests {
         let mongodb = mongodb();
         let ctx = BuildContext::from_mongodb(&mongodb).unwrap();
         let monitor = monitor_credentials_secret(&ctx, ROOT_PASSWORD);
-        assert_eq!(monitor.metadata.name.as_deref(), Some("demo-monitor-credentials"));
+        assert_eq!(
+            monitor.metadata.name.as_deref(),
+            Some("demo-monitor-credentials")
+        );
         assert_eq!(value(&monitor, "username"), "clusterMonitor");
-        assert_eq!(value(&monitor, "password"), derive_user_password(ROOT_PASSWORD, "clusterMonitor"));
+        assert_eq!(
+            value(&monitor, "password"),
+            derive_user_password(ROOT_PASSWORD, "clusterMonitor")
+        );
         let admin = admin_credentials_secret(&ctx, ROOT_PASSWORD);
-        assert_eq!(admin.metadata.name.as_deref(), Some("demo-admin-credentials"));
+        assert_eq!(
+            admin.metadata.name.as_deref(),
+            Some("demo-admin-credentials")
+        );
         assert_eq!(value(&admin, "username"), "clusterAdmin");
-        assert_eq!(value(&admin, "password"), derive_user_password(ROOT_PASSWORD, "clusterAdmin"));
+        assert_eq!(
+            value(&admin, "password"),
+            derive_user_password(ROOT_PASSWORD, "clusterAdmin")
+        );
         assert!(admin.metadata.owner_references.is_some());
     }
 
@@ -398,37 +492,60 @@ mod tests {
         let ctx = BuildContext::from_mongodb(&mongodb).unwrap();
         assert_eq!(db_user_secret(&ctx, ROOT_PASSWORD).unwrap(), None);
 
-        mongodb.spec.db_user_spec =
-            DbUserSpec { enable: true, name: "app".into(), user: "appuser".into(), password: Some("app-pw".into()) };
+        mongodb.spec.db_user_spec = DbUserSpec {
+            enable: true,
+            name: "app".into(),
+            user: "appuser".into(),
+            password: Some("app-pw".into()),
+        };
         let ctx = BuildContext::from_mongodb(&mongodb).unwrap();
         let secret = db_user_secret(&ctx, ROOT_PASSWORD).unwrap().unwrap();
         assert_eq!(secret.metadata.name.as_deref(), Some("demo-dbuser"));
-        assert_eq!((value(&secret, "database"), value(&secret, "username")), ("app".into(), "appuser".into()));
+        assert_eq!(
+            (value(&secret, "database"), value(&secret, "username")),
+            ("app".into(), "appuser".into())
+        );
         assert_eq!(value(&secret, "password"), "app-pw");
     }
 
     #[test]
     fn db_user_secret_without_spec_password_derives_one_every_cluster_agrees_on() {
         let mut mongodb = mongodb();
-        mongodb.spec.db_user_spec =
-            DbUserSpec { enable: true, name: "app".into(), user: "appuser".into(), password: None };
+        mongodb.spec.db_user_spec = DbUserSpec {
+            enable: true,
+            name: "app".into(),
+            user: "appuser".into(),
+            password: None,
+        };
         let ctx = BuildContext::from_mongodb(&mongodb).unwrap();
         let secret = db_user_secret(&ctx, ROOT_PASSWORD).unwrap().unwrap();
-        assert_eq!(value(&secret, "password"), derive_user_password(ROOT_PASSWORD, "appuser"));
+        assert_eq!(
+            value(&secret, "password"),
+            derive_user_password(ROOT_PASSWORD, "appuser")
+        );
     }
 
     #[test]
     fn db_user_secret_refuses_an_enabled_user_without_names() {
         let mut mongodb = mongodb();
-        mongodb.spec.db_user_spec = DbUserSpec { enable: true, ..DbUserSpec::default() };
+        mongodb.spec.db_user_spec = DbUserSpec {
+            enable: true,
+            ..DbUserSpec::default()
+        };
         let ctx = BuildContext::from_mongodb(&mongodb).unwrap();
-        assert_eq!(db_user_secret(&ctx, ROOT_PASSWORD).unwrap_err(), BuildError::IncompleteDbUser);
+        assert_eq!(
+            db_user_secret(&ctx, ROOT_PASSWORD).unwrap_err(),
+            BuildError::IncompleteDbUser
+        );
     }
 
     #[test]
     fn image_pull_secret_is_a_docker_config_json_only_when_requested() {
         let mut mongodb = mongodb();
-        assert_eq!(image_pull_secret(&BuildContext::from_mongodb(&mongodb).unwrap()), None);
+        assert_eq!(
+            image_pull_secret(&BuildContext::from_mongodb(&mongodb).unwrap()),
+            None
+        );
 
         mongodb.spec.image_pull_secret = Some(ImagePullSecretSpec {
             username: "puller".into(),
@@ -437,8 +554,12 @@ mod tests {
         });
         let secret = image_pull_secret(&BuildContext::from_mongodb(&mongodb).unwrap()).unwrap();
         assert_eq!(secret.metadata.name.as_deref(), Some("demo-image-pull"));
-        assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/dockerconfigjson"));
-        let config: serde_json::Value = serde_json::from_str(&value(&secret, ".dockerconfigjson")).unwrap();
+        assert_eq!(
+            secret.type_.as_deref(),
+            Some("kubernetes.io/dockerconfigjson")
+        );
+        let config: serde_json::Value =
+            serde_json::from_str(&value(&secret, ".dockerconfigjson")).unwrap();
         let entry = &config["auths"]["registry.example.com"];
         assert_eq!(entry["username"], "puller");
         assert_eq!(entry["password"], "registry-pw");

@@ -13,7 +13,10 @@ use super::{names, BuildContext};
 /// before it is Ready, or a full restart never elects a primary.
 pub fn headless_service(ctx: &BuildContext) -> Service {
     Service {
-        metadata: ctx.object_meta(names::headless_service(ctx.name()), instance_labels(ctx.name())),
+        metadata: ctx.object_meta(
+            names::headless_service(ctx.name()),
+            instance_labels(ctx.name()),
+        ),
         spec: Some(ServiceSpec {
             cluster_ip: Some("None".to_string()),
             publish_not_ready_addresses: Some(true),
@@ -31,7 +34,10 @@ pub fn metrics_service(ctx: &BuildContext) -> Option<Service> {
         return None;
     }
     Some(Service {
-        metadata: ctx.object_meta(names::metrics_service(ctx.name()), component_labels(ctx.name(), Component::Metrics)),
+        metadata: ctx.object_meta(
+            names::metrics_service(ctx.name()),
+            component_labels(ctx.name(), Component::Metrics),
+        ),
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".to_string()),
             selector: Some(instance_selector(ctx.name())),
@@ -61,24 +67,39 @@ mod tests {
     fn headless_service_publishes_not_ready_members_of_the_instance() {
         let mongodb = mongodb();
         let service = headless_service(&BuildContext::from_mongodb(&mongodb).unwrap());
-        assert_eq!(service.metadata.name.as_deref(), Some("demo-mongodb-headless"));
+        assert_eq!(
+            service.metadata.name.as_deref(),
+            Some("demo-mongodb-headless")
+        );
         assert!(service.metadata.owner_references.is_some());
         let spec = service.spec.unwrap();
         assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
         assert_eq!(spec.publish_not_ready_addresses, Some(true));
         assert_eq!(spec.selector, Some(instance_selector(NAME)));
         let port = &spec.ports.unwrap()[0];
-        assert_eq!((port.port, port.target_port.clone()), (27017, Some(IntOrString::String("mongodb".into()))));
+        assert_eq!(
+            (port.port, port.target_port.clone()),
+            (27017, Some(IntOrString::String("mongodb".into())))
+        );
     }
 
     #[test]
     fn metrics_service_exists_only_when_the_exporter_is_enabled() {
         let mut mongodb = mongodb();
-        assert_eq!(metrics_service(&BuildContext::from_mongodb(&mongodb).unwrap()), None);
+        assert_eq!(
+            metrics_service(&BuildContext::from_mongodb(&mongodb).unwrap()),
+            None
+        );
         mongodb.spec.metrics_exporter_spec.enable = true;
         let service = metrics_service(&BuildContext::from_mongodb(&mongodb).unwrap()).unwrap();
-        assert_eq!(service.metadata.name.as_deref(), Some("demo-mongodb-metrics"));
-        assert_eq!(service.metadata.labels.unwrap()["app.kubernetes.io/component"], "metrics");
+        assert_eq!(
+            service.metadata.name.as_deref(),
+            Some("demo-mongodb-metrics")
+        );
+        assert_eq!(
+            service.metadata.labels.unwrap()["app.kubernetes.io/component"],
+            "metrics"
+        );
         let spec = service.spec.unwrap();
         assert_eq!(spec.selector, Some(instance_selector(NAME)));
         assert_eq!(spec.ports.unwrap()[0].port, 9216);

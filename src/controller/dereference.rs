@@ -62,8 +62,15 @@ impl Dereferenced {
             .get(&slot)
             .and_then(|s| s.node_port)
             .and_then(|port| u16::try_from(port).ok())
-            .map(|port| MemberAddress { host: self.vip.clone(), port });
-        from_service.or_else(|| self.stateful_sets.get(&slot).and_then(|s| s.recorded_host.clone()))
+            .map(|port| MemberAddress {
+                host: self.vip.clone(),
+                port,
+            });
+        from_service.or_else(|| {
+            self.stateful_sets
+                .get(&slot)
+                .and_then(|s| s.recorded_host.clone())
+        })
     }
 }
 
@@ -88,57 +95,108 @@ pub fn slot_of(instance: &str, object_name: &str) -> Option<MemberSlot> {
 }
 
 /// Reads and checks everything `mongodb` refers to.
-pub async fn dereference(client: &Client, mongodb: &MongoDB) -> Result<Dereferenced, DereferenceError> {
+pub async fn dereference(
+    client: &Client,
+    mongodb: &MongoDB,
+) -> Result<Dereferenced, DereferenceError> {
     let namespace = mongodb.namespace().unwrap_or_default();
     let instance = mongodb.name_any();
     let vip = validate::vip(mongodb.labels()).map_err(DereferenceError::Invalid)?;
 
     let hostconf_name = hostconf_name(mongodb);
-    let config_map = Api::<ConfigMap>::namespaced(client.clone(), &namespace).get_opt(&hostconf_name).await?;
+    let config_map = Api::<ConfigMap>::namespaced(client.clone(), &namespace)
+        .get_opt(&hostconf_name)
+        .await?;
     let Some(config_map) = config_map else {
         return Err(DereferenceError::Invalid(Problem {
             reason: "HostconfMissing",
             message: format!("ConfigMap {hostconf_name} (spec.memberConfigRef) does not exist yet; the control plane propagates it"),
         }));
     };
-    let hostconf = validate::hostconf(&hostconf_name, config_map.data.as_ref()).map_err(DereferenceError::Invalid)?;
+    let hostconf = validate::hostconf(&hostconf_name, config_map.data.as_ref())
+        .map_err(DereferenceError::Invalid)?;
 
     let credentials_source = crate::build::BuildContext::from_mongodb(mongodb)
-        .map_err(|error| DereferenceError::Invalid(Problem { reason: error.reason(), message: error.to_string() }))?
+        .map_err(|error| {
+            DereferenceError::Invalid(Problem {
+                reason: error.reason(),
+                message: error.to_string(),
+            })
+        })?
         .credentials()
         .clone();
     let credentials = match &credentials_source {
-        CredentialsSource::Referenced { secret_name, keyfile_key, username_key, password_key } => {
-            let secret = Api::<Secret>::namespaced(client.clone(), &namespace).get_opt(secret_name).await?;
+        CredentialsSource::Referenced {
+            secret_name,
+            keyfile_key,
+            username_key,
+            password_key,
+        } => {
+            let secret = Api::<Secret>::namespaced(client.clone(), &namespace)
+                .get_opt(secret_name)
+                .await?;
             let Some(secret) = secret else {
                 return Err(DereferenceError::Invalid(Problem {
                     reason: "CredentialsSecretMissing",
-                    message: format!("Secret {secret_name} (spec.credentialsSecretRef) does not exist yet"),
+                    message: format!(
+                        "Secret {secret_name} (spec.credentialsSecretRef) does not exist yet"
+                    ),
                 }));
             };
             let data = secret.data.unwrap_or_default();
             let value = |key: &str| data.get(key).map(|v| v.0.as_slice());
-            validate::credentials(secret_name, keyfile_key, value(keyfile_key), username_key, value(username_key), password_key, value(password_key))
-                .map_err(DereferenceError::Invalid)?
+            validate::credentials(
+                secret_name,
+                keyfile_key,
+                value(keyfile_key),
+                username_key,
+                value(username_key),
+                password_key,
+                value(password_key),
+            )
+            .map_err(DereferenceError::Invalid)?
         }
         CredentialsSource::DerivedFromRootPassword { secret_name } => {
             let password = mongodb.spec.root_password.clone().unwrap_or_default();
             let keyfile = crate::build::derive_keyfile(&password);
-            validate::credentials(secret_name, "keyfile", Some(keyfile.as_bytes()), "username", Some(crate::build::secrets::DERIVED_ROOT_USER.as_bytes()), "password", Some(password.as_bytes()))
-                .map_err(DereferenceError::Invalid)?
+            validate::credentials(
+                secret_name,
+                "keyfile",
+                Some(keyfile.as_bytes()),
+                "username",
+                Some(crate::build::secrets::DERIVED_ROOT_USER.as_bytes()),
+                "password",
+                Some(password.as_bytes()),
+            )
+            .map_err(DereferenceError::Invalid)?
         }
     };
 
     let selector = ListParams::default().labels(&format!("{INSTANCE_LABEL}={instance}"));
     let mut services = BTreeMap::new();
-    for service in Api::<Service>::namespaced(client.clone(), &namespace).list(&selector).await? {
-        let Some(slot) = slot_of(&instance, &service.name_any()) else { continue };
+    for service in Api::<Service>::namespaced(client.clone(), &namespace)
+        .list(&selector)
+        .await?
+    {
+        let Some(slot) = slot_of(&instance, &service.name_any()) else {
+            continue;
+        };
         let spec = service.spec.unwrap_or_default();
         if spec.type_.as_deref() != Some("NodePort") {
             continue;
         }
-        let node_port = spec.ports.as_ref().and_then(|ports| ports.first()).and_then(|p| p.node_port);
-        services.insert(slot, MemberService { selector: spec.selector.unwrap_or_default(), node_port });
+        let node_port = spec
+            .ports
+            .as_ref()
+            .and_then(|ports| ports.first())
+            .and_then(|p| p.node_port);
+        services.insert(
+            slot,
+            MemberService {
+                selector: spec.selector.unwrap_or_default(),
+                node_port,
+            },
+        );
     }
 
     let pods: BTreeMap<String, Pod> = Api::<Pod>::namespaced(client.clone(), &namespace)
@@ -148,20 +206,47 @@ pub async fn dereference(client: &Client, mongodb: &MongoDB) -> Result<Dereferen
         .map(|pod| (pod.name_any(), pod))
         .collect();
     let mut stateful_sets = BTreeMap::new();
-    for stateful_set in Api::<StatefulSet>::namespaced(client.clone(), &namespace).list(&selector).await? {
+    for stateful_set in Api::<StatefulSet>::namespaced(client.clone(), &namespace)
+        .list(&selector)
+        .await?
+    {
         let name = stateful_set.name_any();
-        let Some(slot) = slot_of(&instance, &name) else { continue };
-        if !stateful_set.owner_references().iter().any(|o| Some(&o.uid) == mongodb.metadata.uid.as_ref()) {
+        let Some(slot) = slot_of(&instance, &name) else {
+            continue;
+        };
+        if !stateful_set
+            .owner_references()
+            .iter()
+            .any(|o| Some(&o.uid) == mongodb.metadata.uid.as_ref())
+        {
             continue;
         }
-        let recorded_host = stateful_set.annotations().get(MEMBER_HOST_ANNOTATION).and_then(|h| MemberAddress::parse(h).ok());
-        let pod_running = pods
-            .get(&format!("{name}-0"))
-            .is_some_and(|pod| pod.metadata.deletion_timestamp.is_none() && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
-        stateful_sets.insert(slot, MemberStatefulSetFacts { recorded_host, pod_running });
+        let recorded_host = stateful_set
+            .annotations()
+            .get(MEMBER_HOST_ANNOTATION)
+            .and_then(|h| MemberAddress::parse(h).ok());
+        let pod_running = pods.get(&format!("{name}-0")).is_some_and(|pod| {
+            pod.metadata.deletion_timestamp.is_none()
+                && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        });
+        stateful_sets.insert(
+            slot,
+            MemberStatefulSetFacts {
+                recorded_host,
+                pod_running,
+            },
+        );
     }
 
-    Ok(Dereferenced { vip, hostconf_name, hostconf, credentials_source, credentials, services, stateful_sets })
+    Ok(Dereferenced {
+        vip,
+        hostconf_name,
+        hostconf,
+        credentials_source,
+        credentials,
+        services,
+        stateful_sets,
+    })
 }
 
 /// Why dereferencing stopped.
@@ -182,8 +267,14 @@ mod tests {
     #[test]
     fn slots_are_read_from_this_instances_names_only() {
         assert_eq!(slot_of("demo", "demo-mongodb-0"), Some(MemberSlot::Data(0)));
-        assert_eq!(slot_of("demo", "demo-mongodb-12"), Some(MemberSlot::Data(12)));
-        assert_eq!(slot_of("demo", "demo-mongodb-arbiter"), Some(MemberSlot::Arbiter));
+        assert_eq!(
+            slot_of("demo", "demo-mongodb-12"),
+            Some(MemberSlot::Data(12))
+        );
+        assert_eq!(
+            slot_of("demo", "demo-mongodb-arbiter"),
+            Some(MemberSlot::Arbiter)
+        );
         assert_eq!(slot_of("demo", "demo-mongodb-headless"), None);
         assert_eq!(slot_of("demo", "demo-mongodb-metrics"), None);
         assert_eq!(slot_of("demo", "demo-mongodb-01"), None);

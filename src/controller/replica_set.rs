@@ -18,7 +18,9 @@ use super::dereference::Dereferenced;
 use crate::api::MongoDB;
 use crate::hostconf::MemberAddress;
 use crate::mongo::{codes, MemberAnswer, MongoError, MongoGateway, SetObservation};
-use crate::planner::{LocalMemberFacts, MemberHealth, MemberProbe, MemberSlot, Observed, ObservedSet, PlanInput, Step};
+use crate::planner::{
+    LocalMemberFacts, MemberHealth, MemberProbe, MemberSlot, Observed, ObservedSet, PlanInput, Step,
+};
 
 /// What the planner and the status are computed from.
 pub struct Observation {
@@ -45,7 +47,13 @@ pub struct Wanted {
 /// only while there is no evidence of a set yet — no recorded `replicaSetId`
 /// and no local member with a config — because only the initiate decision and
 /// finding an existing set need them.
-pub async fn observe(gateway: &MongoGateway, mongodb: &MongoDB, refs: &Dereferenced, wanted: Wanted, stepped_down_recently: Option<MemberAddress>) -> Observation {
+pub async fn observe(
+    gateway: &MongoGateway,
+    mongodb: &MongoDB,
+    refs: &Dereferenced,
+    wanted: Wanted,
+    stepped_down_recently: Option<MemberAddress>,
+) -> Observation {
     let credentials = &refs.credentials.root;
     let mut slots: BTreeSet<MemberSlot> = (0..wanted.members).map(MemberSlot::Data).collect();
     if wanted.arbiter {
@@ -54,20 +62,35 @@ pub async fn observe(gateway: &MongoGateway, mongodb: &MongoDB, refs: &Dereferen
     slots.extend(refs.stateful_sets.keys().copied());
     slots.extend(refs.services.keys().copied());
 
-    let local_addresses: Vec<(MemberSlot, Option<MemberAddress>)> = slots.iter().map(|slot| (*slot, refs.address(*slot))).collect();
+    let local_addresses: Vec<(MemberSlot, Option<MemberAddress>)> = slots
+        .iter()
+        .map(|slot| (*slot, refs.address(*slot)))
+        .collect();
     let running_locals: BTreeSet<MemberAddress> = local_addresses
         .iter()
         .filter(|(slot, _)| refs.stateful_sets.get(slot).is_some_and(|s| s.pod_running))
         .filter_map(|(_, address)| address.clone())
         .collect();
     let mut answers = ask(gateway, running_locals.iter().cloned(), credentials).await;
-    let known_replica_set_id = mongodb.status.as_ref().and_then(|s| s.replica_set_id.clone());
-    if known_replica_set_id.is_none() && !answers.values().any(|a| a.config.is_some() || a.removed) {
-        let remote = refs.hostconf.members.iter().map(|m| m.address.clone()).filter(|a| !running_locals.contains(a) && a.host != refs.vip);
+    let known_replica_set_id = mongodb
+        .status
+        .as_ref()
+        .and_then(|s| s.replica_set_id.clone());
+    if known_replica_set_id.is_none() && !answers.values().any(|a| a.config.is_some() || a.removed)
+    {
+        let remote = refs
+            .hostconf
+            .members
+            .iter()
+            .map(|m| m.address.clone())
+            .filter(|a| !running_locals.contains(a) && a.host != refs.vip);
         answers.extend(ask(gateway, remote, credentials).await);
     }
 
-    let probes: BTreeMap<MemberAddress, MemberProbe> = answers.iter().map(|(address, answer)| (address.clone(), probe_of(answer))).collect();
+    let probes: BTreeMap<MemberAddress, MemberProbe> = answers
+        .iter()
+        .map(|(address, answer)| (address.clone(), probe_of(answer)))
+        .collect();
     let local_members: Vec<LocalMemberFacts> = local_addresses
         .iter()
         .map(|(slot, address)| LocalMemberFacts {
@@ -78,13 +101,25 @@ pub async fn observe(gateway: &MongoGateway, mongodb: &MongoDB, refs: &Dereferen
             probe: address.as_ref().and_then(|a| probes.get(a).cloned()),
         })
         .collect();
-    let local_hosts: BTreeSet<&MemberAddress> = local_addresses.iter().filter_map(|(_, a)| a.as_ref()).collect();
-    let remote_probes = probes.iter().filter(|(address, _)| !local_hosts.contains(address) && address.host != refs.vip).map(|(a, p)| (a.clone(), p.clone())).collect();
+    let local_hosts: BTreeSet<&MemberAddress> = local_addresses
+        .iter()
+        .filter_map(|(_, a)| a.as_ref())
+        .collect();
+    let remote_probes = probes
+        .iter()
+        .filter(|(address, _)| !local_hosts.contains(address) && address.host != refs.vip)
+        .map(|(a, p)| (a.clone(), p.clone()))
+        .collect();
 
-    let someone_has_config = probes.values().any(|p| p.has_config) || known_replica_set_id.is_some();
+    let someone_has_config =
+        probes.values().any(|p| p.has_config) || known_replica_set_id.is_some();
     let set_name = &mongodb.spec.repl_set_name;
     let set = if someone_has_config {
-        let mut seeds: BTreeSet<MemberAddress> = answers.iter().filter(|(_, a)| a.config.is_some()).map(|(address, _)| address.clone()).collect();
+        let mut seeds: BTreeSet<MemberAddress> = answers
+            .iter()
+            .filter(|(_, a)| a.config.is_some())
+            .map(|(address, _)| address.clone())
+            .collect();
         seeds.extend(refs.hostconf.members.iter().map(|m| m.address.clone()));
         let seeds: Vec<MemberAddress> = seeds.into_iter().collect();
         match gateway.observe_set(&seeds, set_name, credentials).await {
@@ -101,7 +136,20 @@ pub async fn observe(gateway: &MongoGateway, mongodb: &MongoDB, refs: &Dereferen
         Some(set) => Observed::Configured(ObservedSet {
             config: set.config.clone(),
             primary: set.primary.clone(),
-            member_health: set.members.iter().map(|(host, m)| (host.clone(), MemberHealth { state: m.state, healthy: m.healthy, lag_secs: m.lag_secs })).collect(),
+            member_health: set
+                .members
+                .iter()
+                .map(|(host, m)| {
+                    (
+                        host.clone(),
+                        MemberHealth {
+                            state: m.state,
+                            healthy: m.healthy,
+                            lag_secs: m.lag_secs,
+                        },
+                    )
+                })
+                .collect(),
             config_committed: set.config_committed,
             stepped_down_recently,
         }),
@@ -125,7 +173,11 @@ pub async fn observe(gateway: &MongoGateway, mongodb: &MongoDB, refs: &Dereferen
 }
 
 /// Asks each of `members` directly, at once; those that do not answer are left out.
-async fn ask(gateway: &MongoGateway, members: impl Iterator<Item = MemberAddress>, credentials: &crate::mongo::RootCredentials) -> BTreeMap<MemberAddress, MemberAnswer> {
+async fn ask(
+    gateway: &MongoGateway,
+    members: impl Iterator<Item = MemberAddress>,
+    credentials: &crate::mongo::RootCredentials,
+) -> BTreeMap<MemberAddress, MemberAnswer> {
     join_all(members.map(|address| async move {
         let answer = gateway.ask_member(&address, credentials).await;
         (address, answer)
@@ -145,8 +197,15 @@ async fn ask(gateway: &MongoGateway, members: impl Iterator<Item = MemberAddress
 fn probe_of(answer: &MemberAnswer) -> MemberProbe {
     MemberProbe {
         has_config: answer.config.is_some() || answer.removed,
-        replica_set_id: answer.config.as_ref().and_then(|c| c.settings.replica_set_id.clone()),
-        set_name: answer.config.as_ref().map(|c| c.set_name.clone()).or_else(|| answer.set_name.clone()),
+        replica_set_id: answer
+            .config
+            .as_ref()
+            .and_then(|c| c.settings.replica_set_id.clone()),
+        set_name: answer
+            .config
+            .as_ref()
+            .map(|c| c.set_name.clone())
+            .or_else(|| answer.set_name.clone()),
         state: answer.state,
     }
 }
@@ -194,7 +253,15 @@ pub fn conflict_backoff(attempt: u32) -> Duration {
 }
 
 /// Carries out `step`. Kubernetes deletions go through `delete_member`.
-pub async fn act<F, Fut>(gateway: &MongoGateway, mongodb: &MongoDB, refs: &Dereferenced, observation: &Observation, step: &Step, attempt: u32, delete_member: F) -> Result<Outcome, ActError>
+pub async fn act<F, Fut>(
+    gateway: &MongoGateway,
+    mongodb: &MongoDB,
+    refs: &Dereferenced,
+    observation: &Observation,
+    step: &Step,
+    attempt: u32,
+    delete_member: F,
+) -> Result<Outcome, ActError>
 where
     F: FnOnce(MemberSlot, bool) -> Fut,
     Fut: std::future::Future<Output = Result<(), kube::Error>>,
@@ -202,26 +269,71 @@ where
     let credentials = &refs.credentials.root;
     let set_name = &mongodb.spec.repl_set_name;
     let seeds = seeds(observation);
-    let done = |reason, message: String| Outcome { event: Some(Note { type_: EventType::Normal, reason, message }), requeue: AFTER_CHANGE, stepped_down: None, conflict: false };
+    let done = |reason, message: String| Outcome {
+        event: Some(Note {
+            type_: EventType::Normal,
+            reason,
+            message,
+        }),
+        requeue: AFTER_CHANGE,
+        stepped_down: None,
+        conflict: false,
+    };
     match step {
         Step::Initiate { config } => {
-            let local = config.members.iter().map(|m| &m.host).find(|host| host.host == refs.vip).ok_or(ActError::NoLocalMemberToInitiate)?;
+            let local = config
+                .members
+                .iter()
+                .map(|m| &m.host)
+                .find(|host| host.host == refs.vip)
+                .ok_or(ActError::NoLocalMemberToInitiate)?;
             gateway.initiate(local, config, credentials).await?;
             let hosts: Vec<String> = config.members.iter().map(|m| m.host.to_string()).collect();
-            Ok(done("Initiate", format!("initiated replica set {} on {local} with {}", config.set_name, hosts.join(", "))))
+            Ok(done(
+                "Initiate",
+                format!(
+                    "initiated replica set {} on {local} with {}",
+                    config.set_name,
+                    hosts.join(", ")
+                ),
+            ))
         }
         Step::Reconfig { config, change } => {
-            let Some(set) = &observation.set else { return Err(ActError::NoObservedConfig) };
-            match gateway.reconfig(&seeds, set_name, &set.config_document, config, credentials).await {
-                Ok(()) => Ok(done(step.reason(), format!("{change}: config version {} → {}", set.config.version, config.version))),
-                Err(error) if error.code().is_some_and(|code| codes::RETRYABLE_RECONFIG.contains(&code)) => {
+            let Some(set) = &observation.set else {
+                return Err(ActError::NoObservedConfig);
+            };
+            match gateway
+                .reconfig(&seeds, set_name, &set.config_document, config, credentials)
+                .await
+            {
+                Ok(()) => Ok(done(
+                    step.reason(),
+                    format!(
+                        "{change}: config version {} → {}",
+                        set.config.version, config.version
+                    ),
+                )),
+                Err(error)
+                    if error
+                        .code()
+                        .is_some_and(|code| codes::RETRYABLE_RECONFIG.contains(&code)) =>
+                {
                     tracing::info!(%error, attempt, "reconfig conflicted with another change; retrying");
-                    Ok(Outcome { event: None, requeue: conflict_backoff(attempt), stepped_down: None, conflict: true })
+                    Ok(Outcome {
+                        event: None,
+                        requeue: conflict_backoff(attempt),
+                        stepped_down: None,
+                        conflict: true,
+                    })
                 }
                 Err(error) => Err(error.into()),
             }
         }
-        Step::StepDown { primary, step_down_secs, secondary_catch_up_period_secs } => {
+        Step::StepDown {
+            primary,
+            step_down_secs,
+            secondary_catch_up_period_secs,
+        } => {
             match gateway.step_down(&seeds, set_name, i64::from(*step_down_secs), i64::from(*secondary_catch_up_period_secs), credentials).await {
                 Ok(()) => Ok(Outcome {
                     event: Some(Note { type_: EventType::Normal, reason: "StepDown", message: format!("asked primary {primary} to step down before it leaves the replica set") }),
@@ -240,16 +352,33 @@ where
         }
         Step::DeleteStatefulSet { slot, delete_pvc } => {
             delete_member(*slot, *delete_pvc).await?;
-            Ok(done("DeleteStatefulSet", format!("{slot} left the replica set; {step}")))
+            Ok(done(
+                "DeleteStatefulSet",
+                format!("{slot} left the replica set; {step}"),
+            ))
         }
-        Step::Wait { .. } => Ok(Outcome { event: None, requeue: WHILE_WAITING, stepped_down: None, conflict: false }),
+        Step::Wait { .. } => Ok(Outcome {
+            event: None,
+            requeue: WHILE_WAITING,
+            stepped_down: None,
+            conflict: false,
+        }),
         Step::Refuse { reason } => Ok(Outcome {
-            event: Some(Note { type_: EventType::Warning, reason: reason.reason(), message: format!("refused: {reason}") }),
+            event: Some(Note {
+                type_: EventType::Warning,
+                reason: reason.reason(),
+                message: format!("refused: {reason}"),
+            }),
             requeue: AFTER_REFUSAL,
             stepped_down: None,
             conflict: false,
         }),
-        Step::InSync => Ok(Outcome { event: None, requeue: IN_SYNC, stepped_down: None, conflict: false }),
+        Step::InSync => Ok(Outcome {
+            event: None,
+            requeue: IN_SYNC,
+            stepped_down: None,
+            conflict: false,
+        }),
     }
 }
 
@@ -257,7 +386,13 @@ where
 fn seeds(observation: &Observation) -> Vec<MemberAddress> {
     match &observation.set {
         Some(set) if !set.members.is_empty() => set.members.keys().cloned().collect(),
-        _ => observation.plan_input.hostconf.members.iter().map(|m| m.address.clone()).collect(),
+        _ => observation
+            .plan_input
+            .hostconf
+            .members
+            .iter()
+            .map(|m| m.address.clone())
+            .collect(),
     }
 }
 
@@ -286,7 +421,10 @@ mod tests {
     fn conflict_backoff_grows_and_stays_bounded() {
         let first = conflict_backoff(0);
         let later = conflict_backoff(8);
-        assert!(first >= Duration::from_millis(500) && first <= Duration::from_secs(2), "{first:?}");
+        assert!(
+            first >= Duration::from_millis(500) && first <= Duration::from_secs(2),
+            "{first:?}"
+        );
         assert!(later > first, "{later:?} after {first:?}");
         assert!(conflict_backoff(100) <= Duration::from_secs(60));
     }

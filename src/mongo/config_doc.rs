@@ -26,33 +26,62 @@ pub enum ConfigDocError {
 
 /// Reads `replSetGetConfig`'s `config` document.
 pub fn config_from_document(config: &Document) -> Result<ReplicaSetConfig, ConfigDocError> {
-    let set_name = config.get_str("_id").map_err(|_| ConfigDocError::Field("_id"))?.to_string();
+    let set_name = config
+        .get_str("_id")
+        .map_err(|_| ConfigDocError::Field("_id"))?
+        .to_string();
     let version = integer(config.get("version")).ok_or(ConfigDocError::Field("version"))?;
     let term = integer(config.get("term"));
     let members = config
         .get_array("members")
         .map_err(|_| ConfigDocError::Field("members"))?
         .iter()
-        .map(|member| member.as_document().ok_or(ConfigDocError::Field("members[]")).and_then(member_from_document))
+        .map(|member| {
+            member
+                .as_document()
+                .ok_or(ConfigDocError::Field("members[]"))
+                .and_then(member_from_document)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let settings = config.get_document("settings").ok();
-    let setting_int = |key: &str, default: i64| settings.and_then(|s| integer(s.get(key))).unwrap_or(default);
+    let setting_int = |key: &str, default: i64| {
+        settings
+            .and_then(|s| integer(s.get(key)))
+            .unwrap_or(default)
+    };
     let settings = ConfigSettings {
         election_timeout_millis: setting_int("electionTimeoutMillis", 10_000),
         heartbeat_interval_millis: setting_int("heartbeatIntervalMillis", 2_000),
         catch_up_timeout_millis: setting_int("catchUpTimeoutMillis", -1),
-        chaining_allowed: settings.and_then(|s| s.get_bool("chainingAllowed").ok()).unwrap_or(true),
-        replica_set_id: settings.and_then(|s| s.get_object_id("replicaSetId").ok()).map(|id| id.to_hex()),
+        chaining_allowed: settings
+            .and_then(|s| s.get_bool("chainingAllowed").ok())
+            .unwrap_or(true),
+        replica_set_id: settings
+            .and_then(|s| s.get_object_id("replicaSetId").ok())
+            .map(|id| id.to_hex()),
     };
-    Ok(ReplicaSetConfig { set_name, version, term, members, settings })
+    Ok(ReplicaSetConfig {
+        set_name,
+        version,
+        term,
+        members,
+        settings,
+    })
 }
 
 fn member_from_document(member: &Document) -> Result<ConfigMember, ConfigDocError> {
-    let host_text = member.get_str("host").map_err(|_| ConfigDocError::Field("members[].host"))?;
-    let host = MemberAddress::parse(host_text).map_err(|_| ConfigDocError::Host(host_text.to_string()))?;
+    let host_text = member
+        .get_str("host")
+        .map_err(|_| ConfigDocError::Field("members[].host"))?;
+    let host =
+        MemberAddress::parse(host_text).map_err(|_| ConfigDocError::Host(host_text.to_string()))?;
     let tags = member
         .get_document("tags")
-        .map(|tags| tags.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string()))).collect())
+        .map(|tags| {
+            tags.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect()
+        })
         .unwrap_or_default();
     Ok(ConfigMember {
         id: integer(member.get("_id")).ok_or(ConfigDocError::Field("members[]._id"))?,
@@ -69,7 +98,11 @@ fn member_from_document(member: &Document) -> Result<ConfigMember, ConfigDocErro
 /// The document for `replSetInitiate`: a brand-new config (mongod generates the
 /// `replicaSetId`).
 pub fn initiate_document(config: &ReplicaSetConfig) -> Document {
-    let members: Vec<Bson> = config.members.iter().map(|m| Bson::Document(member_document(m, Document::new()))).collect();
+    let members: Vec<Bson> = config
+        .members
+        .iter()
+        .map(|m| Bson::Document(member_document(m, Document::new())))
+        .collect();
     doc! {
         "_id": &config.set_name,
         "version": config.version,
@@ -94,15 +127,26 @@ pub fn reconfig_document(current: &Document, desired: &ReplicaSetConfig) -> Docu
     let members: Vec<Bson> = desired
         .members
         .iter()
-        .map(|m| Bson::Document(member_document(m, current_members.remove(&m.id).unwrap_or_default())))
+        .map(|m| {
+            Bson::Document(member_document(
+                m,
+                current_members.remove(&m.id).unwrap_or_default(),
+            ))
+        })
         .collect();
     let mut document = current.clone();
     document.remove("term");
     document.insert("_id", desired.set_name.clone());
     document.insert("version", desired.version);
     document.insert("members", members);
-    let current_settings = current.get_document("settings").cloned().unwrap_or_default();
-    document.insert("settings", settings_document(&desired.settings, current_settings));
+    let current_settings = current
+        .get_document("settings")
+        .cloned()
+        .unwrap_or_default();
+    document.insert(
+        "settings",
+        settings_document(&desired.settings, current_settings),
+    );
     document
 }
 
@@ -114,17 +158,28 @@ fn member_document(member: &ConfigMember, mut base: Document) -> Document {
     base.insert("votes", member.votes as i32);
     base.insert("priority", member.priority);
     base.insert("hidden", member.hidden);
-    let tags: Document = member.tags.iter().map(|(k, v)| (k.clone(), Bson::String(v.clone()))).collect();
+    let tags: Document = member
+        .tags
+        .iter()
+        .map(|(k, v)| (k.clone(), Bson::String(v.clone())))
+        .collect();
     base.insert("tags", tags);
     base
 }
 
 fn settings_document(settings: &ConfigSettings, mut base: Document) -> Document {
     base.insert("electionTimeoutMillis", settings.election_timeout_millis);
-    base.insert("heartbeatIntervalMillis", settings.heartbeat_interval_millis);
+    base.insert(
+        "heartbeatIntervalMillis",
+        settings.heartbeat_interval_millis,
+    );
     base.insert("catchUpTimeoutMillis", settings.catch_up_timeout_millis);
     base.insert("chainingAllowed", settings.chaining_allowed);
-    if let Some(id) = settings.replica_set_id.as_deref().and_then(|hex| ObjectId::parse_str(hex).ok()) {
+    if let Some(id) = settings
+        .replica_set_id
+        .as_deref()
+        .and_then(|hex| ObjectId::parse_str(hex).ok())
+    {
         base.insert("replicaSetId", id);
     }
     base
@@ -180,8 +235,14 @@ mod tests {
         assert_eq!(config.members.len(), 2);
         assert_eq!(config.members[1].host.to_string(), "127.0.11.1:30001");
         assert!(config.members[1].newly_added);
-        assert_eq!(config.members[1].tags.get("site").map(String::as_str), Some("b"));
-        assert_eq!(config.settings.replica_set_id.as_deref(), Some("65a000000000000000000001"));
+        assert_eq!(
+            config.members[1].tags.get("site").map(String::as_str),
+            Some("b")
+        );
+        assert_eq!(
+            config.settings.replica_set_id.as_deref(),
+            Some("65a000000000000000000001")
+        );
     }
 
     #[test]
@@ -201,7 +262,10 @@ mod tests {
         let settings = sent.get_document("settings").unwrap();
         assert_eq!(settings.get_i32("heartbeatTimeoutSecs").unwrap(), 10);
         assert_eq!(settings.get_i64("electionTimeoutMillis").unwrap(), 20_000);
-        assert_eq!(settings.get_object_id("replicaSetId").unwrap().to_hex(), "65a000000000000000000001");
+        assert_eq!(
+            settings.get_object_id("replicaSetId").unwrap().to_hex(),
+            "65a000000000000000000001"
+        );
         assert_eq!(sent.get_i64("protocolVersion").unwrap(), 1);
     }
 
@@ -219,7 +283,12 @@ mod tests {
         added.tags.clear();
         desired.members.push(added);
         let sent = reconfig_document(&current, &desired);
-        let hosts: Vec<&str> = sent.get_array("members").unwrap().iter().map(|m| m.as_document().unwrap().get_str("host").unwrap()).collect();
+        let hosts: Vec<&str> = sent
+            .get_array("members")
+            .unwrap()
+            .iter()
+            .map(|m| m.as_document().unwrap().get_str("host").unwrap())
+            .collect();
         assert_eq!(hosts, ["127.0.11.1:30001", "127.0.12.1:30001"]);
         let added = sent.get_array("members").unwrap()[1].as_document().unwrap();
         assert_eq!(added.get_i32("votes").unwrap(), 0);
@@ -241,9 +310,18 @@ mod tests {
 
     #[test]
     fn malformed_documents_are_errors_not_panics() {
-        assert_eq!(config_from_document(&doc! {}), Err(ConfigDocError::Field("_id")));
-        assert_eq!(config_from_document(&doc! {"_id": "rs", "version": "x"}), Err(ConfigDocError::Field("version")));
+        assert_eq!(
+            config_from_document(&doc! {}),
+            Err(ConfigDocError::Field("_id"))
+        );
+        assert_eq!(
+            config_from_document(&doc! {"_id": "rs", "version": "x"}),
+            Err(ConfigDocError::Field("version"))
+        );
         let bad_host = doc! {"_id": "rs", "version": 1, "members": [{"_id": 0, "host": "nohost"}]};
-        assert_eq!(config_from_document(&bad_host), Err(ConfigDocError::Host("nohost".into())));
+        assert_eq!(
+            config_from_document(&bad_host),
+            Err(ConfigDocError::Host("nohost".into()))
+        );
     }
 }

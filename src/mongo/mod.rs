@@ -18,12 +18,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mongodb::bson::{doc, Bson, Document};
-use mongodb::options::{AuthMechanism, ClientOptions, Credential, ReadPreference, SelectionCriteria, ServerAddress};
+use mongodb::options::{
+    AuthMechanism, ClientOptions, Credential, ReadPreference, SelectionCriteria, ServerAddress,
+};
 use mongodb::Client;
 
 use crate::hostconf::MemberAddress;
 use crate::replset::{MemberState, ReplicaSetConfig};
-use config_doc::{config_from_document, integer, initiate_document, reconfig_document};
+use config_doc::{config_from_document, initiate_document, integer, reconfig_document};
 
 /// Error codes (see `replica-set-rules.md`).
 pub mod codes {
@@ -48,7 +50,12 @@ pub mod codes {
     /// A member answering that it was removed from its set's config.
     pub const INVALID_REPLICA_SET_CONFIG: i32 = 93;
     /// The reconfig errors another cluster's concurrent change causes: retried with backoff.
-    pub const RETRYABLE_RECONFIG: [i32; 4] = [NOT_WRITABLE_PRIMARY, NEW_CONFIG_INCOMPATIBLE, CONFIGURATION_IN_PROGRESS, CURRENT_CONFIG_NOT_COMMITTED];
+    pub const RETRYABLE_RECONFIG: [i32; 4] = [
+        NOT_WRITABLE_PRIMARY,
+        NEW_CONFIG_INCOMPATIBLE,
+        CONFIGURATION_IN_PROGRESS,
+        CURRENT_CONFIG_NOT_COMMITTED,
+    ];
 }
 
 /// Timeout of one call to mongod.
@@ -72,7 +79,10 @@ pub struct RootCredentials {
 
 impl fmt::Debug for RootCredentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RootCredentials").field("username", &self.username).field("password", &"<redacted>").finish()
+        f.debug_struct("RootCredentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
     }
 }
 
@@ -118,7 +128,9 @@ impl MongoError {
                 code_name: "AuthenticationFailed".to_string(),
                 message: format!("authentication to {target} failed"),
             },
-            mongodb::error::ErrorKind::ServerSelection { .. } | mongodb::error::ErrorKind::Io(_) | mongodb::error::ErrorKind::ConnectionPoolCleared { .. } => {
+            mongodb::error::ErrorKind::ServerSelection { .. }
+            | mongodb::error::ErrorKind::Io(_)
+            | mongodb::error::ErrorKind::ConnectionPoolCleared { .. } => {
                 MongoError::Unreachable(target.to_string())
             }
             _ => MongoError::Protocol(error.to_string()),
@@ -194,7 +206,13 @@ impl MongoGateway {
         Self::default()
     }
 
-    fn client(&self, hosts: &[MemberAddress], direct: bool, set_name: Option<&str>, credentials: &RootCredentials) -> Result<Client, MongoError> {
+    fn client(
+        &self,
+        hosts: &[MemberAddress],
+        direct: bool,
+        set_name: Option<&str>,
+        credentials: &RootCredentials,
+    ) -> Result<Client, MongoError> {
         let key = ClientKey {
             hosts: hosts.to_vec(),
             direct,
@@ -202,7 +220,10 @@ impl MongoGateway {
             username: credentials.username.clone(),
             password_fingerprint: crate::build::fingerprint(&credentials.password),
         };
-        let mut clients = self.clients.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(client) = clients.get(&key) {
             return Ok(client.clone());
         }
@@ -213,61 +234,117 @@ impl MongoGateway {
             .mechanism(AuthMechanism::ScramSha256)
             .build();
         let options = ClientOptions::builder()
-            .hosts(hosts.iter().map(|h| ServerAddress::Tcp { host: h.host.clone(), port: Some(h.port) }).collect::<Vec<_>>())
+            .hosts(
+                hosts
+                    .iter()
+                    .map(|h| ServerAddress::Tcp {
+                        host: h.host.clone(),
+                        port: Some(h.port),
+                    })
+                    .collect::<Vec<_>>(),
+            )
             .direct_connection(direct)
             .repl_set_name(set_name.map(str::to_string))
             .credential(credential)
             .app_name("mongodb-member-operator".to_string())
-            .server_selection_timeout(if direct { DIRECT_SELECTION_TIMEOUT } else { SERVER_SELECTION_TIMEOUT })
+            .server_selection_timeout(if direct {
+                DIRECT_SELECTION_TIMEOUT
+            } else {
+                SERVER_SELECTION_TIMEOUT
+            })
             .connect_timeout(CONNECT_TIMEOUT)
             .heartbeat_freq(Duration::from_secs(2))
             .build();
-        let client = Client::with_options(options).map_err(|e| MongoError::Protocol(e.to_string()))?;
+        let client =
+            Client::with_options(options).map_err(|e| MongoError::Protocol(e.to_string()))?;
         clients.insert(key, client.clone());
         Ok(client)
     }
 
     /// Forgets every cached client (after credentials changed, or on shutdown).
     pub fn forget_all(&self) {
-        self.clients.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
+        self.clients
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clear();
     }
 
-    async fn run(client: &Client, command: Document, criteria: Option<SelectionCriteria>, target: &str) -> Result<Document, MongoError> {
+    async fn run(
+        client: &Client,
+        command: Document,
+        criteria: Option<SelectionCriteria>,
+        target: &str,
+    ) -> Result<Document, MongoError> {
         Self::run_on(client, "admin", command, criteria, target).await
     }
 
-    async fn run_on(client: &Client, database: &str, command: Document, criteria: Option<SelectionCriteria>, target: &str) -> Result<Document, MongoError> {
+    async fn run_on(
+        client: &Client,
+        database: &str,
+        command: Document,
+        criteria: Option<SelectionCriteria>,
+        target: &str,
+    ) -> Result<Document, MongoError> {
         let database = client.database(database);
         let call = async {
             match criteria {
-                Some(criteria) => database.run_command(command).selection_criteria(criteria).await,
+                Some(criteria) => {
+                    database
+                        .run_command(command)
+                        .selection_criteria(criteria)
+                        .await
+                }
                 None => database.run_command(command).await,
             }
         };
-        with_timeout(call, target).await?.map_err(|e| MongoError::from_driver(e, target))
+        with_timeout(call, target)
+            .await?
+            .map_err(|e| MongoError::from_driver(e, target))
     }
 
     /// Asks one member, directly, for its config and state.
-    pub async fn ask_member(&self, member: &MemberAddress, credentials: &RootCredentials) -> Result<MemberAnswer, MongoError> {
+    pub async fn ask_member(
+        &self,
+        member: &MemberAddress,
+        credentials: &RootCredentials,
+    ) -> Result<MemberAnswer, MongoError> {
         let target = member.to_string();
         let client = self.client(std::slice::from_ref(member), true, None, credentials)?;
         let hello = Self::run(&client, doc! {"hello": 1}, None, &target).await?;
         let set_name = hello.get_str("setName").ok().map(str::to_string);
         match Self::run(&client, doc! {"replSetGetConfig": 1}, None, &target).await {
             Ok(reply) => {
-                let config_document = reply.get_document("config").map_err(|_| MongoError::Protocol("replSetGetConfig without config".into()))?;
-                let config = config_from_document(config_document).map_err(|e| MongoError::Protocol(e.to_string()))?;
+                let config_document = reply
+                    .get_document("config")
+                    .map_err(|_| MongoError::Protocol("replSetGetConfig without config".into()))?;
+                let config = config_from_document(config_document)
+                    .map_err(|e| MongoError::Protocol(e.to_string()))?;
                 let state = Self::run(&client, doc! {"replSetGetStatus": 1}, None, &target)
                     .await
                     .ok()
                     .and_then(|status| integer(status.get("myState")))
                     .map(|code| MemberState::from_code(code as i32));
                 let removed = state == Some(MemberState::Removed);
-                Ok(MemberAnswer { config: Some(config), state, set_name, removed })
+                Ok(MemberAnswer {
+                    config: Some(config),
+                    state,
+                    set_name,
+                    removed,
+                })
             }
-            Err(error) if error.code() == Some(codes::NOT_YET_INITIALIZED) => Ok(MemberAnswer { config: None, state: None, set_name, removed: false }),
+            Err(error) if error.code() == Some(codes::NOT_YET_INITIALIZED) => Ok(MemberAnswer {
+                config: None,
+                state: None,
+                set_name,
+                removed: false,
+            }),
             Err(error) if error.code() == Some(codes::INVALID_REPLICA_SET_CONFIG) => {
-                Ok(MemberAnswer { config: None, state: Some(MemberState::Removed), set_name, removed: true })
+                Ok(MemberAnswer {
+                    config: None,
+                    state: Some(MemberState::Removed),
+                    set_name,
+                    removed: true,
+                })
             }
             Err(error) => Err(error),
         }
@@ -276,61 +353,161 @@ impl MongoGateway {
     /// Observes the replica set through the seed list: `replSetGetStatus`, and the
     /// config with its commitment status from the primary (without a primary, the
     /// config from any member, reported as not committed).
-    pub async fn observe_set(&self, seeds: &[MemberAddress], set_name: &str, credentials: &RootCredentials) -> Result<SetObservation, MongoError> {
+    pub async fn observe_set(
+        &self,
+        seeds: &[MemberAddress],
+        set_name: &str,
+        credentials: &RootCredentials,
+    ) -> Result<SetObservation, MongoError> {
         let target = seed_text(seeds);
         let client = self.client(seeds, false, Some(set_name), credentials)?;
-        let primary_preferred = SelectionCriteria::ReadPreference(ReadPreference::PrimaryPreferred { options: None });
-        let status = Self::run(&client, doc! {"replSetGetStatus": 1}, Some(primary_preferred.clone()), &target).await?;
+        let primary_preferred =
+            SelectionCriteria::ReadPreference(ReadPreference::PrimaryPreferred { options: None });
+        let status = Self::run(
+            &client,
+            doc! {"replSetGetStatus": 1},
+            Some(primary_preferred.clone()),
+            &target,
+        )
+        .await?;
         let (primary, members) = members_from_status(&status);
         let (reply, config_committed) = match primary {
             Some(_) => {
                 let on_primary = SelectionCriteria::ReadPreference(ReadPreference::Primary);
-                let reply = Self::run(&client, doc! {"replSetGetConfig": 1, "commitmentStatus": true}, Some(on_primary), &target).await?;
+                let reply = Self::run(
+                    &client,
+                    doc! {"replSetGetConfig": 1, "commitmentStatus": true},
+                    Some(on_primary),
+                    &target,
+                )
+                .await?;
                 let committed = reply.get_bool("commitmentStatus").unwrap_or(false);
                 (reply, committed)
             }
-            None => (Self::run(&client, doc! {"replSetGetConfig": 1}, Some(primary_preferred), &target).await?, false),
+            None => (
+                Self::run(
+                    &client,
+                    doc! {"replSetGetConfig": 1},
+                    Some(primary_preferred),
+                    &target,
+                )
+                .await?,
+                false,
+            ),
         };
-        let config_document = reply.get_document("config").map_err(|_| MongoError::Protocol("replSetGetConfig without config".into()))?.clone();
-        let config = config_from_document(&config_document).map_err(|e| MongoError::Protocol(e.to_string()))?;
-        Ok(SetObservation { config, config_document, primary, members, config_committed })
+        let config_document = reply
+            .get_document("config")
+            .map_err(|_| MongoError::Protocol("replSetGetConfig without config".into()))?
+            .clone();
+        let config = config_from_document(&config_document)
+            .map_err(|e| MongoError::Protocol(e.to_string()))?;
+        Ok(SetObservation {
+            config,
+            config_document,
+            primary,
+            members,
+            config_committed,
+        })
     }
 
     /// `replSetInitiate` on `member` (directly) with `config`.
-    pub async fn initiate(&self, member: &MemberAddress, config: &ReplicaSetConfig, credentials: &RootCredentials) -> Result<(), MongoError> {
+    pub async fn initiate(
+        &self,
+        member: &MemberAddress,
+        config: &ReplicaSetConfig,
+        credentials: &RootCredentials,
+    ) -> Result<(), MongoError> {
         let client = self.client(std::slice::from_ref(member), true, None, credentials)?;
-        Self::run(&client, doc! {"replSetInitiate": initiate_document(config)}, None, &member.to_string()).await.map(drop)
+        Self::run(
+            &client,
+            doc! {"replSetInitiate": initiate_document(config)},
+            None,
+            &member.to_string(),
+        )
+        .await
+        .map(drop)
     }
 
     /// `replSetReconfig` on the primary with `desired`, built from `current_document`. Never forced.
-    pub async fn reconfig(&self, seeds: &[MemberAddress], set_name: &str, current_document: &Document, desired: &ReplicaSetConfig, credentials: &RootCredentials) -> Result<(), MongoError> {
+    pub async fn reconfig(
+        &self,
+        seeds: &[MemberAddress],
+        set_name: &str,
+        current_document: &Document,
+        desired: &ReplicaSetConfig,
+        credentials: &RootCredentials,
+    ) -> Result<(), MongoError> {
         let client = self.client(seeds, false, Some(set_name), credentials)?;
         let command = doc! {"replSetReconfig": reconfig_document(current_document, desired), "force": false, "maxTimeMS": 10_000i64};
-        Self::run(&client, command, Some(SelectionCriteria::ReadPreference(ReadPreference::Primary)), &seed_text(seeds)).await.map(drop)
+        Self::run(
+            &client,
+            command,
+            Some(SelectionCriteria::ReadPreference(ReadPreference::Primary)),
+            &seed_text(seeds),
+        )
+        .await
+        .map(drop)
     }
 
     /// `replSetStepDown` on the primary.
-    pub async fn step_down(&self, seeds: &[MemberAddress], set_name: &str, step_down_secs: i64, catch_up_secs: i64, credentials: &RootCredentials) -> Result<(), MongoError> {
+    pub async fn step_down(
+        &self,
+        seeds: &[MemberAddress],
+        set_name: &str,
+        step_down_secs: i64,
+        catch_up_secs: i64,
+        credentials: &RootCredentials,
+    ) -> Result<(), MongoError> {
         let client = self.client(seeds, false, Some(set_name), credentials)?;
-        let command = doc! {"replSetStepDown": step_down_secs, "secondaryCatchUpPeriodSecs": catch_up_secs};
-        Self::run(&client, command, Some(SelectionCriteria::ReadPreference(ReadPreference::Primary)), &seed_text(seeds)).await.map(drop)
+        let command =
+            doc! {"replSetStepDown": step_down_secs, "secondaryCatchUpPeriodSecs": catch_up_secs};
+        Self::run(
+            &client,
+            command,
+            Some(SelectionCriteria::ReadPreference(ReadPreference::Primary)),
+            &seed_text(seeds),
+        )
+        .await
+        .map(drop)
     }
 
     /// Creates `user` on the primary with `roles` (on `admin` unless given), or updates
     /// its password and roles when it exists. Idempotent.
-    pub async fn ensure_user(&self, seeds: &[MemberAddress], set_name: &str, user: &UserSpec, credentials: &RootCredentials) -> Result<(), MongoError> {
+    pub async fn ensure_user(
+        &self,
+        seeds: &[MemberAddress],
+        set_name: &str,
+        user: &UserSpec,
+        credentials: &RootCredentials,
+    ) -> Result<(), MongoError> {
         let client = self.client(seeds, false, Some(set_name), credentials)?;
         let primary = || Some(SelectionCriteria::ReadPreference(ReadPreference::Primary));
         let target = seed_text(seeds);
-        let roles: Vec<Bson> = user.roles.iter().map(|(role, database)| Bson::Document(doc! {"role": role, "db": database})).collect();
-        let existing = Self::run_on(&client, &user.database, doc! {"usersInfo": &user.name}, primary(), &target).await?;
-        let exists = existing.get_array("users").map(|users| !users.is_empty()).unwrap_or(false);
+        let roles: Vec<Bson> = user
+            .roles
+            .iter()
+            .map(|(role, database)| Bson::Document(doc! {"role": role, "db": database}))
+            .collect();
+        let existing = Self::run_on(
+            &client,
+            &user.database,
+            doc! {"usersInfo": &user.name},
+            primary(),
+            &target,
+        )
+        .await?;
+        let exists = existing
+            .get_array("users")
+            .map(|users| !users.is_empty())
+            .unwrap_or(false);
         let command = if exists {
             doc! {"updateUser": &user.name, "pwd": &user.password, "roles": roles}
         } else {
             doc! {"createUser": &user.name, "pwd": &user.password, "roles": roles}
         };
-        Self::run_on(&client, &user.database, command, primary(), &target).await.map(drop)
+        Self::run_on(&client, &user.database, command, primary(), &target)
+            .await
+            .map(drop)
     }
 }
 
@@ -349,27 +526,59 @@ pub struct UserSpec {
 
 impl fmt::Debug for UserSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("UserSpec").field("database", &self.database).field("name", &self.name).field("roles", &self.roles).finish_non_exhaustive()
+        f.debug_struct("UserSpec")
+            .field("database", &self.database)
+            .field("name", &self.name)
+            .field("roles", &self.roles)
+            .finish_non_exhaustive()
     }
 }
 
 async fn with_timeout<T>(call: impl Future<Output = T>, target: &str) -> Result<T, MongoError> {
-    tokio::time::timeout(CALL_TIMEOUT, call).await.map_err(|_| MongoError::Unreachable(target.to_string()))
+    tokio::time::timeout(CALL_TIMEOUT, call)
+        .await
+        .map_err(|_| MongoError::Unreachable(target.to_string()))
 }
 
 fn seed_text(seeds: &[MemberAddress]) -> String {
-    seeds.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
+    seeds
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The primary and members of a `replSetGetStatus` reply.
-fn members_from_status(status: &Document) -> (Option<MemberAddress>, BTreeMap<MemberAddress, ObservedMember>) {
-    let entries: Vec<&Document> = status.get_array("members").map(|m| m.iter().filter_map(Bson::as_document).collect()).unwrap_or_default();
-    let optime_secs = |member: &Document| member.get_datetime("optimeDate").ok().map(|d| d.timestamp_millis() / 1000);
-    let primary_optime = entries.iter().find(|m| integer(m.get("state")) == Some(1)).and_then(|m| optime_secs(m));
+fn members_from_status(
+    status: &Document,
+) -> (
+    Option<MemberAddress>,
+    BTreeMap<MemberAddress, ObservedMember>,
+) {
+    let entries: Vec<&Document> = status
+        .get_array("members")
+        .map(|m| m.iter().filter_map(Bson::as_document).collect())
+        .unwrap_or_default();
+    let optime_secs = |member: &Document| {
+        member
+            .get_datetime("optimeDate")
+            .ok()
+            .map(|d| d.timestamp_millis() / 1000)
+    };
+    let primary_optime = entries
+        .iter()
+        .find(|m| integer(m.get("state")) == Some(1))
+        .and_then(|m| optime_secs(m));
     let mut primary = None;
     let mut members = BTreeMap::new();
     for entry in entries {
-        let Some(host) = entry.get_str("name").ok().and_then(|name| MemberAddress::parse(name).ok()) else { continue };
+        let Some(host) = entry
+            .get_str("name")
+            .ok()
+            .and_then(|name| MemberAddress::parse(name).ok())
+        else {
+            continue;
+        };
         let state = MemberState::from_code(integer(entry.get("state")).unwrap_or(6) as i32);
         if state == MemberState::Primary {
             primary = Some(host.clone());
@@ -383,9 +592,15 @@ fn members_from_status(status: &Document) -> (Option<MemberAddress>, BTreeMap<Me
             host,
             ObservedMember {
                 id: integer(entry.get("_id")).unwrap_or(-1),
-                healthy: entry.get("health").and_then(|h| h.as_f64().or_else(|| integer(Some(h)).map(|v| v as f64))) == Some(1.0),
+                healthy: entry
+                    .get("health")
+                    .and_then(|h| h.as_f64().or_else(|| integer(Some(h)).map(|v| v as f64)))
+                    == Some(1.0),
                 state,
-                sync_source: entry.get_str("syncSourceHost").unwrap_or_default().to_string(),
+                sync_source: entry
+                    .get_str("syncSourceHost")
+                    .unwrap_or_default()
+                    .to_string(),
                 lag_secs,
                 config_version: integer(entry.get("configVersion")),
             },
@@ -424,9 +639,17 @@ mod tests {
 
     #[test]
     fn credentials_never_show_in_debug_output() {
-        let credentials = RootCredentials { username: "root".into(), password: "s3cr3t-value".into() };
+        let credentials = RootCredentials {
+            username: "root".into(),
+            password: "s3cr3t-value".into(),
+        };
         assert!(!format!("{credentials:?}").contains("s3cr3t-value"));
-        let user = UserSpec { database: "admin".into(), name: "u".into(), password: "s3cr3t-value".into(), roles: vec![] };
+        let user = UserSpec {
+            database: "admin".into(),
+            name: "u".into(),
+            password: "s3cr3t-value".into(),
+            roles: vec![],
+        };
         assert!(!format!("{user:?}").contains("s3cr3t-value"));
     }
 }

@@ -24,7 +24,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::ByteString;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
-use mongodb_member_operator::api::{CredentialsSecretRef, MongoDB, MongoDBSpec, ReplicaSetSettings, INSTANCE_LABEL, VIP_LABEL};
+use mongodb_member_operator::api::{
+    CredentialsSecretRef, MongoDB, MongoDBSpec, ReplicaSetSettings, INSTANCE_LABEL, VIP_LABEL,
+};
 use mongodb_member_operator::hostconf::{HostConf, HostConfMember, MemberAddress};
 use rand::distr::{Alphanumeric, SampleString};
 
@@ -56,7 +58,10 @@ impl Split {
             let (cluster, count) = part
                 .split_once('=')
                 .ok_or_else(|| anyhow!("split entry {part:?} is not cluster=count"))?;
-            let count: u32 = count.trim().parse().with_context(|| format!("split entry {part:?}: count is not a number"))?;
+            let count: u32 = count
+                .trim()
+                .parse()
+                .with_context(|| format!("split entry {part:?}: count is not a number"))?;
             if counts.insert(cluster.trim().to_string(), count).is_some() {
                 bail!("split names cluster {cluster:?} twice");
             }
@@ -118,11 +123,17 @@ impl ControlPlane {
         for cluster in request.split.0.keys() {
             if self.cluster(cluster).is_none() {
                 let known: Vec<&str> = self.clusters.iter().map(|c| c.name.as_str()).collect();
-                bail!("split names unknown cluster {cluster:?} (clusters: {})", known.join(", "));
+                bail!(
+                    "split names unknown cluster {cluster:?} (clusters: {})",
+                    known.join(", ")
+                );
             }
         }
         if request.split.total() == 0 || request.split.total() > 50 {
-            bail!("a replica set has 1 to 50 members, the split asks for {}", request.split.total());
+            bail!(
+                "a replica set has 1 to 50 members, the split asks for {}",
+                request.split.total()
+            );
         }
         let targets = self.target_clusters(request).await?;
         let rs_init = self.choose_rs_init_cluster(request, &targets).await?;
@@ -132,8 +143,14 @@ impl ControlPlane {
         // `spec.members`, and would otherwise take a Service created for a scale-out
         // for one left over from a scale-in.
         for cluster in &targets {
-            if self.mongodb_api(cluster, &request.namespace).get_opt(&request.name).await?.is_some() {
-                self.apply_mongodb(cluster, request, cluster.name == rs_init, &credentials).await?;
+            if self
+                .mongodb_api(cluster, &request.namespace)
+                .get_opt(&request.name)
+                .await?
+                .is_some()
+            {
+                self.apply_mongodb(cluster, request, cluster.name == rs_init, &credentials)
+                    .await?;
             }
         }
         let max_members = request.split.0.values().copied().max().unwrap_or(0);
@@ -141,7 +158,8 @@ impl ControlPlane {
         let hostconf = self.hostconf(request, &node_ports);
         for cluster in &targets {
             self.apply_hostconf(cluster, request, &hostconf).await?;
-            self.apply_mongodb(cluster, request, cluster.name == rs_init, &credentials).await?;
+            self.apply_mongodb(cluster, request, cluster.name == rs_init, &credentials)
+                .await?;
         }
         Ok(())
     }
@@ -152,7 +170,11 @@ impl ControlPlane {
         let mut targets = Vec::new();
         for cluster in &self.clusters {
             let hosts_members = request.split.members_of(&cluster.name) > 0;
-            let holds_it = self.mongodb_api(cluster, &request.namespace).get_opt(&request.name).await?.is_some();
+            let holds_it = self
+                .mongodb_api(cluster, &request.namespace)
+                .get_opt(&request.name)
+                .await?
+                .is_some();
             if hosts_members || holds_it {
                 targets.push(cluster.clone());
             }
@@ -161,9 +183,17 @@ impl ControlPlane {
     }
 
     /// The cluster that may initiate: the one already marked, else the one with most members.
-    async fn choose_rs_init_cluster(&self, request: &InstanceRequest, targets: &[MemberCluster]) -> Result<String> {
+    async fn choose_rs_init_cluster(
+        &self,
+        request: &InstanceRequest,
+        targets: &[MemberCluster],
+    ) -> Result<String> {
         for cluster in targets {
-            if let Some(existing) = self.mongodb_api(cluster, &request.namespace).get_opt(&request.name).await? {
+            if let Some(existing) = self
+                .mongodb_api(cluster, &request.namespace)
+                .get_opt(&request.name)
+                .await?
+            {
                 if existing.spec.rs_init {
                     return Ok(cluster.name.clone());
                 }
@@ -171,25 +201,40 @@ impl ControlPlane {
         }
         targets
             .iter()
-            .max_by_key(|c| (request.split.members_of(&c.name), std::cmp::Reverse(self.position(&c.name))))
+            .max_by_key(|c| {
+                (
+                    request.split.members_of(&c.name),
+                    std::cmp::Reverse(self.position(&c.name)),
+                )
+            })
             .map(|c| c.name.clone())
             .ok_or_else(|| anyhow!("no cluster hosts a member"))
     }
 
     fn position(&self, cluster: &str) -> usize {
-        self.clusters.iter().position(|c| c.name == cluster).unwrap_or(usize::MAX)
+        self.clusters
+            .iter()
+            .position(|c| c.name == cluster)
+            .unwrap_or(usize::MAX)
     }
 
     /// The nodePort of each member index, identical in every cluster: an existing
     /// Service's port wins; otherwise the first cluster that needs the Service
     /// allocates one and the others request the same.
-    async fn ensure_node_ports(&self, request: &InstanceRequest, max_members: u32) -> Result<Vec<i32>> {
+    async fn ensure_node_ports(
+        &self,
+        request: &InstanceRequest,
+        max_members: u32,
+    ) -> Result<Vec<i32>> {
         let mut ports = Vec::new();
         for index in 0..max_members {
             let service_name = member_service_name(&request.name, index);
             let mut port = None;
             for cluster in &self.clusters {
-                let existing = Api::<Service>::namespaced(cluster.client.clone(), &request.namespace).get_opt(&service_name).await?;
+                let existing =
+                    Api::<Service>::namespaced(cluster.client.clone(), &request.namespace)
+                        .get_opt(&service_name)
+                        .await?;
                 if let Some(found) = existing.as_ref().and_then(node_port_of) {
                     port = Some(found);
                     break;
@@ -202,15 +247,33 @@ impl ControlPlane {
                 let api = Api::<Service>::namespaced(cluster.client.clone(), &request.namespace);
                 if let Some(existing) = api.get_opt(&service_name).await? {
                     if node_port_of(&existing) != port {
-                        bail!("Service {service_name} in cluster {} has nodePort {:?}, expected {:?}", cluster.name, node_port_of(&existing), port);
+                        bail!(
+                            "Service {service_name} in cluster {} has nodePort {:?}, expected {:?}",
+                            cluster.name,
+                            node_port_of(&existing),
+                            port
+                        );
                     }
                     continue;
                 }
                 let created = api
-                    .create(&PostParams::default(), &member_service(request, index, port))
+                    .create(
+                        &PostParams::default(),
+                        &member_service(request, index, port),
+                    )
                     .await
-                    .with_context(|| format!("creating Service {service_name} in cluster {}", cluster.name))?;
-                port = Some(node_port_of(&created).ok_or_else(|| anyhow!("cluster {} allocated no nodePort for {service_name}", cluster.name))?);
+                    .with_context(|| {
+                        format!(
+                            "creating Service {service_name} in cluster {}",
+                            cluster.name
+                        )
+                    })?;
+                port = Some(node_port_of(&created).ok_or_else(|| {
+                    anyhow!(
+                        "cluster {} allocated no nodePort for {service_name}",
+                        cluster.name
+                    )
+                })?);
             }
             ports.push(port.ok_or_else(|| anyhow!("no nodePort for {service_name}"))?);
         }
@@ -218,11 +281,19 @@ impl ControlPlane {
     }
 
     /// The shared credentials Secret, generated once and copied to every cluster.
-    async fn ensure_credentials(&self, request: &InstanceRequest, targets: &[MemberCluster]) -> Result<CredentialsSecretRef> {
+    async fn ensure_credentials(
+        &self,
+        request: &InstanceRequest,
+        targets: &[MemberCluster],
+    ) -> Result<CredentialsSecretRef> {
         let secret_name = format!("{}-shared-credentials", request.name);
         let mut data = None;
         for cluster in &self.clusters {
-            if let Some(secret) = Api::<Secret>::namespaced(cluster.client.clone(), &request.namespace).get_opt(&secret_name).await? {
+            if let Some(secret) =
+                Api::<Secret>::namespaced(cluster.client.clone(), &request.namespace)
+                    .get_opt(&secret_name)
+                    .await?
+            {
                 data = secret.data;
                 break;
             }
@@ -240,7 +311,12 @@ impl ControlPlane {
                 type_: Some("Opaque".to_string()),
                 ..Default::default()
             };
-            server_side_apply(Api::<Secret>::namespaced(cluster.client.clone(), &request.namespace), &secret_name, &secret).await?;
+            server_side_apply(
+                Api::<Secret>::namespaced(cluster.client.clone(), &request.namespace),
+                &secret_name,
+                &secret,
+            )
+            .await?;
         }
         Ok(CredentialsSecretRef {
             name: secret_name,
@@ -257,7 +333,10 @@ impl ControlPlane {
             for index in 0..request.split.members_of(&cluster.name) {
                 let port = node_ports[index as usize];
                 members.push(HostConfMember {
-                    address: MemberAddress { host: cluster.vip.to_string(), port: port as u16 },
+                    address: MemberAddress {
+                        host: cluster.vip.to_string(),
+                        port: port as u16,
+                    },
                     arbiter: false,
                     votes: None,
                     priority: None,
@@ -269,7 +348,12 @@ impl ControlPlane {
         HostConf { members }
     }
 
-    async fn apply_hostconf(&self, cluster: &MemberCluster, request: &InstanceRequest, hostconf: &HostConf) -> Result<()> {
+    async fn apply_hostconf(
+        &self,
+        cluster: &MemberCluster,
+        request: &InstanceRequest,
+        hostconf: &HostConf,
+    ) -> Result<()> {
         let name = format!("{}-hostconf", request.name);
         let config_map = ConfigMap {
             metadata: ObjectMeta {
@@ -281,10 +365,21 @@ impl ControlPlane {
             data: Some(hostconf.to_fedstate_data()),
             ..Default::default()
         };
-        server_side_apply(Api::<ConfigMap>::namespaced(cluster.client.clone(), &request.namespace), &name, &config_map).await
+        server_side_apply(
+            Api::<ConfigMap>::namespaced(cluster.client.clone(), &request.namespace),
+            &name,
+            &config_map,
+        )
+        .await
     }
 
-    async fn apply_mongodb(&self, cluster: &MemberCluster, request: &InstanceRequest, rs_init: bool, credentials: &CredentialsSecretRef) -> Result<()> {
+    async fn apply_mongodb(
+        &self,
+        cluster: &MemberCluster,
+        request: &InstanceRequest,
+        rs_init: bool,
+        credentials: &CredentialsSecretRef,
+    ) -> Result<()> {
         let spec: MongoDBSpec = serde_json::from_value(serde_json::json!({
             "members": request.split.members_of(&cluster.name),
             "rsInit": rs_init,
@@ -298,28 +393,52 @@ impl ControlPlane {
         let mut mongodb = MongoDB::new(&request.name, spec);
         mongodb.metadata.namespace = Some(request.namespace.clone());
         mongodb.metadata.labels = Some(labels);
-        server_side_apply(self.mongodb_api(cluster, &request.namespace), &request.name, &mongodb).await
+        server_side_apply(
+            self.mongodb_api(cluster, &request.namespace),
+            &request.name,
+            &mongodb,
+        )
+        .await
     }
 
     /// Deletes Services whose member has left `status.replset` in its cluster
     /// (index ≥ that cluster's `spec.members`). Returns `cluster/service` names deleted.
-    pub async fn prune_departed_services(&self, namespace: &str, name: &str) -> Result<Vec<String>> {
+    pub async fn prune_departed_services(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<String>> {
         let mut deleted = Vec::new();
         for cluster in &self.clusters {
-            let Some(mongodb) = self.mongodb_api(cluster, namespace).get_opt(name).await? else { continue };
-            let listed: Vec<String> = mongodb.status.iter().flat_map(|s| s.replset.iter().map(|m| m.name.clone())).collect();
+            let Some(mongodb) = self.mongodb_api(cluster, namespace).get_opt(name).await? else {
+                continue;
+            };
+            let listed: Vec<String> = mongodb
+                .status
+                .iter()
+                .flat_map(|s| s.replset.iter().map(|m| m.name.clone()))
+                .collect();
             let services = Api::<Service>::namespaced(cluster.client.clone(), namespace);
             let selector = format!("{INSTANCE_LABEL}={name},{PROPAGATED_BY_LABEL}={FIELD_MANAGER}");
-            for service in services.list(&ListParams::default().labels(&selector)).await? {
+            for service in services
+                .list(&ListParams::default().labels(&selector))
+                .await?
+            {
                 let service_name = service.metadata.name.clone().unwrap_or_default();
-                let Some(index) = member_index(name, &service_name) else { continue };
+                let Some(index) = member_index(name, &service_name) else {
+                    continue;
+                };
                 if index < mongodb.spec.members as u32 {
                     continue;
                 }
-                let Some(port) = node_port_of(&service) else { continue };
+                let Some(port) = node_port_of(&service) else {
+                    continue;
+                };
                 let host = format!("{}:{port}", cluster.vip);
                 if !listed.contains(&host) {
-                    services.delete(&service_name, &DeleteParams::default()).await?;
+                    services
+                        .delete(&service_name, &DeleteParams::default())
+                        .await?;
                     deleted.push(format!("{}/{service_name}", cluster.name));
                 }
             }
@@ -334,7 +453,13 @@ impl ControlPlane {
         let mut deleted = Vec::new();
         let mut alive_per_cluster = Vec::new();
         for cluster in &self.clusters {
-            let alive: BTreeSet<String> = self.mongodb_api(cluster, namespace).list(&ListParams::default()).await?.iter().map(|m| m.name_any()).collect();
+            let alive: BTreeSet<String> = self
+                .mongodb_api(cluster, namespace)
+                .list(&ListParams::default())
+                .await?
+                .iter()
+                .map(|m| m.name_any())
+                .collect();
             alive_per_cluster.push(alive);
         }
         let instances: BTreeSet<&String> = alive_per_cluster.iter().flatten().collect();
@@ -365,10 +490,18 @@ impl ControlPlane {
     /// their members out of the set and drop their finalizers).
     pub async fn delete(&self, namespace: &str, name: &str) -> Result<()> {
         for cluster in &self.clusters {
-            match self.mongodb_api(cluster, namespace).delete(name, &DeleteParams::default()).await {
+            match self
+                .mongodb_api(cluster, namespace)
+                .delete(name, &DeleteParams::default())
+                .await
+            {
                 Ok(_) => {}
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(error) => return Err(error).with_context(|| format!("deleting MongoDB {name} in cluster {}", cluster.name)),
+                Err(error) => {
+                    return Err(error).with_context(|| {
+                        format!("deleting MongoDB {name} in cluster {}", cluster.name)
+                    })
+                }
             }
         }
         Ok(())
@@ -392,17 +525,35 @@ impl ControlPlane {
 
 /// Deletes the objects of kind `K` the stand-in propagated for instances that no
 /// longer have a `MongoDB` in `cluster`; returns `cluster/Kind/name` of each.
-async fn delete_orphans<K>(cluster: &MemberCluster, namespace: &str, alive: &BTreeSet<String>) -> Result<Vec<String>>
+async fn delete_orphans<K>(
+    cluster: &MemberCluster,
+    namespace: &str,
+    alive: &BTreeSet<String>,
+) -> Result<Vec<String>>
 where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
 {
     let api = Api::<K>::namespaced(cluster.client.clone(), namespace);
-    let propagated = ListParams::default().labels(&format!("{PROPAGATED_BY_LABEL}={FIELD_MANAGER}"));
+    let propagated =
+        ListParams::default().labels(&format!("{PROPAGATED_BY_LABEL}={FIELD_MANAGER}"));
     let mut deleted = Vec::new();
     for object in api.list(&propagated).await? {
-        if object.labels().get(INSTANCE_LABEL).is_some_and(|instance| !alive.contains(instance)) {
-            api.delete(&object.name_any(), &DeleteParams::default()).await?;
-            deleted.push(format!("{}/{}/{}", cluster.name, K::kind(&()), object.name_any()));
+        if object
+            .labels()
+            .get(INSTANCE_LABEL)
+            .is_some_and(|instance| !alive.contains(instance))
+        {
+            api.delete(&object.name_any(), &DeleteParams::default())
+                .await?;
+            deleted.push(format!(
+                "{}/{}/{}",
+                cluster.name,
+                K::kind(&()),
+                object.name_any()
+            ));
         }
     }
     Ok(deleted)
@@ -414,7 +565,10 @@ pub fn member_service_name(instance: &str, index: u32) -> String {
 }
 
 fn member_index(instance: &str, service_name: &str) -> Option<u32> {
-    service_name.strip_prefix(&format!("{instance}-mongodb-"))?.parse().ok()
+    service_name
+        .strip_prefix(&format!("{instance}-mongodb-"))?
+        .parse()
+        .ok()
 }
 
 /// Label marking what the stand-in propagated.
@@ -468,7 +622,9 @@ fn node_port_of(service: &Service) -> Option<i32> {
 /// A fresh keyfile (756 base64 characters) and root user.
 fn generate_credentials() -> BTreeMap<String, ByteString> {
     let mut rng = rand::rng();
-    let key_bytes: Vec<u8> = (0..567).map(|_| rand::Rng::random::<u8>(&mut rng)).collect();
+    let key_bytes: Vec<u8> = (0..567)
+        .map(|_| rand::Rng::random::<u8>(&mut rng))
+        .collect();
     let keyfile = base64::engine::general_purpose::STANDARD.encode(key_bytes);
     let password = Alphanumeric.sample_string(&mut rng, 24);
     BTreeMap::from([
@@ -482,9 +638,13 @@ async fn server_side_apply<K>(api: Api<K>, name: &str, object: &K) -> Result<()>
 where
     K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(object))
-        .await
-        .with_context(|| format!("applying {name}"))?;
+    api.patch(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .with_context(|| format!("applying {name}"))?;
     Ok(())
 }
 
@@ -521,6 +681,8 @@ mod tests {
         let data = generate_credentials();
         let keyfile = String::from_utf8(data["keyfile"].0.clone()).unwrap();
         assert!((6..=1024).contains(&keyfile.len()));
-        assert!(keyfile.chars().all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '/' || c == '='));
+        assert!(keyfile
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '/' || c == '='));
     }
 }

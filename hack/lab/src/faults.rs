@@ -30,8 +30,12 @@ const MONGOD_PORT: u16 = 27017;
 /// Serves fault commands on `127.n.0.1` until the future is dropped; writes the
 /// address to `state_dir/control`.
 pub async fn serve(lab: &Lab, number: u8, state_dir: &Path) -> Result<()> {
-    let listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::new(127, number, 0, 1), 0))).await?;
-    std::fs::write(state_dir.join("control"), listener.local_addr()?.to_string())?;
+    let listener =
+        TcpListener::bind(SocketAddr::from((Ipv4Addr::new(127, number, 0, 1), 0))).await?;
+    std::fs::write(
+        state_dir.join("control"),
+        listener.local_addr()?.to_string(),
+    )?;
     loop {
         let (stream, _) = listener.accept().await?;
         let (read, mut write) = stream.into_split();
@@ -50,9 +54,13 @@ pub async fn serve(lab: &Lab, number: u8, state_dir: &Path) -> Result<()> {
 /// Sends one command to a running `lab up` and returns its answer.
 pub async fn send(state_dir: &Path, command: &[String]) -> Result<String> {
     let path = state_dir.join("control");
-    let address = std::fs::read_to_string(&path).with_context(|| format!("reading {} (is `lab up` running?)", path.display()))?;
-    let mut stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(address.trim())).await??;
-    stream.write_all(format!("{}\n", command.join(" ")).as_bytes()).await?;
+    let address = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading {} (is `lab up` running?)", path.display()))?;
+    let mut stream =
+        tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(address.trim())).await??;
+    stream
+        .write_all(format!("{}\n", command.join(" ")).as_bytes())
+        .await?;
     let mut reply = String::new();
     BufReader::new(stream).read_line(&mut reply).await?;
     match reply.strip_prefix("ok: ") {
@@ -62,10 +70,18 @@ pub async fn send(state_dir: &Path, command: &[String]) -> Result<String> {
 }
 
 async fn apply(lab: &Lab, words: &[&str]) -> Result<String> {
-    let cluster = |name: &str| lab.clusters().iter().find(|c| c.name == name).ok_or_else(|| anyhow!("no cluster {name}"));
+    let cluster = |name: &str| {
+        lab.clusters()
+            .iter()
+            .find(|c| c.name == name)
+            .ok_or_else(|| anyhow!("no cluster {name}"))
+    };
     match words {
         ["kill-mongod", name, pod] => {
-            cluster(name)?.node.kill_container("default", pod, "mongod").await?;
+            cluster(name)?
+                .node
+                .kill_container("default", pod, "mongod")
+                .await?;
             Ok(format!("killed mongod of {pod} in {name}"))
         }
         ["lose-cluster", name] => {
@@ -87,19 +103,35 @@ async fn apply(lab: &Lab, words: &[&str]) -> Result<String> {
         ["lag", name, pod, millis] => {
             let millis: u64 = millis.parse().context("MILLIS")?;
             let pods: Api<Pod> = Api::namespaced(cluster(name)?.client.clone(), "default");
-            let ip = pods.get(pod).await?.status.and_then(|s| s.pod_ip).ok_or_else(|| anyhow!("{pod} has no IP"))?;
-            lab.network().set_lag(&format!("{ip}:{MONGOD_PORT}"), Duration::from_millis(millis));
+            let ip = pods
+                .get(pod)
+                .await?
+                .status
+                .and_then(|s| s.pod_ip)
+                .ok_or_else(|| anyhow!("{pod} has no IP"))?;
+            lab.network().set_lag(
+                &format!("{ip}:{MONGOD_PORT}"),
+                Duration::from_millis(millis),
+            );
             Ok(format!("{pod} lags {millis} ms"))
         }
         ["api-errors", name, count] => {
             let count: u64 = count.parse().context("COUNT")?;
-            cluster(name)?.api.faults().fail_next(count, apiserver_sim::InjectedError::Unavailable);
-            Ok(format!("the API server of {name} fails the next {count} requests"))
+            cluster(name)?
+                .api
+                .faults()
+                .fail_next(count, apiserver_sim::InjectedError::Unavailable);
+            Ok(format!(
+                "the API server of {name} fails the next {count} requests"
+            ))
         }
         ["drop-watches", name] => {
             cluster(name)?.api.faults().drop_watches();
             Ok(format!("the API server of {name} dropped its watches"))
         }
-        _ => bail!("unknown fault {:?}; see `lab fault --help`", words.join(" ")),
+        _ => bail!(
+            "unknown fault {:?}; see `lab fault --help`",
+            words.join(" ")
+        ),
     }
 }

@@ -49,7 +49,13 @@ impl LabOptions {
     /// Defaults for a checkout: lab 10, three clusters, state in `.lab/`, the
     /// operator built next to the running executable.
     pub fn for_checkout(repo: &Path) -> Result<Self> {
-        Ok(LabOptions { number: 10, clusters: 3, state_dir: repo.join(".lab"), operator: sibling_binary("mongodb-member-operator")?, crds: repo.join("crds") })
+        Ok(LabOptions {
+            number: 10,
+            clusters: 3,
+            state_dir: repo.join(".lab"),
+            operator: sibling_binary("mongodb-member-operator")?,
+            crds: repo.join("crds"),
+        })
     }
 }
 
@@ -57,13 +63,19 @@ impl LabOptions {
 /// (which may be a test in `target/debug/deps`).
 pub fn sibling_binary(name: &str) -> Result<PathBuf> {
     let exe = std::env::current_exe()?;
-    let mut dir = exe.parent().context("executable has no directory")?.to_path_buf();
+    let mut dir = exe
+        .parent()
+        .context("executable has no directory")?
+        .to_path_buf();
     if dir.ends_with("deps") {
         dir.pop();
     }
     let path = dir.join(name);
     if !path.exists() {
-        bail!("{} is not built: run `cargo build --bin {name}` first", path.display());
+        bail!(
+            "{} is not built: run `cargo build --bin {name}` first",
+            path.display()
+        );
     }
     Ok(path)
 }
@@ -98,18 +110,35 @@ impl Lab {
         if !(1..=CLUSTER_NAMES.len()).contains(&options.clusters) {
             bail!("the lab runs 1 to {} clusters", CLUSTER_NAMES.len());
         }
-        std::fs::create_dir_all(&options.state_dir).with_context(|| format!("creating {}", options.state_dir.display()))?;
+        std::fs::create_dir_all(&options.state_dir)
+            .with_context(|| format!("creating {}", options.state_dir.display()))?;
         let network = Network::new();
         let mut clusters = Vec::new();
         for (index, name) in CLUSTER_NAMES.iter().take(options.clusters).enumerate() {
             clusters.push(start_cluster(&options, &network, index, name).await?);
         }
-        let entries: Vec<(String, String)> = clusters.iter().map(|c| (c.name.clone(), c.api.url())).collect();
+        let entries: Vec<(String, String)> = clusters
+            .iter()
+            .map(|c| (c.name.clone(), c.api.url()))
+            .collect();
         let kubeconfig = options.state_dir.join("kubeconfig");
-        std::fs::write(&kubeconfig, apiserver_sim::kubeconfig::render(&entries, &entries[0].0))?;
-        let mut lab = Lab { options, network, clusters, operators: Vec::new(), kubeconfig };
+        std::fs::write(
+            &kubeconfig,
+            apiserver_sim::kubeconfig::render(&entries, &entries[0].0),
+        )?;
+        let mut lab = Lab {
+            options,
+            network,
+            clusters,
+            operators: Vec::new(),
+            kubeconfig,
+        };
         for cluster in &lab.clusters {
-            lab.kubectl(&cluster.name, &["apply", "-f", &lab.options.crds.display().to_string()]).await?;
+            lab.kubectl(
+                &cluster.name,
+                &["apply", "-f", &lab.options.crds.display().to_string()],
+            )
+            .await?;
         }
         for index in 0..lab.clusters.len() {
             let child = lab.spawn_operator(index)?;
@@ -135,7 +164,16 @@ impl Lab {
 
     /// The control-plane stand-in over every cluster.
     pub fn control_plane(&self) -> ControlPlane {
-        ControlPlane::new(self.clusters.iter().map(|c| MemberCluster { name: c.name.clone(), vip: c.vip, client: c.client.clone() }).collect())
+        ControlPlane::new(
+            self.clusters
+                .iter()
+                .map(|c| MemberCluster {
+                    name: c.name.clone(),
+                    vip: c.vip,
+                    client: c.client.clone(),
+                })
+                .collect(),
+        )
     }
 
     /// Runs kubectl against `context`, as a user would; returns its stdout.
@@ -154,17 +192,36 @@ impl Lab {
             .await
             .context("running kubectl (is it on PATH?)")?;
         if !output.status.success() {
-            bail!("kubectl {} failed: {}", args.join(" "), String::from_utf8_lossy(&output.stderr).trim());
+            bail!(
+                "kubectl {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
         }
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
     fn spawn_operator(&self, index: usize) -> Result<Child> {
         let cluster = &self.clusters[index];
-        let kubeconfig = self.options.state_dir.join(format!("operator-{}.kubeconfig", cluster.name));
-        std::fs::write(&kubeconfig, apiserver_sim::kubeconfig::render(&[(cluster.name.clone(), cluster.api.url())], &cluster.name))?;
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.operator_log(index))?;
-        let metrics = SocketAddr::from((Ipv4Addr::new(127, self.options.number, index as u8 + 1, 101), 8080));
+        let kubeconfig = self
+            .options
+            .state_dir
+            .join(format!("operator-{}.kubeconfig", cluster.name));
+        std::fs::write(
+            &kubeconfig,
+            apiserver_sim::kubeconfig::render(
+                &[(cluster.name.clone(), cluster.api.url())],
+                &cluster.name,
+            ),
+        )?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.operator_log(index))?;
+        let metrics = SocketAddr::from((
+            Ipv4Addr::new(127, self.options.number, index as u8 + 1, 101),
+            8080,
+        ));
         Command::new(&self.options.operator)
             .env("KUBECONFIG", &kubeconfig)
             .env("METRICS_ADDRESS", metrics.to_string())
@@ -180,7 +237,9 @@ impl Lab {
 
     /// Where cluster `index`'s operator logs.
     pub fn operator_log(&self, index: usize) -> PathBuf {
-        self.options.state_dir.join(format!("operator-{}.log", self.clusters[index].name))
+        self.options
+            .state_dir
+            .join(format!("operator-{}.log", self.clusters[index].name))
     }
 
     /// Kills cluster `index`'s operator (SIGKILL, like a crashed pod).
@@ -214,25 +273,50 @@ impl Lab {
     }
 }
 
-async fn start_cluster(options: &LabOptions, network: &Arc<Network>, index: usize, name: &str) -> Result<LabCluster> {
+async fn start_cluster(
+    options: &LabOptions,
+    network: &Arc<Network>,
+    index: usize,
+    name: &str,
+) -> Result<LabCluster> {
     let third = index as u8 + 1;
     let api_addr = SocketAddr::from((Ipv4Addr::new(127, options.number, third, 100), 6443));
-    let api = ApiServer::start(api_addr).await.with_context(|| format!("starting the API server of cluster {name} on {api_addr}"))?;
+    let api = ApiServer::start(api_addr)
+        .await
+        .with_context(|| format!("starting the API server of cluster {name} on {api_addr}"))?;
     let client = Client::try_from(kube::Config::new(api.url().parse()?))?;
     let vip = Ipv4Addr::new(127, options.number, third, 1);
     let pods = Ipv4Prefix::new(Ipv4Addr::new(127, options.number, 100 + third, 0), 24)?;
     let runtime = Arc::new(MongodRuntime::new(network.clone(), name));
-    let node = ClusterSim::start(client.clone(), ClusterOptions::new(name, vip, pods, runtime)).await?;
+    let node = ClusterSim::start(
+        client.clone(),
+        ClusterOptions::new(name, vip, pods, runtime),
+    )
+    .await?;
     let alias_sync = tokio::spawn(sync_aliases(network.clone(), node.routes()));
-    Ok(LabCluster { name: name.to_string(), vip, api, node, client, alias_sync })
+    Ok(LabCluster {
+        name: name.to_string(),
+        vip,
+        api,
+        node,
+        client,
+        alias_sync,
+    })
 }
 
 /// Keeps mongod-sim's self-aliases in step with kube-proxy's routes: the member
 /// behind `VIP:nodePort` recognises that host string as itself (mongod's isSelf).
-async fn sync_aliases(network: Arc<Network>, mut routes: tokio::sync::watch::Receiver<kubelet_sim::NodePortRoutes>) {
+async fn sync_aliases(
+    network: Arc<Network>,
+    mut routes: tokio::sync::watch::Receiver<kubelet_sim::NodePortRoutes>,
+) {
     let mut published: BTreeSet<(String, String)> = BTreeSet::new();
     loop {
-        let current: BTreeSet<(String, String)> = routes.borrow_and_update().iter().filter_map(|(front, pod)| pod.map(|pod| (pod.to_string(), front.to_string()))).collect();
+        let current: BTreeSet<(String, String)> = routes
+            .borrow_and_update()
+            .iter()
+            .filter_map(|(front, pod)| pod.map(|pod| (pod.to_string(), front.to_string())))
+            .collect();
         for (_, alias) in published.difference(&current) {
             network.remove_alias(alias);
         }

@@ -14,7 +14,9 @@ use lab::observe;
 use mongodb_member_operator::api::ReplicaSetSettings;
 
 #[derive(Parser)]
-#[command(about = "Simulated member clusters, a control-plane stand-in and the operator, on one machine")]
+#[command(
+    about = "Simulated member clusters, a control-plane stand-in and the operator, on one machine"
+)]
 struct Cli {
     /// Where the lab keeps its kubeconfig, logs and cluster list.
     #[arg(long, global = true, default_value = ".lab")]
@@ -104,28 +106,55 @@ struct ClusterRecord {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into())).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let cli = Cli::parse();
     let state_dir = absolute(&cli.state_dir)?;
     match cli.command {
         Command::Up { clusters } => {
             let lab = start(&state_dir, cli.number, clusters).await?;
-            println!("lab up: {} clusters; kubeconfig: {}", lab.clusters().len(), lab.kubeconfig().display());
-            println!("  e.g. kubectl --kubeconfig {} --context a get mongodb", lab.kubeconfig().display());
+            println!(
+                "lab up: {} clusters; kubeconfig: {}",
+                lab.clusters().len(),
+                lab.kubeconfig().display()
+            );
+            println!(
+                "  e.g. kubectl --kubeconfig {} --context a get mongodb",
+                lab.kubeconfig().display()
+            );
             println!("  inject faults with: lab fault …  (see lab fault --help)");
             run_control_plane_until_interrupted(&lab, cli.number, &state_dir).await;
             lab.shutdown().await;
         }
-        Command::Apply { name, split, namespace } | Command::Scale { name, split, namespace } => {
+        Command::Apply {
+            name,
+            split,
+            namespace,
+        }
+        | Command::Scale {
+            name,
+            split,
+            namespace,
+        } => {
             let control_plane = connect(&state_dir)?;
-            control_plane.apply(&request(&name, &namespace, Split::parse(&split)?)).await?;
+            control_plane
+                .apply(&request(&name, &namespace, Split::parse(&split)?))
+                .await?;
             println!("{name}: applied split {split}");
         }
         Command::Delete { name, namespace } => {
             connect(&state_dir)?.delete(&namespace, &name).await?;
             println!("{name}: deleted; the operators take their members out of the replica set");
         }
-        Command::Status { name, namespace, json } => {
+        Command::Status {
+            name,
+            namespace,
+            json,
+        } => {
             let views = observe::views(&connect(&state_dir)?, &namespace, &name).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&views)?);
@@ -133,19 +162,41 @@ async fn main() -> Result<()> {
                 print!("{}", observe::table(&views));
             }
         }
-        Command::Fault { command } => println!("{}", lab::faults::send(&state_dir, &command).await?),
-        Command::Demo { exit_when_ready, timeout } => demo(&state_dir, cli.number, exit_when_ready, Duration::from_secs(timeout)).await?,
+        Command::Fault { command } => {
+            println!("{}", lab::faults::send(&state_dir, &command).await?)
+        }
+        Command::Demo {
+            exit_when_ready,
+            timeout,
+        } => {
+            demo(
+                &state_dir,
+                cli.number,
+                exit_when_ready,
+                Duration::from_secs(timeout),
+            )
+            .await?
+        }
     }
     Ok(())
 }
 
-async fn demo(state_dir: &Path, number: u8, exit_when_ready: bool, timeout: Duration) -> Result<()> {
+async fn demo(
+    state_dir: &Path,
+    number: u8,
+    exit_when_ready: bool,
+    timeout: Duration,
+) -> Result<()> {
     let lab = start(state_dir, number, 3).await?;
     let control_plane = lab.control_plane();
     let split = Split::parse("a=2,b=2,c=1")?;
     println!("lab up: 3 clusters (a, b, c); creating MongoDB \"demo\" with members a=2, b=2, c=1");
-    control_plane.apply(&request("demo", "default", split.clone())).await?;
-    let pruner = tokio::spawn(lab.control_plane().run("default".into(), |deleted| println!("control plane: deleted {deleted}")));
+    control_plane
+        .apply(&request("demo", "default", split.clone()))
+        .await?;
+    let pruner = tokio::spawn(lab.control_plane().run("default".into(), |deleted| {
+        println!("control plane: deleted {deleted}")
+    }));
     let outcome = tokio::select! {
         outcome = observe::wait_ready(&control_plane, "default", "demo", &split, timeout, |views| print!("\n{}", observe::table(views))) => outcome,
         _ = interrupted() => Err(anyhow::anyhow!("interrupted")),
@@ -157,8 +208,13 @@ async fn demo(state_dir: &Path, number: u8, exit_when_ready: bool, timeout: Dura
             println!("look at it with kubectl:");
             println!("  kubectl --kubeconfig {kubeconfig} --context a get mongodb");
             println!("  kubectl --kubeconfig {kubeconfig} --context b describe mongodb demo");
-            println!("  kubectl --kubeconfig {kubeconfig} --context c get statefulsets,pods,services");
-            println!("operator logs: {}/operator-<cluster>.log", state_dir.display());
+            println!(
+                "  kubectl --kubeconfig {kubeconfig} --context c get statefulsets,pods,services"
+            );
+            println!(
+                "operator logs: {}/operator-<cluster>.log",
+                state_dir.display()
+            );
         }
         Err(error) => eprintln!("\n{error}"),
     }
@@ -178,8 +234,19 @@ async fn start(state_dir: &Path, number: u8, clusters: usize) -> Result<Lab> {
     options.state_dir = state_dir.to_path_buf();
     options.clusters = clusters;
     let lab = Lab::start(options).await?;
-    let records: Vec<ClusterRecord> = lab.clusters().iter().map(|c| ClusterRecord { name: c.name.clone(), vip: c.vip, server: c.api.url() }).collect();
-    std::fs::write(state_dir.join("clusters.json"), serde_json::to_string_pretty(&records)?)?;
+    let records: Vec<ClusterRecord> = lab
+        .clusters()
+        .iter()
+        .map(|c| ClusterRecord {
+            name: c.name.clone(),
+            vip: c.vip,
+            server: c.api.url(),
+        })
+        .collect();
+    std::fs::write(
+        state_dir.join("clusters.json"),
+        serde_json::to_string_pretty(&records)?,
+    )?;
     Ok(lab)
 }
 
@@ -213,11 +280,22 @@ async fn interrupted() {
 /// A control plane over the clusters a running `lab up` recorded.
 fn connect(state_dir: &Path) -> Result<ControlPlane> {
     let path = state_dir.join("clusters.json");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {} (is `lab up` running with this --state-dir?)", path.display()))?;
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "reading {} (is `lab up` running with this --state-dir?)",
+            path.display()
+        )
+    })?;
     let records: Vec<ClusterRecord> = serde_json::from_str(&text)?;
     let clusters = records
         .into_iter()
-        .map(|r| Ok(MemberCluster { name: r.name, vip: r.vip, client: Client::try_from(kube::Config::new(r.server.parse()?))? }))
+        .map(|r| {
+            Ok(MemberCluster {
+                name: r.name,
+                vip: r.vip,
+                client: Client::try_from(kube::Config::new(r.server.parse()?))?,
+            })
+        })
         .collect::<Result<Vec<_>>>()?;
     Ok(ControlPlane::new(clusters))
 }
@@ -230,12 +308,21 @@ fn request(name: &str, namespace: &str, split: Split) -> InstanceRequest {
         namespace: namespace.to_string(),
         split,
         image: "mongo:7.0".to_string(),
-        settings: ReplicaSetSettings { election_timeout_millis: 2_000, heartbeat_interval_millis: 500, catch_up_timeout_millis: -1, chaining_allowed: true },
+        settings: ReplicaSetSettings {
+            election_timeout_millis: 2_000,
+            heartbeat_interval_millis: 500,
+            catch_up_timeout_millis: -1,
+            chaining_allowed: true,
+        },
     }
 }
 
 fn absolute(path: &Path) -> Result<PathBuf> {
-    Ok(if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir()?.join(path) })
+    Ok(if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(path)
+    })
 }
 
 /// The checkout the lab runs from (it holds `crds/`).

@@ -18,7 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use kubelet_sim::{BoxFuture, ContainerExit, ContainerRuntime, ResolvedContainer, ResolvedVolume, RunningContainer};
+use kubelet_sim::{
+    BoxFuture, ContainerExit, ContainerRuntime, ResolvedContainer, ResolvedVolume, RunningContainer,
+};
 use mongod_sim::{MemberSpec, Network, RootUser, Volume};
 use tokio::sync::watch;
 
@@ -37,12 +39,23 @@ impl MongodRuntime {
     /// A runtime starting members on `network`, tagged with the cluster's `site`
     /// (so a whole cluster can be cut off).
     pub fn new(network: Arc<Network>, site: impl Into<String>) -> Self {
-        MongodRuntime { network, site: site.into(), volumes: Mutex::default(), empty_dirs: Mutex::default() }
+        MongodRuntime {
+            network,
+            site: site.into(),
+            volumes: Mutex::default(),
+            empty_dirs: Mutex::default(),
+        }
     }
 
     fn volume_of(&self, container: &ResolvedContainer) -> Volume {
         match container.persistent_volume_claim() {
-            Some(claim) => self.volumes.lock().unwrap_or_else(|p| p.into_inner()).entry(claim.claim_uid.clone()).or_default().clone(),
+            Some(claim) => self
+                .volumes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(claim.claim_uid.clone())
+                .or_default()
+                .clone(),
             None => Volume::new(),
         }
     }
@@ -50,64 +63,125 @@ impl MongodRuntime {
     fn run_init(&self, container: &ResolvedContainer) -> Box<dyn RunningContainer> {
         let mut files = DirFiles::new();
         for mount in &container.mounts {
-            if let ResolvedVolume::Secret { files: secret_files, .. } = &mount.volume {
+            if let ResolvedVolume::Secret {
+                files: secret_files,
+                ..
+            } = &mount.volume
+            {
                 files.extend(secret_files.iter().map(|(k, v)| (k.clone(), v.clone())));
             }
         }
         let mut dirs = self.empty_dirs.lock().unwrap_or_else(|p| p.into_inner());
-        for mount in container.mounts.iter().filter(|m| matches!(m.volume, ResolvedVolume::EmptyDir) && !m.read_only) {
-            dirs.entry((container.pod.uid.clone(), mount.volume_name.clone())).or_default().extend(files.clone());
+        for mount in container
+            .mounts
+            .iter()
+            .filter(|m| matches!(m.volume, ResolvedVolume::EmptyDir) && !m.read_only)
+        {
+            dirs.entry((container.pod.uid.clone(), mount.volume_name.clone()))
+                .or_default()
+                .extend(files.clone());
         }
         Box::new(Exited)
     }
 
     /// The content of the file at `path` as the container sees it.
     fn read_file(&self, container: &ResolvedContainer, path: &str) -> Option<Vec<u8>> {
-        let mount = container.mounts.iter().filter(|m| path.starts_with(&m.mount_path)).max_by_key(|m| m.mount_path.len())?;
+        let mount = container
+            .mounts
+            .iter()
+            .filter(|m| path.starts_with(&m.mount_path))
+            .max_by_key(|m| m.mount_path.len())?;
         let relative = path[mount.mount_path.len()..].trim_start_matches('/');
         match &mount.volume {
-            ResolvedVolume::Secret { files, .. } | ResolvedVolume::ConfigMap { files, .. } => files.get(relative).cloned(),
+            ResolvedVolume::Secret { files, .. } | ResolvedVolume::ConfigMap { files, .. } => {
+                files.get(relative).cloned()
+            }
             ResolvedVolume::EmptyDir => {
                 let dirs = self.empty_dirs.lock().unwrap_or_else(|p| p.into_inner());
-                dirs.get(&(container.pod.uid.clone(), mount.volume_name.clone()))?.get(relative).cloned()
+                dirs.get(&(container.pod.uid.clone(), mount.volume_name.clone()))?
+                    .get(relative)
+                    .cloned()
             }
             _ => None,
         }
     }
 
-    async fn run_mongod(&self, container: &ResolvedContainer) -> anyhow::Result<Box<dyn RunningContainer>> {
-        let args: Vec<&str> = container.command.iter().chain(&container.args).map(String::as_str).collect();
-        let flag = |name: &str| args.iter().position(|a| *a == name).and_then(|i| args.get(i + 1)).copied();
+    async fn run_mongod(
+        &self,
+        container: &ResolvedContainer,
+    ) -> anyhow::Result<Box<dyn RunningContainer>> {
+        let args: Vec<&str> = container
+            .command
+            .iter()
+            .chain(&container.args)
+            .map(String::as_str)
+            .collect();
+        let flag = |name: &str| {
+            args.iter()
+                .position(|a| *a == name)
+                .and_then(|i| args.get(i + 1))
+                .copied()
+        };
         let repl_set = flag("--replSet").ok_or_else(|| anyhow!("mongod without --replSet"))?;
-        let port: u16 = flag("--port").unwrap_or("27017").parse().context("--port")?;
+        let port: u16 = flag("--port")
+            .unwrap_or("27017")
+            .parse()
+            .context("--port")?;
         let keyfile = match flag("--keyFile") {
             Some(path) => {
-                let bytes = self.read_file(container, path).ok_or_else(|| anyhow!("keyfile {path} does not exist in the container"))?;
+                let bytes = self
+                    .read_file(container, path)
+                    .ok_or_else(|| anyhow!("keyfile {path} does not exist in the container"))?;
                 Some(String::from_utf8(bytes).context("keyfile is not text")?)
             }
             None => None,
         };
-        let root_user = match (container.env_value("MONGO_INITDB_ROOT_USERNAME"), container.env_value("MONGO_INITDB_ROOT_PASSWORD")) {
-            (Some(name), Some(password)) => Some(RootUser { username: name.to_string(), password: password.to_string() }),
+        let root_user = match (
+            container.env_value("MONGO_INITDB_ROOT_USERNAME"),
+            container.env_value("MONGO_INITDB_ROOT_PASSWORD"),
+        ) {
+            (Some(name), Some(password)) => Some(RootUser {
+                username: name.to_string(),
+                password: password.to_string(),
+            }),
             _ => None,
         };
         let listen = SocketAddr::from((container.pod_ip, port));
-        let spec = MemberSpec { listen, repl_set: repl_set.to_string(), keyfile, root_user };
+        let spec = MemberSpec {
+            listen,
+            repl_set: repl_set.to_string(),
+            keyfile,
+            root_user,
+        };
         let volume = self.volume_of(container);
-        self.network.start_member(spec, volume).await.with_context(|| format!("starting mongod on {listen}"))?;
+        self.network
+            .start_member(spec, volume)
+            .await
+            .with_context(|| format!("starting mongod on {listen}"))?;
         self.network.set_site(&listen.to_string(), &self.site);
         let (exited, _) = watch::channel(None);
-        Ok(Box::new(MongodContainer { network: self.network.clone(), listen: listen.to_string(), exited: Arc::new(exited) }))
+        Ok(Box::new(MongodContainer {
+            network: self.network.clone(),
+            listen: listen.to_string(),
+            exited: Arc::new(exited),
+        }))
     }
 }
 
 impl ContainerRuntime for MongodRuntime {
-    fn start(&self, container: ResolvedContainer) -> BoxFuture<'_, anyhow::Result<Box<dyn RunningContainer>>> {
+    fn start(
+        &self,
+        container: ResolvedContainer,
+    ) -> BoxFuture<'_, anyhow::Result<Box<dyn RunningContainer>>> {
         Box::pin(async move {
             if container.init {
                 return Ok(self.run_init(&container));
             }
-            let is_mongod = container.command.iter().chain(&container.args).any(|a| a == "--replSet");
+            let is_mongod = container
+                .command
+                .iter()
+                .chain(&container.args)
+                .any(|a| a == "--replSet");
             if is_mongod {
                 return self.run_mongod(&container).await;
             }
@@ -115,7 +189,9 @@ impl ContainerRuntime for MongodRuntime {
                 bail!("container {} has no image", container.name);
             }
             let (exited, _) = watch::channel(None);
-            Ok(Box::new(IdleContainer { exited: Arc::new(exited) }) as Box<dyn RunningContainer>)
+            Ok(Box::new(IdleContainer {
+                exited: Arc::new(exited),
+            }) as Box<dyn RunningContainer>)
         })
     }
 }

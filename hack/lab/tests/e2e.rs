@@ -35,21 +35,46 @@ fn fail<E: std::fmt::Display>(context: &str) -> impl Fn(E) -> String + '_ {
 /// The root user of the instance, from the propagated Secret.
 async fn root_credentials(lab: &Lab, name: &str) -> Result<(String, String), String> {
     let secrets: Api<Secret> = Api::namespaced(lab.clusters()[0].client.clone(), "default");
-    let secret = secrets.get(&format!("{name}-shared-credentials")).await.map_err(fail("reading the credentials"))?;
+    let secret = secrets
+        .get(&format!("{name}-shared-credentials"))
+        .await
+        .map_err(fail("reading the credentials"))?;
     let data = secret.data.unwrap_or_default();
-    let text = |key: &str| data.get(key).map(|v| String::from_utf8_lossy(&v.0).into_owned()).ok_or(format!("no {key}"));
+    let text = |key: &str| {
+        data.get(key)
+            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+            .ok_or(format!("no {key}"))
+    };
     Ok((text("username")?, text("password")?))
 }
 
 /// A driver client for one member (direct) or the whole set.
-async fn mongo(lab: &Lab, name: &str, hosts: &[String], direct: bool) -> Result<mongodb::Client, String> {
+async fn mongo(
+    lab: &Lab,
+    name: &str,
+    hosts: &[String],
+    direct: bool,
+) -> Result<mongodb::Client, String> {
     let (username, password) = root_credentials(lab, name).await?;
-    let hosts = hosts.iter().map(|h| ServerAddress::parse(h).map_err(fail("host"))).collect::<Result<Vec<_>, _>>()?;
+    let hosts = hosts
+        .iter()
+        .map(|h| ServerAddress::parse(h).map_err(fail("host")))
+        .collect::<Result<Vec<_>, _>>()?;
     let options = ClientOptions::builder()
         .hosts(hosts)
         .direct_connection(direct)
-        .repl_set_name(if direct { None } else { Some("replset-0".to_string()) })
-        .credential(Credential::builder().username(username).password(password).source("admin".to_string()).build())
+        .repl_set_name(if direct {
+            None
+        } else {
+            Some("replset-0".to_string())
+        })
+        .credential(
+            Credential::builder()
+                .username(username)
+                .password(password)
+                .source("admin".to_string())
+                .build(),
+        )
         .server_selection_timeout(Duration::from_secs(10))
         .build();
     mongodb::Client::with_options(options).map_err(fail("client"))
@@ -58,27 +83,59 @@ async fn mongo(lab: &Lab, name: &str, hosts: &[String], direct: bool) -> Result<
 /// The replica-set config as the primary has it.
 async fn config(lab: &Lab, name: &str, hosts: &[String]) -> Result<Document, String> {
     let client = mongo(lab, name, hosts, false).await?;
-    let reply = client.database("admin").run_command(doc! {"replSetGetConfig": 1}).await.map_err(fail("replSetGetConfig"))?;
-    reply.get_document("config").cloned().map_err(fail("config"))
+    let reply = client
+        .database("admin")
+        .run_command(doc! {"replSetGetConfig": 1})
+        .await
+        .map_err(fail("replSetGetConfig"))?;
+    reply
+        .get_document("config")
+        .cloned()
+        .map_err(fail("config"))
 }
 
 fn voters(config: &Document) -> usize {
-    config.get_array("members").map(|m| m.iter().filter_map(|m| m.as_document()).filter(|m| m.get_i32("votes").unwrap_or(1) > 0).count()).unwrap_or(0)
+    config
+        .get_array("members")
+        .map(|m| {
+            m.iter()
+                .filter_map(|m| m.as_document())
+                .filter(|m| m.get_i32("votes").unwrap_or(1) > 0)
+                .count()
+        })
+        .unwrap_or(0)
 }
 
 fn replica_set_id(config: &Document) -> Option<String> {
-    config.get_document("settings").ok()?.get_object_id("replicaSetId").ok().map(|id| id.to_hex())
+    config
+        .get_document("settings")
+        .ok()?
+        .get_object_id("replicaSetId")
+        .ok()
+        .map(|id| id.to_hex())
 }
 
 fn version(config: &Document) -> i64 {
-    config.get_i32("version").map(i64::from).or_else(|_| config.get_i64("version")).unwrap_or(-1)
+    config
+        .get_i32("version")
+        .map(i64::from)
+        .or_else(|_| config.get_i64("version"))
+        .unwrap_or(-1)
 }
 
 /// The member host (`VIP:nodePort`) of `<name>-mongodb-<index>` in `cluster`.
 async fn member_host(lab: &Lab, cluster: usize, name: &str, index: u32) -> Result<String, String> {
-    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(lab.clusters()[cluster].client.clone(), "default");
-    let service = services.get(&format!("{name}-mongodb-{index}")).await.map_err(fail("member Service"))?;
-    let port = service.spec.and_then(|s| s.ports).and_then(|p| p.first().and_then(|p| p.node_port)).ok_or("no nodePort")?;
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(lab.clusters()[cluster].client.clone(), "default");
+    let service = services
+        .get(&format!("{name}-mongodb-{index}"))
+        .await
+        .map_err(fail("member Service"))?;
+    let port = service
+        .spec
+        .and_then(|s| s.ports)
+        .and_then(|p| p.first().and_then(|p| p.node_port))
+        .ok_or("no nodePort")?;
     Ok(format!("{}:{port}", lab.clusters()[cluster].vip))
 }
 
@@ -87,9 +144,16 @@ async fn make_primary(lab: &Lab, name: &str, host: &str) -> Outcome {
     let client = mongo(lab, name, &[host.to_string()], true).await?;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let _ = client.database("admin").run_command(doc! {"replSetStepUp": 1}).await;
+        let _ = client
+            .database("admin")
+            .run_command(doc! {"replSetStepUp": 1})
+            .await;
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let hello = client.database("admin").run_command(doc! {"hello": 1}).await.map_err(fail("hello"))?;
+        let hello = client
+            .database("admin")
+            .run_command(doc! {"hello": 1})
+            .await
+            .map_err(fail("hello"))?;
         if hello.get_bool("isWritablePrimary").unwrap_or(false) {
             return Ok(());
         }
@@ -103,7 +167,13 @@ async fn make_primary(lab: &Lab, name: &str, host: &str) -> Outcome {
 async fn hosts_of(lab: &Lab, cluster: usize, name: &str) -> Result<Vec<String>, String> {
     let api: Api<MongoDB> = Api::namespaced(lab.clusters()[cluster].client.clone(), "default");
     let mongodb = api.get(name).await.map_err(fail("MongoDB"))?;
-    Ok(mongodb.status.unwrap_or_default().replset.into_iter().map(|m| m.name).collect())
+    Ok(mongodb
+        .status
+        .unwrap_or_default()
+        .replset
+        .into_iter()
+        .map(|m| m.name)
+        .collect())
 }
 
 /// Runs the pymongo majority writer until stopped; returns (acknowledged, found).
@@ -113,17 +183,29 @@ struct MajorityWriter {
 }
 
 impl MajorityWriter {
-    async fn start(lab: &Lab, name: &str, hosts: &[String]) -> Result<Option<MajorityWriter>, String> {
+    async fn start(
+        lab: &Lab,
+        name: &str,
+        hosts: &[String],
+    ) -> Result<Option<MajorityWriter>, String> {
         let Ok(python) = std::env::var("MMO_PYTHON") else {
             if std::env::var("MMO_REQUIRE_TOOLS").as_deref() == Ok("1") {
-                return Err("MMO_PYTHON is not set but MMO_REQUIRE_TOOLS=1 (run hack/test-tools.sh)".into());
+                return Err(
+                    "MMO_PYTHON is not set but MMO_REQUIRE_TOOLS=1 (run hack/test-tools.sh)".into(),
+                );
             }
-            eprintln!("SKIPPED the pymongo majority writer: set MMO_PYTHON (see hack/test-tools.sh)");
+            eprintln!(
+                "SKIPPED the pymongo majority writer: set MMO_PYTHON (see hack/test-tools.sh)"
+            );
             return Ok(None);
         };
         let (username, password) = root_credentials(lab, name).await?;
-        let uri = format!("mongodb://{username}:{password}@{}/?replicaSet=replset-0&authSource=admin", hosts.join(","));
-        let stop_file = std::env::temp_dir().join(format!("mmo-writer-stop-{}-{}", std::process::id(), name));
+        let uri = format!(
+            "mongodb://{username}:{password}@{}/?replicaSet=replset-0&authSource=admin",
+            hosts.join(",")
+        );
+        let stop_file =
+            std::env::temp_dir().join(format!("mmo-writer-stop-{}-{}", std::process::id(), name));
         let _ = std::fs::remove_file(&stop_file);
         let child = tokio::process::Command::new(python)
             .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/majority_writer.py"))
@@ -140,24 +222,50 @@ impl MajorityWriter {
     /// Stops the writer and checks that every acknowledged write is present.
     async fn stop_and_check(self) -> Outcome {
         std::fs::write(&self.stop_file, b"stop").map_err(fail("stop file"))?;
-        let output = tokio::time::timeout(Duration::from_secs(120), self.child.wait_with_output()).await.map_err(fail("writer did not stop"))?.map_err(fail("writer"))?;
+        let output = tokio::time::timeout(Duration::from_secs(120), self.child.wait_with_output())
+            .await
+            .map_err(fail("writer did not stop"))?
+            .map_err(fail("writer"))?;
         let stdout = String::from_utf8_lossy(&output.stdout);
-        let acked: Vec<u64> = stdout.lines().filter_map(|l| l.strip_prefix("ACK ")).filter_map(|n| n.parse().ok()).collect();
+        let acked: Vec<u64> = stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("ACK "))
+            .filter_map(|n| n.parse().ok())
+            .collect();
         let found: std::collections::BTreeSet<u64> = stdout
             .lines()
             .find_map(|l| l.strip_prefix("FOUND"))
-            .ok_or_else(|| format!("the writer did not read back: {stdout} {}", String::from_utf8_lossy(&output.stderr)))?
+            .ok_or_else(|| {
+                format!(
+                    "the writer did not read back: {stdout} {}",
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            })?
             .split_whitespace()
             .filter_map(|n| n.parse().ok())
             .collect();
         if acked.len() < 10 {
-            return Err(format!("only {} writes were acknowledged during the change", acked.len()));
+            return Err(format!(
+                "only {} writes were acknowledged during the change",
+                acked.len()
+            ));
         }
-        let lost: Vec<u64> = acked.iter().copied().filter(|n| !found.contains(n)).collect();
+        let lost: Vec<u64> = acked
+            .iter()
+            .copied()
+            .filter(|n| !found.contains(n))
+            .collect();
         if !lost.is_empty() {
-            return Err(format!("{} of {} majority-acknowledged writes were lost: {lost:?}", lost.len(), acked.len()));
+            return Err(format!(
+                "{} of {} majority-acknowledged writes were lost: {lost:?}",
+                lost.len(),
+                acked.len()
+            ));
         }
-        eprintln!("{} majority writes acknowledged during the change, none lost", acked.len());
+        eprintln!(
+            "{} majority writes acknowledged during the change, none lost",
+            acked.len()
+        );
         Ok(())
     }
 }
@@ -173,7 +281,8 @@ async fn lab(number: u8, clusters: usize) -> Lab {
         number,
         clusters,
         state_dir,
-        operator: sibling_binary("mongodb-member-operator").expect("the operator binary is built with the workspace"),
+        operator: sibling_binary("mongodb-member-operator")
+            .expect("the operator binary is built with the workspace"),
         crds: repo().join("crds"),
     };
     Lab::start(options).await.expect("the lab starts")
@@ -185,7 +294,12 @@ fn request(name: &str, split: &str) -> InstanceRequest {
         namespace: "default".to_string(),
         split: Split::parse(split).unwrap(),
         image: "mongo:7.0".to_string(),
-        settings: ReplicaSetSettings { election_timeout_millis: 2_000, heartbeat_interval_millis: 500, catch_up_timeout_millis: -1, chaining_allowed: true },
+        settings: ReplicaSetSettings {
+            election_timeout_millis: 2_000,
+            heartbeat_interval_millis: 500,
+            catch_up_timeout_millis: -1,
+            chaining_allowed: true,
+        },
     }
 }
 
@@ -195,7 +309,11 @@ async fn finish(lab: Lab, outcome: Result<(), String>) {
         for index in 0..lab.clusters().len() {
             let log = std::fs::read_to_string(lab.operator_log(index)).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(40).collect();
-            eprintln!("--- operator {} (last lines) ---\n{}", lab.clusters()[index].name, tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+            eprintln!(
+                "--- operator {} (last lines) ---\n{}",
+                lab.clusters()[index].name,
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
         }
         eprintln!("{message}");
     }
@@ -212,31 +330,90 @@ async fn demo_split_forms_one_replica_set_over_three_clusters_readable_with_kube
     let outcome = async {
         let control_plane = lab.control_plane();
         let split = Split::parse("a=2,b=2,c=1").unwrap();
-        control_plane.apply(&request("demo", "a=2,b=2,c=1")).await.map_err(|e| e.to_string())?;
+        control_plane
+            .apply(&request("demo", "a=2,b=2,c=1"))
+            .await
+            .map_err(|e| e.to_string())?;
         // The rsInit cluster's operator dies while the set forms, and comes back.
         tokio::time::sleep(Duration::from_secs(3)).await;
         lab.kill_operator(0).await.map_err(fail("kill"))?;
         tokio::time::sleep(Duration::from_secs(2)).await;
         lab.restart_operator(0).map_err(fail("restart"))?;
-        let views = observe::wait_ready(&control_plane, "default", "demo", &split, READY_TIMEOUT, |_| {}).await.map_err(|e| e.to_string())?;
-        let config = config(&lab, "demo", &views[0].replset.iter().map(|(host, _)| host.clone()).collect::<Vec<_>>()).await?;
+        let views = observe::wait_ready(
+            &control_plane,
+            "default",
+            "demo",
+            &split,
+            READY_TIMEOUT,
+            |_| {},
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        let config = config(
+            &lab,
+            "demo",
+            &views[0]
+                .replset
+                .iter()
+                .map(|(host, _)| host.clone())
+                .collect::<Vec<_>>(),
+        )
+        .await?;
         if version(&config) >= 10_000 {
-            return Err(format!("config version {} betrays a forced reconfig", version(&config)));
+            return Err(format!(
+                "config version {} betrays a forced reconfig",
+                version(&config)
+            ));
         }
-        let initiated = lab.kubectl("a", &["get", "events", "--field-selector", "reason=Initiate", "-o", "name"]).await.map_err(fail("events"))?;
+        let initiated = lab
+            .kubectl(
+                "a",
+                &[
+                    "get",
+                    "events",
+                    "--field-selector",
+                    "reason=Initiate",
+                    "-o",
+                    "name",
+                ],
+            )
+            .await
+            .map_err(fail("events"))?;
         if initiated.lines().count() != 1 {
-            return Err(format!("expected exactly one Initiate Event, found: {initiated:?}"));
+            return Err(format!(
+                "expected exactly one Initiate Event, found: {initiated:?}"
+            ));
         }
         let mut ids = std::collections::BTreeSet::new();
         for context in ["a", "b", "c"] {
-            ids.insert(lab.kubectl(context, &["get", "mongodb", "demo", "-o", "jsonpath={.status.replicaSetId}"]).await.map_err(fail("replicaSetId"))?);
+            ids.insert(
+                lab.kubectl(
+                    context,
+                    &[
+                        "get",
+                        "mongodb",
+                        "demo",
+                        "-o",
+                        "jsonpath={.status.replicaSetId}",
+                    ],
+                )
+                .await
+                .map_err(fail("replicaSetId"))?,
+            );
         }
         if ids.len() != 1 || replica_set_id(&config).as_ref() != ids.iter().next() {
-            return Err(format!("the clusters report replicaSetIds {ids:?}, the set has {:?}", replica_set_id(&config)));
+            return Err(format!(
+                "the clusters report replicaSetIds {ids:?}, the set has {:?}",
+                replica_set_id(&config)
+            ));
         }
         for view in &views {
             if view.replset.len() != 5 {
-                return Err(format!("cluster {} lists {} members", view.cluster, view.replset.len()));
+                return Err(format!(
+                    "cluster {} lists {} members",
+                    view.cluster,
+                    view.replset.len()
+                ));
             }
         }
         let primaries = lab.network().primaries();
@@ -244,24 +421,40 @@ async fn demo_split_forms_one_replica_set_over_three_clusters_readable_with_kube
             return Err(format!("expected exactly one primary, found {primaries:?}"));
         }
         for (context, ready) in [("a", "2/2"), ("b", "2/2"), ("c", "1/1")] {
-            let table = lab.kubectl(context, &["get", "mongodb"]).await.map_err(|e| e.to_string())?;
+            let table = lab
+                .kubectl(context, &["get", "mongodb"])
+                .await
+                .map_err(|e| e.to_string())?;
             for column in ["STATE", "MEMBERS", "PRIMARY", "AGE", "Running", ready] {
                 if !table.contains(column) {
-                    return Err(format!("kubectl get mongodb in {context} lacks {column}:\n{table}"));
+                    return Err(format!(
+                        "kubectl get mongodb in {context} lacks {column}:\n{table}"
+                    ));
                 }
             }
-            let described = lab.kubectl(context, &["describe", "mongodb", "demo"]).await.map_err(|e| e.to_string())?;
+            let described = lab
+                .kubectl(context, &["describe", "mongodb", "demo"])
+                .await
+                .map_err(|e| e.to_string())?;
             for needle in ["Ready", "ReplicaSetInitialized", "MembersInSync", "Replset"] {
                 if !described.contains(needle) {
-                    return Err(format!("kubectl describe mongodb in {context} lacks {needle}:\n{described}"));
+                    return Err(format!(
+                        "kubectl describe mongodb in {context} lacks {needle}:\n{described}"
+                    ));
                 }
             }
         }
-        let described = lab.kubectl("a", &["describe", "mongodb", "demo"]).await.map_err(|e| e.to_string())?;
+        let described = lab
+            .kubectl("a", &["describe", "mongodb", "demo"])
+            .await
+            .map_err(|e| e.to_string())?;
         if !described.contains("Initiate") {
-            return Err(format!("the rsInit cluster's Events lack Initiate:\n{described}"));
+            return Err(format!(
+                "the rsInit cluster's Events lack Initiate:\n{described}"
+            ));
         }
-        the_control_plane_propagated_equal_node_ports_and_a_correct_hostconf(&lab, "demo", &split).await?;
+        the_control_plane_propagated_equal_node_ports_and_a_correct_hostconf(&lab, "demo", &split)
+            .await?;
         the_operator_users_exist(&lab, "demo").await?;
         no_secret_appears_in_logs_events_or_status(&lab, "demo").await
     }
@@ -272,7 +465,11 @@ async fn demo_split_forms_one_replica_set_over_three_clusters_readable_with_kube
 /// The contract's objects: `<name>-mongodb-<i>` Services with the same nodePort
 /// for index `i` in every cluster, and a hostconf listing exactly `VIP:nodePort`
 /// of every member.
-async fn the_control_plane_propagated_equal_node_ports_and_a_correct_hostconf(lab: &Lab, name: &str, split: &Split) -> Outcome {
+async fn the_control_plane_propagated_equal_node_ports_and_a_correct_hostconf(
+    lab: &Lab,
+    name: &str,
+    split: &Split,
+) -> Outcome {
     let mut expected = std::collections::BTreeSet::new();
     let mut ports = std::collections::BTreeMap::new();
     for (index, cluster) in lab.clusters().iter().enumerate() {
@@ -281,19 +478,36 @@ async fn the_control_plane_propagated_equal_node_ports_and_a_correct_hostconf(la
             let port = host.rsplit(':').next().unwrap_or_default().to_string();
             if let Some(other) = ports.insert(member, port.clone()) {
                 if other != port {
-                    return Err(format!("member index {member} has nodePort {port} in {} but {other} elsewhere", cluster.name));
+                    return Err(format!(
+                        "member index {member} has nodePort {port} in {} but {other} elsewhere",
+                        cluster.name
+                    ));
                 }
             }
             expected.insert(host);
         }
     }
     for cluster in lab.clusters() {
-        let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(cluster.client.clone(), "default");
-        let hostconf = config_maps.get(&format!("{name}-hostconf")).await.map_err(fail("hostconf"))?;
-        let parsed = mongodb_member_operator::hostconf::HostConf::from_config_map_data(&hostconf.data.unwrap_or_default()).map_err(fail("hostconf parse"))?;
-        let listed: std::collections::BTreeSet<String> = parsed.members.iter().map(|m| m.address.to_string()).collect();
+        let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(cluster.client.clone(), "default");
+        let hostconf = config_maps
+            .get(&format!("{name}-hostconf"))
+            .await
+            .map_err(fail("hostconf"))?;
+        let parsed = mongodb_member_operator::hostconf::HostConf::from_config_map_data(
+            &hostconf.data.unwrap_or_default(),
+        )
+        .map_err(fail("hostconf parse"))?;
+        let listed: std::collections::BTreeSet<String> = parsed
+            .members
+            .iter()
+            .map(|m| m.address.to_string())
+            .collect();
         if listed != expected {
-            return Err(format!("hostconf in {} lists {listed:?}, expected {expected:?}", cluster.name));
+            return Err(format!(
+                "hostconf in {} lists {listed:?}, expected {expected:?}",
+                cluster.name
+            ));
         }
     }
     Ok(())
@@ -305,9 +519,21 @@ async fn the_operator_users_exist(lab: &Lab, name: &str) -> Outcome {
     let client = mongo(lab, name, &hosts, false).await?;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let users = client.database("admin").run_command(doc! {"usersInfo": 1}).await.map_err(fail("usersInfo"))?;
-        let names: Vec<String> = users.get_array("users").map(|u| u.iter().filter_map(|u| u.as_document()?.get_str("user").ok().map(str::to_string)).collect()).unwrap_or_default();
-        if names.iter().any(|n| n == "clusterAdmin") && names.iter().any(|n| n == "clusterMonitor") {
+        let users = client
+            .database("admin")
+            .run_command(doc! {"usersInfo": 1})
+            .await
+            .map_err(fail("usersInfo"))?;
+        let names: Vec<String> = users
+            .get_array("users")
+            .map(|u| {
+                u.iter()
+                    .filter_map(|u| u.as_document()?.get_str("user").ok().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if names.iter().any(|n| n == "clusterAdmin") && names.iter().any(|n| n == "clusterMonitor")
+        {
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -322,7 +548,11 @@ async fn the_operator_users_exist(lab: &Lab, name: &str) -> Outcome {
 async fn no_secret_appears_in_logs_events_or_status(lab: &Lab, name: &str) -> Outcome {
     let secrets: Api<Secret> = Api::namespaced(lab.clusters()[0].client.clone(), "default");
     let mut needles = Vec::new();
-    for secret_name in [format!("{name}-shared-credentials"), format!("{name}-admin-credentials"), format!("{name}-monitor-credentials")] {
+    for secret_name in [
+        format!("{name}-shared-credentials"),
+        format!("{name}-admin-credentials"),
+        format!("{name}-monitor-credentials"),
+    ] {
         let secret = secrets.get(&secret_name).await.map_err(fail("secret"))?;
         for (key, value) in secret.data.unwrap_or_default() {
             if key == "password" || key == "keyfile" {
@@ -332,20 +562,42 @@ async fn no_secret_appears_in_logs_events_or_status(lab: &Lab, name: &str) -> Ou
         }
     }
     if needles.len() != 4 {
-        return Err(format!("expected 4 secret values to look for, found {}", needles.len()));
+        return Err(format!(
+            "expected 4 secret values to look for, found {}",
+            needles.len()
+        ));
     }
     for (index, cluster) in lab.clusters().iter().enumerate() {
         let log = std::fs::read_to_string(lab.operator_log(index)).map_err(fail("log"))?;
-        let events = lab.kubectl(&cluster.name, &["get", "events", "-A", "-o", "json"]).await.map_err(fail("events"))?;
-        let status = lab.kubectl(&cluster.name, &["get", "mongodb", name, "-o", "json"]).await.map_err(fail("status"))?;
-        let status = status.split("\"status\"").nth(1).unwrap_or_default().to_string();
-        for (what, text) in [("operator log", &log), ("Events", &events), ("status", &status)] {
+        let events = lab
+            .kubectl(&cluster.name, &["get", "events", "-A", "-o", "json"])
+            .await
+            .map_err(fail("events"))?;
+        let status = lab
+            .kubectl(&cluster.name, &["get", "mongodb", name, "-o", "json"])
+            .await
+            .map_err(fail("status"))?;
+        let status = status
+            .split("\"status\"")
+            .nth(1)
+            .unwrap_or_default()
+            .to_string();
+        for (what, text) in [
+            ("operator log", &log),
+            ("Events", &events),
+            ("status", &status),
+        ] {
             if needles.iter().any(|needle| text.contains(needle.as_str())) {
-                return Err(format!("a secret value appears in the {what} of cluster {}", cluster.name));
+                return Err(format!(
+                    "a secret value appears in the {what} of cluster {}",
+                    cluster.name
+                ));
             }
         }
         if !events.contains("Initiate") && index == 0 {
-            return Err("the Events of cluster a lack Initiate: the scan would prove nothing".into());
+            return Err(
+                "the Events of cluster a lack Initiate: the scan would prove nothing".into(),
+            );
         }
     }
     Ok(())
@@ -358,31 +610,73 @@ async fn scaling_out_adds_members_one_at_a_time_even_across_an_operator_restart(
     let outcome = async {
         let control_plane = lab.control_plane();
         let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
-        control_plane.apply(&request("grow", "a=2,b=2,c=1")).await.map_err(fail("apply"))?;
-        observe::wait_ready(&control_plane, "default", "grow", &Split::parse("a=2,b=2,c=1").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("2+2+1"))?;
+        control_plane
+            .apply(&request("grow", "a=2,b=2,c=1"))
+            .await
+            .map_err(fail("apply"))?;
+        observe::wait_ready(
+            &control_plane,
+            "default",
+            "grow",
+            &Split::parse("a=2,b=2,c=1").unwrap(),
+            READY_TIMEOUT,
+            |_| {},
+        )
+        .await
+        .map_err(fail("2+2+1"))?;
         let hosts = hosts_of(&lab, 0, "grow").await?;
         let first = config(&lab, "grow", &hosts).await?;
 
-        control_plane.apply(&request("grow", "a=3,b=2,c=2")).await.map_err(fail("scale"))?;
+        control_plane
+            .apply(&request("grow", "a=3,b=2,c=2"))
+            .await
+            .map_err(fail("scale"))?;
         lab.kill_operator(0).await.map_err(fail("kill"))?;
         tokio::time::sleep(Duration::from_secs(2)).await;
         lab.restart_operator(0).map_err(fail("restart"))?;
-        observe::wait_ready(&control_plane, "default", "grow", &Split::parse("a=3,b=2,c=2").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("3+2+2"))?;
+        observe::wait_ready(
+            &control_plane,
+            "default",
+            "grow",
+            &Split::parse("a=3,b=2,c=2").unwrap(),
+            READY_TIMEOUT,
+            |_| {},
+        )
+        .await
+        .map_err(fail("3+2+2"))?;
 
-        control_plane.apply(&request("grow", "a=3,b=2,c=2,d=1")).await.map_err(fail("fourth cluster"))?;
-        observe::wait_ready(&control_plane, "default", "grow", &Split::parse("a=3,b=2,c=2,d=1").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("3+2+2+1"))?;
+        control_plane
+            .apply(&request("grow", "a=3,b=2,c=2,d=1"))
+            .await
+            .map_err(fail("fourth cluster"))?;
+        observe::wait_ready(
+            &control_plane,
+            "default",
+            "grow",
+            &Split::parse("a=3,b=2,c=2,d=1").unwrap(),
+            READY_TIMEOUT,
+            |_| {},
+        )
+        .await
+        .map_err(fail("3+2+2+1"))?;
         pruner.abort();
 
         let hosts = hosts_of(&lab, 3, "grow").await?;
         let last = config(&lab, "grow", &hosts).await?;
         if voters(&last) != 7 {
-            return Err(format!("8 members should have 7 voters, found {}", voters(&last)));
+            return Err(format!(
+                "8 members should have 7 voters, found {}",
+                voters(&last)
+            ));
         }
         if replica_set_id(&first) != replica_set_id(&last) {
             return Err("the replicaSetId changed: the set was initiated twice".into());
         }
         if version(&last) >= 10_000 {
-            return Err(format!("config version {} betrays a forced reconfig", version(&last)));
+            return Err(format!(
+                "config version {} betrays a forced reconfig",
+                version(&last)
+            ));
         }
         Ok(())
     }
@@ -397,8 +691,20 @@ async fn scaling_in_steps_the_primary_down_first_and_loses_no_majority_write() {
     let outcome = async {
         let control_plane = lab.control_plane();
         let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
-        control_plane.apply(&request("shrink", "a=2,b=2,c=1")).await.map_err(fail("apply"))?;
-        observe::wait_ready(&control_plane, "default", "shrink", &Split::parse("a=2,b=2,c=1").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("2+2+1"))?;
+        control_plane
+            .apply(&request("shrink", "a=2,b=2,c=1"))
+            .await
+            .map_err(fail("apply"))?;
+        observe::wait_ready(
+            &control_plane,
+            "default",
+            "shrink",
+            &Split::parse("a=2,b=2,c=1").unwrap(),
+            READY_TIMEOUT,
+            |_| {},
+        )
+        .await
+        .map_err(fail("2+2+1"))?;
         let leaving = member_host(&lab, 0, "shrink", 1).await?;
         make_primary(&lab, "shrink", &leaving).await?;
         let hosts = hosts_of(&lab, 0, "shrink").await?;
@@ -406,12 +712,24 @@ async fn scaling_in_steps_the_primary_down_first_and_loses_no_majority_write() {
         let writer = MajorityWriter::start(&lab, "shrink", &hosts).await?;
         tokio::time::sleep(Duration::from_secs(2)).await;
 
-        control_plane.apply(&request("shrink", "a=1,b=2,c=1")).await.map_err(fail("scale in"))?;
+        control_plane
+            .apply(&request("shrink", "a=1,b=2,c=1"))
+            .await
+            .map_err(fail("scale in"))?;
         tokio::time::sleep(Duration::from_secs(1)).await;
         lab.kill_operator(0).await.map_err(fail("kill"))?;
         tokio::time::sleep(Duration::from_secs(2)).await;
         lab.restart_operator(0).map_err(fail("restart"))?;
-        observe::wait_ready(&control_plane, "default", "shrink", &Split::parse("a=1,b=2,c=1").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("1+2+1"))?;
+        observe::wait_ready(
+            &control_plane,
+            "default",
+            "shrink",
+            &Split::parse("a=1,b=2,c=1").unwrap(),
+            READY_TIMEOUT,
+            |_| {},
+        )
+        .await
+        .map_err(fail("1+2+1"))?;
         if let Some(writer) = writer {
             writer.stop_and_check().await?;
         }
@@ -423,17 +741,34 @@ async fn scaling_in_steps_the_primary_down_first_and_loses_no_majority_write() {
         }
         let a = lab.clusters()[0].client.clone();
         let stateful_sets: Api<StatefulSet> = Api::namespaced(a.clone(), "default");
-        if stateful_sets.get_opt("shrink-mongodb-1").await.map_err(fail("sts"))?.is_some() {
+        if stateful_sets
+            .get_opt("shrink-mongodb-1")
+            .await
+            .map_err(fail("sts"))?
+            .is_some()
+        {
             return Err("the StatefulSet of the removed member still exists".into());
         }
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(a, "default");
-        if claims.get_opt("data-shrink-mongodb-1-0").await.map_err(fail("pvc"))?.is_none() {
-            return Err("the PVC of the removed member was deleted despite the Retain policy".into());
+        if claims
+            .get_opt("data-shrink-mongodb-1-0")
+            .await
+            .map_err(fail("pvc"))?
+            .is_none()
+        {
+            return Err(
+                "the PVC of the removed member was deleted despite the Retain policy".into(),
+            );
         }
-        let described = lab.kubectl("a", &["describe", "mongodb", "shrink"]).await.map_err(fail("describe"))?;
+        let described = lab
+            .kubectl("a", &["describe", "mongodb", "shrink"])
+            .await
+            .map_err(fail("describe"))?;
         for reason in ["StepDown", "RemoveMember", "DeleteStatefulSet"] {
             if !described.contains(reason) {
-                return Err(format!("no {reason} Event in kubectl describe:\n{described}"));
+                return Err(format!(
+                    "no {reason} Event in kubectl describe:\n{described}"
+                ));
             }
         }
         let last = config(&lab, "shrink", &remaining).await?;
@@ -453,16 +788,40 @@ async fn a_cluster_holding_the_primary_gives_up_all_its_members_across_an_operat
     let outcome = async {
         let control_plane = lab.control_plane();
         let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
-        control_plane.apply(&request("leave", "a=2,b=2,c=1")).await.map_err(fail("apply"))?;
-        observe::wait_ready(&control_plane, "default", "leave", &Split::parse("a=2,b=2,c=1").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("2+2+1"))?;
+        control_plane
+            .apply(&request("leave", "a=2,b=2,c=1"))
+            .await
+            .map_err(fail("apply"))?;
+        observe::wait_ready(
+            &control_plane,
+            "default",
+            "leave",
+            &Split::parse("a=2,b=2,c=1").unwrap(),
+            READY_TIMEOUT,
+            |_| {},
+        )
+        .await
+        .map_err(fail("2+2+1"))?;
         let leaving = member_host(&lab, 2, "leave", 0).await?;
         make_primary(&lab, "leave", &leaving).await?;
         let first = config(&lab, "leave", &hosts_of(&lab, 0, "leave").await?).await?;
-        control_plane.apply(&request("leave", "a=2,b=2,c=0")).await.map_err(fail("scale in"))?;
+        control_plane
+            .apply(&request("leave", "a=2,b=2,c=0"))
+            .await
+            .map_err(fail("scale in"))?;
         lab.kill_operator(2).await.map_err(fail("kill"))?;
         tokio::time::sleep(Duration::from_secs(2)).await;
         lab.restart_operator(2).map_err(fail("restart"))?;
-        observe::wait_ready(&control_plane, "default", "leave", &Split::parse("a=2,b=2").unwrap(), READY_TIMEOUT, |_| {}).await.map_err(fail("2+2"))?;
+        observe::wait_ready(
+            &control_plane,
+            "default",
+            "leave",
+            &Split::parse("a=2,b=2").unwrap(),
+            READY_TIMEOUT,
+            |_| {},
+        )
+        .await
+        .map_err(fail("2+2"))?;
         pruner.abort();
         let remaining = hosts_of(&lab, 0, "leave").await?;
         if remaining.contains(&leaving) || remaining.len() != 4 {
@@ -472,9 +831,15 @@ async fn a_cluster_holding_the_primary_gives_up_all_its_members_across_an_operat
         if replica_set_id(&first) != replica_set_id(&last) || version(&last) >= 10_000 {
             return Err("second initiate or forced reconfig detected".into());
         }
-        let stateful_sets: Api<StatefulSet> = Api::namespaced(lab.clusters()[2].client.clone(), "default");
+        let stateful_sets: Api<StatefulSet> =
+            Api::namespaced(lab.clusters()[2].client.clone(), "default");
         let deadline = Instant::now() + Duration::from_secs(60);
-        while stateful_sets.get_opt("leave-mongodb-0").await.map_err(fail("sts"))?.is_some() {
+        while stateful_sets
+            .get_opt("leave-mongodb-0")
+            .await
+            .map_err(fail("sts"))?
+            .is_some()
+        {
             if Instant::now() > deadline {
                 return Err("cluster c still runs its StatefulSet".into());
             }
@@ -493,12 +858,45 @@ async fn pause_holds_every_change_and_deleting_in_one_cluster_removes_only_its_m
     let outcome = async {
         let control_plane = lab.control_plane();
         let split = Split::parse("a=2,b=2,c=1").unwrap();
-        control_plane.apply(&request("part", "a=2,b=2,c=1")).await.map_err(fail("apply"))?;
-        observe::wait_ready(&control_plane, "default", "part", &split, READY_TIMEOUT, |_| {}).await.map_err(fail("2+2+1"))?;
+        control_plane
+            .apply(&request("part", "a=2,b=2,c=1"))
+            .await
+            .map_err(fail("apply"))?;
+        observe::wait_ready(
+            &control_plane,
+            "default",
+            "part",
+            &split,
+            READY_TIMEOUT,
+            |_| {},
+        )
+        .await
+        .map_err(fail("2+2+1"))?;
 
-        lab.kubectl("c", &["patch", "mongodb", "part", "--type", "merge", "-p", r#"{"spec":{"pause":true,"members":0}}"#]).await.map_err(fail("pause"))?;
+        lab.kubectl(
+            "c",
+            &[
+                "patch",
+                "mongodb",
+                "part",
+                "--type",
+                "merge",
+                "-p",
+                r#"{"spec":{"pause":true,"members":0}}"#,
+            ],
+        )
+        .await
+        .map_err(fail("pause"))?;
         let deadline = Instant::now() + Duration::from_secs(60);
-        while lab.kubectl("c", &["get", "mongodb", "part", "-o", "jsonpath={.status.state}"]).await.map_err(fail("state"))? != "Pause" {
+        while lab
+            .kubectl(
+                "c",
+                &["get", "mongodb", "part", "-o", "jsonpath={.status.state}"],
+            )
+            .await
+            .map_err(fail("state"))?
+            != "Pause"
+        {
             if Instant::now() > deadline {
                 return Err("status.state never became Pause".into());
             }
@@ -508,10 +906,34 @@ async fn pause_holds_every_change_and_deleting_in_one_cluster_removes_only_its_m
         if hosts_of(&lab, 0, "part").await?.len() != 5 {
             return Err("a paused cluster's member left the set".into());
         }
-        lab.kubectl("c", &["patch", "mongodb", "part", "--type", "merge", "-p", r#"{"spec":{"pause":false,"members":1}}"#]).await.map_err(fail("unpause"))?;
-        observe::wait_ready(&control_plane, "default", "part", &split, READY_TIMEOUT, |_| {}).await.map_err(fail("after pause"))?;
+        lab.kubectl(
+            "c",
+            &[
+                "patch",
+                "mongodb",
+                "part",
+                "--type",
+                "merge",
+                "-p",
+                r#"{"spec":{"pause":false,"members":1}}"#,
+            ],
+        )
+        .await
+        .map_err(fail("unpause"))?;
+        observe::wait_ready(
+            &control_plane,
+            "default",
+            "part",
+            &split,
+            READY_TIMEOUT,
+            |_| {},
+        )
+        .await
+        .map_err(fail("after pause"))?;
 
-        lab.kubectl("b", &["delete", "mongodb", "part", "--wait=false"]).await.map_err(fail("kubectl delete"))?;
+        lab.kubectl("b", &["delete", "mongodb", "part", "--wait=false"])
+            .await
+            .map_err(fail("kubectl delete"))?;
         let api: Api<MongoDB> = Api::namespaced(lab.clusters()[1].client.clone(), "default");
         let deadline = Instant::now() + READY_TIMEOUT;
         while api.get_opt("part").await.map_err(fail("get"))?.is_some() {
@@ -524,11 +946,17 @@ async fn pause_holds_every_change_and_deleting_in_one_cluster_removes_only_its_m
         loop {
             let remaining = hosts_of(&lab, 0, "part").await?;
             let vip_b = lab.clusters()[1].vip.to_string();
-            if remaining.len() == 3 && !remaining.iter().any(|h| h.starts_with(&format!("{vip_b}:"))) {
+            if remaining.len() == 3
+                && !remaining
+                    .iter()
+                    .any(|h| h.starts_with(&format!("{vip_b}:")))
+            {
                 break;
             }
             if Instant::now() > deadline {
-                return Err(format!("expected the 3 members of a and c, found {remaining:?}"));
+                return Err(format!(
+                    "expected the 3 members of a and c, found {remaining:?}"
+                ));
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }

@@ -24,7 +24,12 @@ pub(crate) struct Connection {
 
 impl Connection {
     pub fn new(id: i64) -> Connection {
-        Connection { id, users: Vec::new(), conversation: None, skip_empty_exchange: false }
+        Connection {
+            id,
+            users: Vec::new(),
+            conversation: None,
+            skip_empty_exchange: false,
+        }
     }
 }
 
@@ -32,11 +37,26 @@ const VERSION: &str = "7.0.14";
 const MAX_WIRE_VERSION: i32 = 21;
 
 /// Commands any client may run before authenticating.
-const NO_AUTH: &[&str] = &["hello", "isMaster", "ismaster", "ping", "buildInfo", "buildinfo", "saslStart",
-    "saslContinue", "endSessions", "connectionStatus", "logout"];
+const NO_AUTH: &[&str] = &[
+    "hello",
+    "isMaster",
+    "ismaster",
+    "ping",
+    "buildInfo",
+    "buildinfo",
+    "saslStart",
+    "saslContinue",
+    "endSessions",
+    "connectionStatus",
+    "logout",
+];
 
 /// Handles one OP_MSG command and returns the reply body.
-pub(crate) async fn dispatch(member: &Arc<Member>, conn: &mut Connection, body: Document) -> Document {
+pub(crate) async fn dispatch(
+    member: &Arc<Member>,
+    conn: &mut Connection,
+    body: Document,
+) -> Document {
     let Some(name) = body.keys().next().cloned() else {
         return CmdError::new(error::FAILED_TO_PARSE, "no command given").to_document();
     };
@@ -59,20 +79,34 @@ pub(crate) async fn dispatch(member: &Arc<Member>, conn: &mut Connection, body: 
 }
 
 /// Handles an OP_QUERY command: only the hello/isMaster handshake.
-pub(crate) async fn dispatch_legacy(member: &Arc<Member>, conn: &mut Connection, query: Document) -> Document {
+pub(crate) async fn dispatch_legacy(
+    member: &Arc<Member>,
+    conn: &mut Connection,
+    query: Document,
+) -> Document {
     let name = query.keys().next().cloned().unwrap_or_default();
     if matches!(name.as_str(), "hello" | "isMaster" | "ismaster") {
         dispatch(member, conn, query).await
     } else {
-        CmdError::new(error::UNSUPPORTED_OP_QUERY_COMMAND,
-            format!("Unsupported OP_QUERY command: {name}. The client driver may require an upgrade.")).to_document()
+        CmdError::new(
+            error::UNSUPPORTED_OP_QUERY_COMMAND,
+            format!(
+                "Unsupported OP_QUERY command: {name}. The client driver may require an upgrade."
+            ),
+        )
+        .to_document()
     }
 }
 
 /// What the localhost exception permits while no user exists (MongoDB manual,
 /// "Localhost Exception": createUser, replSetInitiate, replSetGetStatus,
 /// replSetReconfig). Every client of the simulator is on loopback.
-const LOCALHOST_EXCEPTION: &[&str] = &["createUser", "replSetInitiate", "replSetGetStatus", "replSetReconfig"];
+const LOCALHOST_EXCEPTION: &[&str] = &[
+    "createUser",
+    "replSetInitiate",
+    "replSetGetStatus",
+    "replSetReconfig",
+];
 
 fn is_authorized(member: &Member, conn: &Connection, name: &str) -> bool {
     if !member.auth_enabled() || !conn.users.is_empty() {
@@ -81,9 +115,17 @@ fn is_authorized(member: &Member, conn: &Connection, name: &str) -> bool {
     LOCALHOST_EXCEPTION.contains(&name) && member.disk().collection(USERS_NS).is_empty()
 }
 
-async fn run(member: &Arc<Member>, conn: &mut Connection, name: &str, body: &Document) -> CmdResult {
+async fn run(
+    member: &Arc<Member>,
+    conn: &mut Connection,
+    name: &str,
+    body: &Document,
+) -> CmdResult {
     if !NO_AUTH.contains(&name) && !is_authorized(member, conn, name) {
-        return fail(error::UNAUTHORIZED, format!("Command {name} requires authentication"));
+        return fail(
+            error::UNAUTHORIZED,
+            format!("Command {name} requires authentication"),
+        );
     }
     match name {
         "hello" => hello(member, conn, body, false).await,
@@ -113,7 +155,10 @@ async fn run(member: &Arc<Member>, conn: &mut Connection, name: &str, body: &Doc
         "replSetStepDown" => crate::repl_commands::step_down(member, body).await,
         "replSetFreeze" => crate::repl_commands::freeze(member, body),
         "replSetStepUp" => crate::repl_commands::step_up(member, body).await,
-        other => fail(error::COMMAND_NOT_FOUND, format!("no such command: '{other}'")),
+        other => fail(
+            error::COMMAND_NOT_FOUND,
+            format!("no such command: '{other}'"),
+        ),
     }
 }
 
@@ -130,12 +175,17 @@ fn db_of(body: &Document) -> String {
 /// A client-supplied number of seconds as a Duration (non-finite or negative → 0,
 /// capped at about 30 years so deadlines never overflow).
 pub(crate) fn secs(v: f64) -> Duration {
-    if v.is_finite() && v > 0.0 { Duration::from_secs_f64(v.min(1e9)) } else { Duration::ZERO }
+    if v.is_finite() && v > 0.0 {
+        Duration::from_secs_f64(v.min(1e9))
+    } else {
+        Duration::ZERO
+    }
 }
 
 /// A client-supplied timeout in milliseconds; None when absent or not positive.
 pub(crate) fn timeout_ms(v: Option<f64>) -> Option<Duration> {
-    v.filter(|t| t.is_finite() && *t > 0.0).map(|t| secs(t / 1000.0))
+    v.filter(|t| t.is_finite() && *t > 0.0)
+        .map(|t| secs(t / 1000.0))
 }
 
 pub(crate) fn num(v: Option<&Bson>) -> Option<f64> {
@@ -147,8 +197,16 @@ pub(crate) fn num(v: Option<&Bson>) -> Option<f64> {
     }
 }
 
-async fn hello(member: &Arc<Member>, conn: &Connection, body: &Document, legacy: bool) -> CmdResult {
-    if let (Ok(tv), Some(max_wait)) = (body.get_document("topologyVersion"), num(body.get("maxAwaitTimeMS"))) {
+async fn hello(
+    member: &Arc<Member>,
+    conn: &Connection,
+    body: &Document,
+    legacy: bool,
+) -> CmdResult {
+    if let (Ok(tv), Some(max_wait)) = (
+        body.get_document("topologyVersion"),
+        num(body.get("maxAwaitTimeMS")),
+    ) {
         let mut watch = member.topology_watch();
         let same_process = tv.get_object_id("processId").ok() == Some(member.process_id());
         let counter = tv.get_i64("counter").ok();
@@ -161,17 +219,44 @@ async fn hello(member: &Arc<Member>, conn: &Connection, body: &Document, legacy:
 }
 
 fn hello_response(member: &Member, conn: &Connection, body: &Document, legacy: bool) -> Document {
-    let writable_key = if legacy { "ismaster" } else { "isWritablePrimary" };
+    let writable_key = if legacy {
+        "ismaster"
+    } else {
+        "isWritablePrimary"
+    };
     let inner = member.lock();
     let disk = member.disk();
     let mut d = doc! { "topologyVersion": { "processId": member.process_id(), "counter": inner.topology_counter } };
-    let member_cfg = disk.config.as_ref().and_then(|c| inner.self_host.as_ref().and_then(|h| c.member_by_host(h)).map(|m| (c, m)));
+    let member_cfg = disk.config.as_ref().and_then(|c| {
+        inner
+            .self_host
+            .as_ref()
+            .and_then(|h| c.member_by_host(h))
+            .map(|m| (c, m))
+    });
     match member_cfg {
         Some((cfg, me)) if inner.state != MemberState::Removed => {
             let visible = |m: &&crate::config::MemberConfig| !m.hidden && !m.arbiter_only;
-            let hosts: Vec<Bson> = cfg.members.iter().filter(visible).filter(|m| m.priority > 0.0).map(|m| Bson::String(m.host.clone())).collect();
-            let passives: Vec<Bson> = cfg.members.iter().filter(visible).filter(|m| m.priority == 0.0).map(|m| Bson::String(m.host.clone())).collect();
-            let arbiters: Vec<Bson> = cfg.members.iter().filter(|m| m.arbiter_only && !m.hidden).map(|m| Bson::String(m.host.clone())).collect();
+            let hosts: Vec<Bson> = cfg
+                .members
+                .iter()
+                .filter(visible)
+                .filter(|m| m.priority > 0.0)
+                .map(|m| Bson::String(m.host.clone()))
+                .collect();
+            let passives: Vec<Bson> = cfg
+                .members
+                .iter()
+                .filter(visible)
+                .filter(|m| m.priority == 0.0)
+                .map(|m| Bson::String(m.host.clone()))
+                .collect();
+            let arbiters: Vec<Bson> = cfg
+                .members
+                .iter()
+                .filter(|m| m.arbiter_only && !m.hidden)
+                .map(|m| Bson::String(m.host.clone()))
+                .collect();
             d.insert("hosts", hosts);
             if !passives.is_empty() {
                 d.insert("passives", passives);
@@ -205,12 +290,15 @@ fn hello_response(member: &Member, conn: &Connection, body: &Document, legacy: b
             }
             let last = disk.last_optime();
             let commit = inner.commit_point.min(last);
-            d.insert("lastWrite", doc! {
-                "opTime": last.to_document(),
-                "lastWriteDate": DateTime::from_millis(disk.last_wall_ms()),
-                "majorityOpTime": commit.to_document(),
-                "majorityWriteDate": DateTime::from_millis(disk.wall_ms_at(commit)),
-            });
+            d.insert(
+                "lastWrite",
+                doc! {
+                    "opTime": last.to_document(),
+                    "lastWriteDate": DateTime::from_millis(disk.last_wall_ms()),
+                    "majorityOpTime": commit.to_document(),
+                    "majorityWriteDate": DateTime::from_millis(disk.wall_ms_at(commit)),
+                },
+            );
         }
         _ => {
             d.insert(writable_key, false);
@@ -236,7 +324,10 @@ fn hello_response(member: &Member, conn: &Connection, body: &Document, legacy: b
     if let Ok(spec) = body.get_str("saslSupportedMechs") {
         if let Some((db, user)) = spec.split_once('.') {
             if let Some(u) = member.disk().user(db, user) {
-                let mechs: Vec<Bson> = u.get_document("credentials").map(|c| c.keys().map(|k| Bson::String(k.clone())).collect()).unwrap_or_default();
+                let mechs: Vec<Bson> = u
+                    .get_document("credentials")
+                    .map(|c| c.keys().map(|k| Bson::String(k.clone())).collect())
+                    .unwrap_or_default();
                 d.insert("saslSupportedMechs", mechs);
             }
         }
@@ -275,7 +366,11 @@ fn server_status(member: &Member, conn: &Connection) -> Document {
 }
 
 fn connection_status(conn: &Connection) -> Document {
-    let users: Vec<Bson> = conn.users.iter().map(|(u, d)| Bson::Document(doc! {"user": u.clone(), "db": d.clone()})).collect();
+    let users: Vec<Bson> = conn
+        .users
+        .iter()
+        .map(|(u, d)| Bson::Document(doc! {"user": u.clone(), "db": d.clone()}))
+        .collect();
     doc! { "authInfo": { "authenticatedUsers": users, "authenticatedUserRoles": [] } }
 }
 
@@ -290,7 +385,10 @@ fn payload_bytes(body: &Document) -> Vec<u8> {
 }
 
 fn bin(bytes: Vec<u8>) -> Binary {
-    Binary { subtype: BinarySubtype::Generic, bytes }
+    Binary {
+        subtype: BinarySubtype::Generic,
+        bytes,
+    }
 }
 
 fn auth_failed() -> CmdError {
@@ -300,15 +398,26 @@ fn auth_failed() -> CmdError {
 fn sasl_start(member: &Member, conn: &mut Connection, body: &Document) -> CmdResult {
     let mech_name = body.get_str("mechanism").unwrap_or_default();
     let Some(mech) = Mechanism::parse(mech_name) else {
-        return fail(error::BAD_VALUE, format!("Received authentication for mechanism {mech_name} which is unknown or not enabled"));
+        return fail(
+            error::BAD_VALUE,
+            format!(
+                "Received authentication for mechanism {mech_name} which is unknown or not enabled"
+            ),
+        );
     };
     let db = db_of(body);
-    let started = scram::start(mech, &db, &payload_bytes(body), |user| member.disk().user(&db, user).cloned());
+    let started = scram::start(mech, &db, &payload_bytes(body), |user| {
+        member.disk().user(&db, user).cloned()
+    });
     let (conv, server_first) = started.map_err(|e| {
         tracing::debug!("saslStart failed: {e}");
         auth_failed()
     })?;
-    conn.skip_empty_exchange = body.get_document("options").ok().and_then(|o| o.get_bool("skipEmptyExchange").ok()).unwrap_or(false);
+    conn.skip_empty_exchange = body
+        .get_document("options")
+        .ok()
+        .and_then(|o| o.get_bool("skipEmptyExchange").ok())
+        .unwrap_or(false);
     conn.conversation = Some(conv);
     Ok(doc! { "conversationId": 1, "done": false, "payload": bin(server_first.into_bytes()) })
 }
@@ -350,7 +459,10 @@ struct WriteConcern {
 }
 
 fn write_concern(body: &Document) -> WriteConcern {
-    let mut wc = WriteConcern { w: None, wtimeout: None };
+    let mut wc = WriteConcern {
+        w: None,
+        wtimeout: None,
+    };
     if let Ok(d) = body.get_document("writeConcern") {
         match d.get("w") {
             Some(Bson::String(s)) if s == "majority" => wc.w = None,
@@ -383,12 +495,21 @@ fn write_ops(member: &Member, ops: Vec<Op>) -> Result<(OpTime, u64), CmdError> {
     let term = disk.term;
     for op in ops {
         let optime = disk.next_optime(term, now_ms());
-        disk.append(OplogEntry { optime, wall_ms: now_ms(), op });
+        disk.append(OplogEntry {
+            optime,
+            wall_ms: now_ms(),
+            op,
+        });
     }
     Ok((disk.last_optime(), inner.role_generation))
 }
 
-async fn wait_for_write_concern(member: &Member, optime: OpTime, generation: u64, wc: &WriteConcern) -> Result<(), WaitFailure> {
+async fn wait_for_write_concern(
+    member: &Member,
+    optime: OpTime,
+    generation: u64,
+    wc: &WriteConcern,
+) -> Result<(), WaitFailure> {
     let deadline = wc.wtimeout.map(|t| Instant::now() + t);
     loop {
         let enough_members = match wc.w {
@@ -416,8 +537,12 @@ async fn wait_for_write_concern(member: &Member, optime: OpTime, generation: u64
 }
 
 fn count_members_with(member: &Member, optime: OpTime) -> usize {
-    let Some(net) = member.network() else { return 0 };
-    let Some(cfg) = member.disk().config.clone() else { return 0 };
+    let Some(net) = member.network() else {
+        return 0;
+    };
+    let Some(cfg) = member.disk().config.clone() else {
+        return 0;
+    };
     let me = member.self_host();
     cfg.members
         .iter()
@@ -426,14 +551,19 @@ fn count_members_with(member: &Member, optime: OpTime) -> usize {
             if Some(&m.host) == me.as_ref() {
                 true
             } else {
-                net.dial(member, &m.host).map(|p| p.last_optime() >= optime).unwrap_or(false)
+                net.dial(member, &m.host)
+                    .map(|p| p.last_optime() >= optime)
+                    .unwrap_or(false)
             }
         })
         .count()
 }
 
 fn write_concern_error(f: WaitFailure, body: &Document) -> Document {
-    let wc = body.get_document("writeConcern").cloned().unwrap_or_else(|_| doc! {"w": "majority"});
+    let wc = body
+        .get_document("writeConcern")
+        .cloned()
+        .unwrap_or_else(|_| doc! {"w": "majority"});
     match f {
         WaitFailure::TimedOut => doc! {
             "code": error::WRITE_CONCERN_FAILED, "codeName": "WriteConcernFailed",
@@ -475,13 +605,23 @@ fn roles_of(body: &Document, db: &str) -> Bson {
 
 async fn create_user(member: &Member, body: &Document) -> CmdResult {
     let db = db_of(body);
-    let user = body.get_str("createUser").map_err(|_| CmdError::new(error::BAD_VALUE, "createUser must be a string"))?;
-    let pwd = body.get_str("pwd").map_err(|_| CmdError::new(error::BAD_VALUE, "Must provide a 'pwd' field for all user documents"))?;
+    let user = body
+        .get_str("createUser")
+        .map_err(|_| CmdError::new(error::BAD_VALUE, "createUser must be a string"))?;
+    let pwd = body.get_str("pwd").map_err(|_| {
+        CmdError::new(
+            error::BAD_VALUE,
+            "Must provide a 'pwd' field for all user documents",
+        )
+    })?;
     if member.state() != MemberState::Primary {
         return Err(not_primary());
     }
     if member.disk().user(&db, user).is_some() {
-        return fail(error::USER_ALREADY_EXISTS, format!("User \"{user}@{db}\" already exists"));
+        return fail(
+            error::USER_ALREADY_EXISTS,
+            format!("User \"{user}@{db}\" already exists"),
+        );
     }
     let doc = user_document(&db, user, pwd, roles_of(body, &db));
     user_write(member, body, Op::PutUser { doc }).await
@@ -489,12 +629,17 @@ async fn create_user(member: &Member, body: &Document) -> CmdResult {
 
 async fn update_user(member: &Member, body: &Document) -> CmdResult {
     let db = db_of(body);
-    let user = body.get_str("updateUser").map_err(|_| CmdError::new(error::BAD_VALUE, "updateUser must be a string"))?;
+    let user = body
+        .get_str("updateUser")
+        .map_err(|_| CmdError::new(error::BAD_VALUE, "updateUser must be a string"))?;
     if member.state() != MemberState::Primary {
         return Err(not_primary());
     }
     let Some(mut doc) = member.disk().user(&db, user).cloned() else {
-        return fail(error::USER_NOT_FOUND, format!("Could not find user \"{user}\" for db \"{db}\""));
+        return fail(
+            error::USER_NOT_FOUND,
+            format!("Could not find user \"{user}\" for db \"{db}\""),
+        );
     };
     if let Ok(pwd) = body.get_str("pwd") {
         doc.insert("credentials", scram::make_credentials(user, pwd));
@@ -507,26 +652,44 @@ async fn update_user(member: &Member, body: &Document) -> CmdResult {
 
 async fn drop_user(member: &Member, body: &Document) -> CmdResult {
     let db = db_of(body);
-    let user = body.get_str("dropUser").map_err(|_| CmdError::new(error::BAD_VALUE, "dropUser must be a string"))?;
+    let user = body
+        .get_str("dropUser")
+        .map_err(|_| CmdError::new(error::BAD_VALUE, "dropUser must be a string"))?;
     if member.state() != MemberState::Primary {
         return Err(not_primary());
     }
     if member.disk().user(&db, user).is_none() {
-        return fail(error::USER_NOT_FOUND, format!("Could not find user \"{user}\" for db \"{db}\""));
+        return fail(
+            error::USER_NOT_FOUND,
+            format!("Could not find user \"{user}\" for db \"{db}\""),
+        );
     }
-    user_write(member, body, Op::DropUser { id: format!("{db}.{user}") }).await
+    user_write(
+        member,
+        body,
+        Op::DropUser {
+            id: format!("{db}.{user}"),
+        },
+    )
+    .await
 }
 
 fn users_info(member: &Member, body: &Document) -> CmdResult {
     let db = db_of(body);
     let wanted: Option<Vec<(String, String)>> = match body.get("usersInfo") {
         Some(Bson::String(u)) => Some(vec![(db.clone(), u.clone())]),
-        Some(Bson::Document(d)) => Some(vec![(d.get_str("db").unwrap_or(&db).to_string(), d.get_str("user").unwrap_or_default().to_string())]),
+        Some(Bson::Document(d)) => Some(vec![(
+            d.get_str("db").unwrap_or(&db).to_string(),
+            d.get_str("user").unwrap_or_default().to_string(),
+        )]),
         Some(Bson::Array(a)) => Some(
             a.iter()
                 .filter_map(|v| match v {
                     Bson::String(u) => Some((db.clone(), u.clone())),
-                    Bson::Document(d) => Some((d.get_str("db").unwrap_or(&db).to_string(), d.get_str("user").ok()?.to_string())),
+                    Bson::Document(d) => Some((
+                        d.get_str("db").unwrap_or(&db).to_string(),
+                        d.get_str("user").ok()?.to_string(),
+                    )),
                     _ => None,
                 })
                 .collect(),
@@ -539,7 +702,10 @@ fn users_info(member: &Member, body: &Document) -> CmdResult {
         .collection(USERS_NS)
         .iter()
         .filter(|u| {
-            let (udb, uname) = (u.get_str("db").unwrap_or_default(), u.get_str("user").unwrap_or_default());
+            let (udb, uname) = (
+                u.get_str("db").unwrap_or_default(),
+                u.get_str("user").unwrap_or_default(),
+            );
             match &wanted {
                 Some(list) => list.iter().any(|(d, n)| d == udb && n == uname),
                 None => udb == db,
@@ -547,7 +713,10 @@ fn users_info(member: &Member, body: &Document) -> CmdResult {
         })
         .map(|u| {
             let mut out = u.clone();
-            let mechs: Vec<Bson> = u.get_document("credentials").map(|c| c.keys().map(|k| Bson::String(k.clone())).collect()).unwrap_or_default();
+            let mechs: Vec<Bson> = u
+                .get_document("credentials")
+                .map(|c| c.keys().map(|k| Bson::String(k.clone())).collect())
+                .unwrap_or_default();
             if !show_credentials {
                 out.remove("credentials");
             }
@@ -560,9 +729,13 @@ fn users_info(member: &Member, body: &Document) -> CmdResult {
 
 async fn insert(member: &Member, body: &Document) -> CmdResult {
     let db = db_of(body);
-    let coll = body.get_str("insert").map_err(|_| CmdError::new(error::BAD_VALUE, "collection name must be a string"))?;
+    let coll = body
+        .get_str("insert")
+        .map_err(|_| CmdError::new(error::BAD_VALUE, "collection name must be a string"))?;
     let ns = format!("{db}.{coll}");
-    let docs = body.get_array("documents").map_err(|_| CmdError::new(error::FAILED_TO_PARSE, "missing documents"))?;
+    let docs = body
+        .get_array("documents")
+        .map_err(|_| CmdError::new(error::FAILED_TO_PARSE, "missing documents"))?;
     let ordered = body.get_bool("ordered").unwrap_or(true);
     if member.state() != MemberState::Primary {
         return Err(not_primary());
@@ -572,7 +745,10 @@ async fn insert(member: &Member, body: &Document) -> CmdResult {
     {
         let disk = member.disk();
         let existing = disk.collection(&ns);
-        let mut ids: Vec<Bson> = existing.iter().filter_map(|d| d.get("_id").cloned()).collect();
+        let mut ids: Vec<Bson> = existing
+            .iter()
+            .filter_map(|d| d.get("_id").cloned())
+            .collect();
         for (i, d) in docs.iter().enumerate() {
             let Bson::Document(d) = d else {
                 return fail(error::TYPE_MISMATCH, "documents must be objects");
@@ -595,14 +771,19 @@ async fn insert(member: &Member, body: &Document) -> CmdResult {
                 continue;
             }
             ids.push(id);
-            ops.push(Op::Insert { ns: ns.clone(), doc: d });
+            ops.push(Op::Insert {
+                ns: ns.clone(),
+                doc: d,
+            });
         }
     }
     let n = ops.len() as i32;
     let mut reply = doc! { "n": n };
     if n > 0 {
         let (optime, generation) = write_ops(member, ops)?;
-        if let Err(f) = wait_for_write_concern(member, optime, generation, &write_concern(body)).await {
+        if let Err(f) =
+            wait_for_write_concern(member, optime, generation, &write_concern(body)).await
+        {
             reply.insert("writeConcernError", write_concern_error(f, body));
         }
     }
@@ -614,7 +795,9 @@ async fn insert(member: &Member, body: &Document) -> CmdResult {
 
 fn find(member: &Member, body: &Document) -> CmdResult {
     let db = db_of(body);
-    let coll = body.get_str("find").map_err(|_| CmdError::new(error::BAD_VALUE, "collection name must be a string"))?;
+    let coll = body
+        .get_str("find")
+        .map_err(|_| CmdError::new(error::BAD_VALUE, "collection name must be a string"))?;
     let ns = format!("{db}.{coll}");
     let secondary_ok = body
         .get_document("$readPreference")
@@ -623,10 +806,16 @@ fn find(member: &Member, body: &Document) -> CmdResult {
         .map(|m| m != "primary")
         .unwrap_or(false);
     if member.state() != MemberState::Primary && !secondary_ok {
-        return fail(error::NOT_PRIMARY_NO_SECONDARY_OK, "not primary and secondaryOk=false");
+        return fail(
+            error::NOT_PRIMARY_NO_SECONDARY_OK,
+            "not primary and secondaryOk=false",
+        );
     }
     let filter = body.get_document("filter").cloned().unwrap_or_default();
-    let limit = num(body.get("limit")).filter(|l| *l > 0.0).map(|l| l as usize).unwrap_or(usize::MAX);
+    let limit = num(body.get("limit"))
+        .filter(|l| *l > 0.0)
+        .map(|l| l as usize)
+        .unwrap_or(usize::MAX);
     let disk = member.disk();
     let batch: Vec<Bson> = disk
         .collection(&ns)

@@ -84,7 +84,9 @@ fn int_field(d: &Document, key: &str, what: &str) -> Result<Option<i64>, String>
         None | Some(Bson::Null) => Ok(None),
         Some(v) => match num(v) {
             Some(n) if n.fract() == 0.0 => Ok(Some(n as i64)),
-            _ => Err(format!("Expected field \"{key}\" in {what} to be a number, found {v}")),
+            _ => Err(format!(
+                "Expected field \"{key}\" in {what} to be a number, found {v}"
+            )),
         },
     }
 }
@@ -93,7 +95,9 @@ fn bool_field(d: &Document, key: &str) -> Result<Option<bool>, String> {
     match d.get(key) {
         None | Some(Bson::Null) => Ok(None),
         Some(Bson::Boolean(b)) => Ok(Some(*b)),
-        Some(v) => num(v).map(|n| Some(n != 0.0)).ok_or_else(|| format!("Expected boolean for field \"{key}\"")),
+        Some(v) => num(v)
+            .map(|n| Some(n != 0.0))
+            .ok_or_else(|| format!("Expected boolean for field \"{key}\"")),
     }
 }
 
@@ -106,22 +110,38 @@ fn is_local_host(host: &str) -> bool {
 impl ReplSetConfig {
     /// Parses a client-supplied config document. Errors carry the message for code 93.
     pub fn parse(d: &Document) -> Result<ReplSetConfig, String> {
-        const TOP: &[&str] = &["_id", "version", "term", "members", "settings", "protocolVersion",
-            "writeConcernMajorityJournalDefault", "configsvr"];
+        const TOP: &[&str] = &[
+            "_id",
+            "version",
+            "term",
+            "members",
+            "settings",
+            "protocolVersion",
+            "writeConcernMajorityJournalDefault",
+            "configsvr",
+        ];
         for key in d.keys() {
             if !TOP.contains(&key.as_str()) {
-                return Err(format!("Unexpected field {key} in replica set configuration"));
+                return Err(format!(
+                    "Unexpected field {key} in replica set configuration"
+                ));
             }
         }
-        let set_name = d.get_str("_id").map_err(|_| "Missing expected field \"_id\"".to_string())?.to_string();
-        let version = int_field(d, "version", "replica set configuration")?.ok_or("Missing expected field \"version\"")?;
+        let set_name = d
+            .get_str("_id")
+            .map_err(|_| "Missing expected field \"_id\"".to_string())?
+            .to_string();
+        let version = int_field(d, "version", "replica set configuration")?
+            .ok_or("Missing expected field \"version\"")?;
         let term = int_field(d, "term", "replica set configuration")?.unwrap_or(-1);
         if let Some(pv) = int_field(d, "protocolVersion", "replica set configuration")? {
             if pv != 1 {
                 return Err("Only protocolVersion 1 is supported".into());
             }
         }
-        let members_bson = d.get_array("members").map_err(|_| "Missing expected field \"members\"".to_string())?;
+        let members_bson = d
+            .get_array("members")
+            .map_err(|_| "Missing expected field \"members\"".to_string())?;
         let mut members = Vec::new();
         for m in members_bson {
             let Bson::Document(m) = m else {
@@ -131,22 +151,50 @@ impl ReplSetConfig {
         }
         let mut settings = Settings::default();
         if let Some(s) = d.get("settings") {
-            let Bson::Document(s) = s else { return Err("settings must be an object".into()) };
-            if let Some(v) = bool_field(s, "chainingAllowed")? { settings.chaining_allowed = v; }
-            if let Some(v) = int_field(s, "heartbeatIntervalMillis", "settings")? { settings.heartbeat_interval_millis = v; }
-            if let Some(v) = int_field(s, "heartbeatTimeoutSecs", "settings")? { settings.heartbeat_timeout_secs = v; }
-            if let Some(v) = int_field(s, "electionTimeoutMillis", "settings")? { settings.election_timeout_millis = v; }
-            if let Some(v) = int_field(s, "catchUpTimeoutMillis", "settings")? { settings.catch_up_timeout_millis = v; }
-            if let Some(v) = int_field(s, "catchUpTakeoverDelayMillis", "settings")? { settings.catch_up_takeover_delay_millis = v; }
-            if let Ok(id) = s.get_object_id("replicaSetId") { settings.replica_set_id = Some(id); }
+            let Bson::Document(s) = s else {
+                return Err("settings must be an object".into());
+            };
+            if let Some(v) = bool_field(s, "chainingAllowed")? {
+                settings.chaining_allowed = v;
+            }
+            if let Some(v) = int_field(s, "heartbeatIntervalMillis", "settings")? {
+                settings.heartbeat_interval_millis = v;
+            }
+            if let Some(v) = int_field(s, "heartbeatTimeoutSecs", "settings")? {
+                settings.heartbeat_timeout_secs = v;
+            }
+            if let Some(v) = int_field(s, "electionTimeoutMillis", "settings")? {
+                settings.election_timeout_millis = v;
+            }
+            if let Some(v) = int_field(s, "catchUpTimeoutMillis", "settings")? {
+                settings.catch_up_timeout_millis = v;
+            }
+            if let Some(v) = int_field(s, "catchUpTakeoverDelayMillis", "settings")? {
+                settings.catch_up_takeover_delay_millis = v;
+            }
+            if let Ok(id) = s.get_object_id("replicaSetId") {
+                settings.replica_set_id = Some(id);
+            }
         }
         const DAY_MS: i64 = 86_400_000;
-        for (name, v) in [("heartbeatIntervalMillis", settings.heartbeat_interval_millis), ("electionTimeoutMillis", settings.election_timeout_millis)] {
+        for (name, v) in [
+            (
+                "heartbeatIntervalMillis",
+                settings.heartbeat_interval_millis,
+            ),
+            ("electionTimeoutMillis", settings.election_timeout_millis),
+        ] {
             if v <= 0 || v > DAY_MS {
                 return Err(format!("{name} must be between 1 and {DAY_MS}, found {v}"));
             }
         }
-        Ok(ReplSetConfig { set_name, version, term, members, settings })
+        Ok(ReplSetConfig {
+            set_name,
+            version,
+            term,
+            members,
+            settings,
+        })
     }
 
     /// The config validation rules (errors are wrapped as 93 or 103 by the caller).
@@ -163,16 +211,28 @@ impl ReplSetConfig {
         let mut hosts = HashSet::new();
         for m in &self.members {
             if !ids.insert(m.id) {
-                return Err(format!("Found two member configurations with same _id field, members.{}._id == {}", m.id, m.id));
+                return Err(format!(
+                    "Found two member configurations with same _id field, members.{}._id == {}",
+                    m.id, m.id
+                ));
             }
             if !hosts.insert(m.host.to_lowercase()) {
-                return Err(format!("Found two member configurations with same host field, members.host == {}", m.host));
+                return Err(format!(
+                    "Found two member configurations with same host field, members.host == {}",
+                    m.host
+                ));
             }
             if m.votes != 0 && m.votes != 1 {
-                return Err(format!("votes field value is {} but must be 0 or 1", m.votes));
+                return Err(format!(
+                    "votes field value is {} but must be 0 or 1",
+                    m.votes
+                ));
             }
             if !(0.0..=1000.0).contains(&m.priority) {
-                return Err(format!("priority field value of {} is out of range", m.priority));
+                return Err(format!(
+                    "priority field value of {} is out of range",
+                    m.priority
+                ));
             }
             if m.arbiter_only && m.priority != 0.0 {
                 return Err("arbiterOnly members must have priority 0".into());
@@ -193,11 +253,19 @@ impl ReplSetConfig {
                 return Err("arbiter must vote (cannot have 0 votes)".into());
             }
         }
-        let locals = self.members.iter().filter(|m| is_local_host(&m.host)).count();
+        let locals = self
+            .members
+            .iter()
+            .filter(|m| is_local_host(&m.host))
+            .count();
         if locals != 0 && locals != n {
             return Err("Either all host names in a replica set configuration must be localhost references, or none must be; found some of each".into());
         }
-        if !self.members.iter().any(|m| !m.arbiter_only && m.priority > 0.0) {
+        if !self
+            .members
+            .iter()
+            .any(|m| !m.arbiter_only && m.priority > 0.0)
+        {
             return Err("This config is not valid: at least one member must be electable (priority > 0, not arbiter)".into());
         }
         Ok(())
@@ -208,7 +276,8 @@ impl ReplSetConfig {
         if self.term == -1 || other.term == -1 {
             // Forced configs carry term -1; once a primary stamps its term on the
             // same version, the stamped copy wins.
-            self.version > other.version || (self.version == other.version && self.term > other.term)
+            self.version > other.version
+                || (self.version == other.version && self.term > other.term)
         } else {
             (self.term, self.version) > (other.term, other.version)
         }
@@ -284,21 +353,44 @@ impl ReplSetConfig {
 }
 
 fn parse_member(m: &Document) -> Result<MemberConfig, String> {
-    const KEYS: &[&str] = &["_id", "host", "arbiterOnly", "buildIndexes", "hidden", "priority", "tags",
-        "secondaryDelaySecs", "slaveDelay", "votes", "newlyAdded"];
+    const KEYS: &[&str] = &[
+        "_id",
+        "host",
+        "arbiterOnly",
+        "buildIndexes",
+        "hidden",
+        "priority",
+        "tags",
+        "secondaryDelaySecs",
+        "slaveDelay",
+        "votes",
+        "newlyAdded",
+    ];
     for key in m.keys() {
         if !KEYS.contains(&key.as_str()) {
-            return Err(format!("Unexpected field {key} in replica set member configuration"));
+            return Err(format!(
+                "Unexpected field {key} in replica set member configuration"
+            ));
         }
     }
-    let id = int_field(m, "_id", "replica set member configuration")?.ok_or("Missing expected field \"_id\" in member")?;
-    let host = m.get_str("host").map_err(|_| "Missing expected field \"host\" in member".to_string())?.to_string();
+    let id = int_field(m, "_id", "replica set member configuration")?
+        .ok_or("Missing expected field \"_id\" in member")?;
+    let host = m
+        .get_str("host")
+        .map_err(|_| "Missing expected field \"host\" in member".to_string())?
+        .to_string();
     if !host.contains(':') && host.is_empty() {
         return Err("Empty host field".into());
     }
     let arbiter_only = bool_field(m, "arbiterOnly")?.unwrap_or(false);
     let priority = match m.get("priority") {
-        None | Some(Bson::Null) => if arbiter_only { 0.0 } else { 1.0 },
+        None | Some(Bson::Null) => {
+            if arbiter_only {
+                0.0
+            } else {
+                1.0
+            }
+        }
         Some(v) => num(v).ok_or("priority must be a number")?,
     };
     let tags = match m.get("tags") {
@@ -313,25 +405,36 @@ fn parse_member(m: &Document) -> Result<MemberConfig, String> {
         hidden: bool_field(m, "hidden")?.unwrap_or(false),
         priority,
         tags,
-        secondary_delay_secs: int_field(m, "secondaryDelaySecs", "member")?.or(int_field(m, "slaveDelay", "member")?).unwrap_or(0),
+        secondary_delay_secs: int_field(m, "secondaryDelaySecs", "member")?
+            .or(int_field(m, "slaveDelay", "member")?)
+            .unwrap_or(0),
         votes: int_field(m, "votes", "member")?.unwrap_or(1),
         newly_added: bool_field(m, "newlyAdded")?.unwrap_or(false),
     })
 }
 
 /// The reconfig compatibility checks (all failures are code 103).
-pub fn check_reconfig_compatible(old: &ReplSetConfig, new: &ReplSetConfig, force: bool) -> Result<(), String> {
+pub fn check_reconfig_compatible(
+    old: &ReplSetConfig,
+    new: &ReplSetConfig,
+    force: bool,
+) -> Result<(), String> {
     if !force && new.version <= old.version {
         return Err(format!(
             "New replica set configuration version must be greater than old, but {} is not greater than {} for replica set {}",
             new.version, old.version, old.set_name));
     }
     if new.set_name != old.set_name {
-        return Err(format!("New and old configurations differ in replica set name; old was {}, and new is {}", old.set_name, new.set_name));
+        return Err(format!(
+            "New and old configurations differ in replica set name; old was {}, and new is {}",
+            old.set_name, new.set_name
+        ));
     }
     if let (Some(a), Some(b)) = (old.replica_set_id(), new.replica_set_id()) {
         if a != b {
-            return Err(format!("New and old configurations differ in replica set ID; old was {a}, and new is {b}"));
+            return Err(format!(
+                "New and old configurations differ in replica set ID; old was {a}, and new is {b}"
+            ));
         }
     }
     for o in &old.members {
@@ -350,11 +453,24 @@ pub fn check_reconfig_compatible(old: &ReplSetConfig, new: &ReplSetConfig, force
     if !force {
         // Voting membership is compared on what the user asked for: a member entering
         // or leaving the voter set counts, newlyAdded bookkeeping does not.
-        let old_voters: HashSet<&str> = old.members.iter().filter(|m| m.votes > 0).map(|m| m.host.as_str()).collect();
-        let new_voters: HashSet<&str> = new.members.iter().filter(|m| m.votes > 0).map(|m| m.host.as_str()).collect();
+        let old_voters: HashSet<&str> = old
+            .members
+            .iter()
+            .filter(|m| m.votes > 0)
+            .map(|m| m.host.as_str())
+            .collect();
+        let new_voters: HashSet<&str> = new
+            .members
+            .iter()
+            .filter(|m| m.votes > 0)
+            .map(|m| m.host.as_str())
+            .collect();
         let changes = old_voters.symmetric_difference(&new_voters).count();
         if changes > 1 {
-            return Err("Non-force replica set reconfig can only add or remove at most 1 voting member.".into());
+            return Err(
+                "Non-force replica set reconfig can only add or remove at most 1 voting member."
+                    .into(),
+            );
         }
     }
     Ok(())
@@ -369,20 +485,31 @@ mod tests {
     }
 
     fn hosts(n: usize) -> Vec<Document> {
-        (0..n).map(|i| doc! { "_id": i as i32, "host": format!("127.0.0.{}:27017", i + 1) }).collect()
+        (0..n)
+            .map(|i| doc! { "_id": i as i32, "host": format!("127.0.0.{}:27017", i + 1) })
+            .collect()
     }
 
     #[test]
     fn unknown_fields_and_missing_members_are_parse_errors() {
-        assert!(ReplSetConfig::parse(&doc! { "_id": "rs0", "version": 1, "members": [], "bogus": 1 }).is_err());
+        assert!(ReplSetConfig::parse(
+            &doc! { "_id": "rs0", "version": 1, "members": [], "bogus": 1 }
+        )
+        .is_err());
         assert!(ReplSetConfig::parse(&doc! { "_id": "rs0", "version": 1 }).is_err());
-        assert!(ReplSetConfig::parse(&doc! { "_id": "rs0", "version": 1, "members": [{ "_id": 0, "host": "a:1", "x": 1 }] }).is_err());
+        assert!(ReplSetConfig::parse(
+            &doc! { "_id": "rs0", "version": 1, "members": [{ "_id": 0, "host": "a:1", "x": 1 }] }
+        )
+        .is_err());
     }
 
     #[test]
     fn validation_rules_from_the_manual() {
         assert!(cfg(hosts(3)).validate().is_ok());
-        assert!(cfg(hosts(8)).validate().unwrap_err().contains("voting members"));
+        assert!(cfg(hosts(8))
+            .validate()
+            .unwrap_err()
+            .contains("voting members"));
         let mut dup = hosts(2);
         dup[1].insert("_id", 0);
         assert!(cfg(dup).validate().unwrap_err().contains("same _id"));
@@ -392,7 +519,10 @@ mod tests {
         let mut nonvoter = hosts(2);
         nonvoter[1].insert("votes", 0);
         assert!(cfg(nonvoter).validate().unwrap_err().contains("non-voting"));
-        let mixed = vec![doc! {"_id": 0, "host": "127.0.0.1:1"}, doc! {"_id": 1, "host": "db.example:1"}];
+        let mixed = vec![
+            doc! {"_id": 0, "host": "127.0.0.1:1"},
+            doc! {"_id": 1, "host": "db.example:1"},
+        ];
         assert!(cfg(mixed).validate().unwrap_err().contains("localhost"));
         let all_passive = vec![doc! {"_id": 0, "host": "127.0.0.1:1", "priority": 0}];
         assert!(cfg(all_passive).validate().is_err());
@@ -406,7 +536,9 @@ mod tests {
         assert!(check_reconfig_compatible(&old, &one, false).is_ok());
         let mut two = cfg(hosts(1));
         two.version = 2;
-        assert!(check_reconfig_compatible(&old, &two, false).unwrap_err().contains("at most 1 voting member"));
+        assert!(check_reconfig_compatible(&old, &two, false)
+            .unwrap_err()
+            .contains("at most 1 voting member"));
         assert!(check_reconfig_compatible(&old, &two, true).is_ok());
         let mut same_version = cfg(hosts(3));
         same_version.version = 1;
@@ -414,7 +546,9 @@ mod tests {
         let mut changed_id = cfg(hosts(3));
         changed_id.version = 2;
         changed_id.members[2].id = 7;
-        assert!(check_reconfig_compatible(&old, &changed_id, false).unwrap_err().contains("_id"));
+        assert!(check_reconfig_compatible(&old, &changed_id, false)
+            .unwrap_err()
+            .contains("_id"));
     }
 
     #[test]

@@ -74,7 +74,11 @@ pub fn code_name(code: i32) -> &'static str {
 
 impl CmdError {
     pub fn new(code: i32, errmsg: impl Into<String>) -> Self {
-        CmdError { code, code_name: code_name(code), errmsg: errmsg.into() }
+        CmdError {
+            code,
+            code_name: code_name(code),
+            errmsg: errmsg.into(),
+        }
     }
 
     /// The error reply document.

@@ -35,21 +35,32 @@ fn parse_args() -> Result<Options> {
     let mut lag = Duration::ZERO;
     let mut control = None;
     while let Some(flag) = args.next() {
-        let mut value = || args.next().with_context(|| format!("{flag} needs a value\n{USAGE}"));
+        let mut value = || {
+            args.next()
+                .with_context(|| format!("{flag} needs a value\n{USAGE}"))
+        };
         match flag.as_str() {
             "--member" => members.push(value()?.parse().context("--member must be IP:PORT")?),
             "--repl-set" => repl_set = value()?,
             "--root-user" => root_name = Some(value()?),
             "--root-password-file" => {
                 let path = value()?;
-                root_password = Some(std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?.trim_end().to_string());
+                root_password = Some(
+                    std::fs::read_to_string(&path)
+                        .with_context(|| format!("reading {path}"))?
+                        .trim_end()
+                        .to_string(),
+                );
             }
             "--keyfile" => {
                 let path = value()?;
-                let content = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+                let content =
+                    std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
                 keyfile = Some(content.split_whitespace().collect::<String>());
             }
-            "--lag-ms" => lag = Duration::from_millis(value()?.parse().context("--lag-ms must be a number")?),
+            "--lag-ms" => {
+                lag = Duration::from_millis(value()?.parse().context("--lag-ms must be a number")?)
+            }
             "--control" => control = Some(value()?.parse().context("--control must be IP:PORT")?),
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -66,7 +77,14 @@ fn parse_args() -> Result<Options> {
         (None, None) => None,
         _ => bail!("the root user needs both a name and a password"),
     };
-    Ok(Options { members, repl_set, root_user, keyfile, lag, control })
+    Ok(Options {
+        members,
+        repl_set,
+        root_user,
+        keyfile,
+        lag,
+        control,
+    })
 }
 
 /// The running simulation and the volumes of its members.
@@ -78,8 +96,18 @@ struct Sim {
 
 impl Sim {
     async fn start(&self, host: &str) -> Result<()> {
-        let spec = self.specs.get(host).with_context(|| format!("unknown member {host}"))?.clone();
-        let volume = self.volumes.lock().unwrap_or_else(|p| p.into_inner()).entry(host.to_string()).or_default().clone();
+        let spec = self
+            .specs
+            .get(host)
+            .with_context(|| format!("unknown member {host}"))?
+            .clone();
+        let volume = self
+            .volumes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(host.to_string())
+            .or_default()
+            .clone();
         self.net.start_member(spec, volume).await?;
         Ok(())
     }
@@ -88,7 +116,11 @@ impl Sim {
     async fn control(&self, line: &str) -> String {
         let words: Vec<&str> = line.split_whitespace().collect();
         let result: Result<String> = match words.as_slice() {
-            ["stop", host] => Ok(if self.net.stop_member_and_wait(host).await { "stopped".into() } else { "not running".into() }),
+            ["stop", host] => Ok(if self.net.stop_member_and_wait(host).await {
+                "stopped".into()
+            } else {
+                "not running".into()
+            }),
             ["start", host] => self.start(host).await.map(|_| "started".into()),
             ["cut", host] => {
                 self.net.isolate(host);
@@ -134,10 +166,18 @@ async fn serve_control(sim: Arc<Sim>, listener: tokio::net::TcpListener) -> Resu
                 }
             }
             let request = String::from_utf8_lossy(&buf);
-            let path = request.lines().next().and_then(|l| l.split_whitespace().nth(1)).unwrap_or("/");
+            let path = request
+                .lines()
+                .next()
+                .and_then(|l| l.split_whitespace().nth(1))
+                .unwrap_or("/");
             let command = path.trim_matches('/').replace('/', " ");
             let answer = sim.control(&command).await;
-            let status = if answer.starts_with("error:") { "400 Bad Request" } else { "200 OK" };
+            let status = if answer.starts_with("error:") {
+                "400 Bad Request"
+            } else {
+                "200 OK"
+            };
             let response = format!("HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}\n", answer.len() + 1);
             let _ = stream.write_all(response.as_bytes()).await;
         });
@@ -147,7 +187,9 @@ async fn serve_control(sim: Arc<Sim>, listener: tokio::net::TcpListener) -> Resu
 #[tokio::main]
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let opts = parse_args()?;
@@ -156,11 +198,20 @@ async fn main() -> Result<()> {
         .members
         .iter()
         .map(|addr| {
-            let spec = MemberSpec { listen: *addr, repl_set: opts.repl_set.clone(), keyfile: opts.keyfile.clone(), root_user: opts.root_user.clone() };
+            let spec = MemberSpec {
+                listen: *addr,
+                repl_set: opts.repl_set.clone(),
+                keyfile: opts.keyfile.clone(),
+                root_user: opts.root_user.clone(),
+            };
             (addr.to_string(), spec)
         })
         .collect();
-    let sim = Arc::new(Sim { net: net.clone(), specs, volumes: Mutex::new(BTreeMap::new()) });
+    let sim = Arc::new(Sim {
+        net: net.clone(),
+        specs,
+        volumes: Mutex::new(BTreeMap::new()),
+    });
     for addr in &opts.members {
         sim.start(&addr.to_string()).await?;
         if !opts.lag.is_zero() {
@@ -169,7 +220,9 @@ async fn main() -> Result<()> {
     }
     if let Some(addr) = opts.control {
         // Bound before the ready line, so scripts can use it as soon as they see it.
-        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding control address {addr}"))?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("binding control address {addr}"))?;
         let sim = sim.clone();
         tokio::spawn(async move {
             if let Err(e) = serve_control(sim, listener).await {
@@ -178,7 +231,10 @@ async fn main() -> Result<()> {
         });
     }
     let hosts: Vec<String> = opts.members.iter().map(|a| a.to_string()).collect();
-    let control = opts.control.map(|c| format!(" control={c}")).unwrap_or_default();
+    let control = opts
+        .control
+        .map(|c| format!(" control={c}"))
+        .unwrap_or_default();
     println!("mongod-sim ready: {}{control}", hosts.join(" "));
     let stdin_sim = sim.clone();
     tokio::spawn(async move {

@@ -55,7 +55,10 @@ pub struct RootUser {
 
 impl std::fmt::Debug for RootUser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RootUser").field("username", &self.username).field("password", &"<redacted>").finish()
+        f.debug_struct("RootUser")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
     }
 }
 
@@ -85,7 +88,12 @@ impl std::fmt::Debug for MemberSpec {
 
 impl MemberSpec {
     pub fn new(listen: SocketAddr, repl_set: &str) -> MemberSpec {
-        MemberSpec { listen, repl_set: repl_set.to_string(), keyfile: None, root_user: None }
+        MemberSpec {
+            listen,
+            repl_set: repl_set.to_string(),
+            keyfile: None,
+            root_user: None,
+        }
     }
 }
 
@@ -147,7 +155,10 @@ pub struct Member {
 }
 
 pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// electionId: ObjectId with bytes 7fffffff followed by the term, big-endian.
@@ -181,12 +192,22 @@ pub(crate) fn user_document(db: &str, user: &str, password: &str, roles: Bson) -
 const TICK: Duration = Duration::from_millis(10);
 
 impl Member {
-    pub(crate) fn start(net: Weak<Network>, spec: MemberSpec, volume: Volume, listener: tokio::net::TcpListener) -> Arc<Member> {
+    pub(crate) fn start(
+        net: Weak<Network>,
+        spec: MemberSpec,
+        volume: Volume,
+        listener: tokio::net::TcpListener,
+    ) -> Arc<Member> {
         {
             let mut disk = volume.lock();
             if disk.is_empty() {
                 if let Some(root) = &spec.root_user {
-                    let user = user_document("admin", &root.username, &root.password, Bson::Array(vec![Bson::Document(doc! {"role": "root", "db": "admin"})]));
+                    let user = user_document(
+                        "admin",
+                        &root.username,
+                        &root.password,
+                        Bson::Array(vec![Bson::Document(doc! {"role": "root", "db": "admin"})]),
+                    );
                     disk.base.insert(USERS_NS.to_string(), vec![user.clone()]);
                     disk.data.insert(USERS_NS.to_string(), vec![user]);
                 }
@@ -241,7 +262,11 @@ impl Member {
                 m.tick();
             }
         });
-        member.tasks.lock().unwrap_or_else(|p| p.into_inner()).extend([server, ticker]);
+        member
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend([server, ticker]);
         tracing::info!(member = %member.listen, "member started");
         member
     }
@@ -250,7 +275,12 @@ impl Member {
     /// background loop. Await the returned handles to know the port is released.
     pub(crate) fn shutdown(&self) -> Vec<tokio::task::JoinHandle<()>> {
         let _ = self.shutdown_tx.send(true);
-        let tasks: Vec<_> = self.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
+        let tasks: Vec<_> = self
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect();
         for t in &tasks {
             t.abort();
         }
@@ -352,10 +382,11 @@ impl Member {
             }
             return;
         };
-        let me = cfg
-            .members
-            .iter()
-            .find(|m| net.as_ref().map(|n| n.is_self(&self.listen, &m.host)).unwrap_or(m.host == self.listen));
+        let me = cfg.members.iter().find(|m| {
+            net.as_ref()
+                .map(|n| n.is_self(&self.listen, &m.host))
+                .unwrap_or(m.host == self.listen)
+        });
         let new_host = me.map(|m| m.host.clone());
         let new_state = match me {
             None => MemberState::Removed,
@@ -378,8 +409,15 @@ impl Member {
     }
 
     /// The member's own config entry.
-    pub(crate) fn self_config(&self, inner: &Inner, cfg: &ReplSetConfig) -> Option<crate::config::MemberConfig> {
-        inner.self_host.as_ref().and_then(|h| cfg.member_by_host(h).cloned())
+    pub(crate) fn self_config(
+        &self,
+        inner: &Inner,
+        cfg: &ReplSetConfig,
+    ) -> Option<crate::config::MemberConfig> {
+        inner
+            .self_host
+            .as_ref()
+            .and_then(|h| cfg.member_by_host(h).cloned())
     }
 
     // ---- what peers see ----------------------------------------------------
@@ -420,7 +458,11 @@ impl Member {
         };
         if !has_config {
             let net = self.network();
-            let in_config = cfg.members.iter().any(|m| net.as_ref().map(|n| n.is_self(&self.listen, &m.host)).unwrap_or(false));
+            let in_config = cfg.members.iter().any(|m| {
+                net.as_ref()
+                    .map(|n| n.is_self(&self.listen, &m.host))
+                    .unwrap_or(false)
+            });
             if !in_config {
                 return;
             }
@@ -477,10 +519,19 @@ impl Member {
     }
 
     /// Vote request from a candidate (replSetRequestVotes).
-    pub(crate) fn request_vote(&self, term: i64, candidate: &str, cand_cfg: &ReplSetConfig, cand_optime: OpTime, dry_run: bool) -> bool {
+    pub(crate) fn request_vote(
+        &self,
+        term: i64,
+        candidate: &str,
+        cand_cfg: &ReplSetConfig,
+        cand_optime: OpTime,
+        dry_run: bool,
+    ) -> bool {
         let mut inner = self.lock();
         let mut disk = self.disk();
-        let Some(cfg) = disk.config.clone() else { return false };
+        let Some(cfg) = disk.config.clone() else {
+            return false;
+        };
         if cfg.set_name != cand_cfg.set_name || term < disk.term || cfg.is_newer_than(cand_cfg) {
             return false;
         }
@@ -490,10 +541,18 @@ impl Member {
         if dry_run {
             return true;
         }
-        if disk.last_vote.as_ref().map(|v| v.term >= term).unwrap_or(false) {
+        if disk
+            .last_vote
+            .as_ref()
+            .map(|v| v.term >= term)
+            .unwrap_or(false)
+        {
             return false;
         }
-        disk.last_vote = Some(LastVote { term, candidate: candidate.to_string() });
+        disk.last_vote = Some(LastVote {
+            term,
+            candidate: candidate.to_string(),
+        });
         let raise = term > disk.term;
         drop(disk);
         if raise {
@@ -523,7 +582,10 @@ impl Member {
     }
 
     pub(crate) fn has_optime(&self, optime: OpTime) -> bool {
-        self.disk().oplog.binary_search_by(|e| e.optime.cmp(&optime)).is_ok()
+        self.disk()
+            .oplog
+            .binary_search_by(|e| e.optime.cmp(&optime))
+            .is_ok()
     }
 
     /// Copy of the data set for an initial sync: (base, oplog, data).
@@ -543,7 +605,9 @@ impl Member {
 
     fn tick(self: &Arc<Self>) {
         let Some(net) = self.network() else { return };
-        let Some(cfg) = self.disk().config.clone() else { return };
+        let Some(cfg) = self.disk().config.clone() else {
+            return;
+        };
         {
             let mut inner = self.lock();
             self.refresh_role(&mut inner);
@@ -574,7 +638,15 @@ impl Member {
                 .members
                 .iter()
                 .filter(|m| Some(&m.host) != my_host.as_ref())
-                .filter(|m| force || inner.peers.get(&m.host).and_then(|p| p.last_attempt).map(|t| now >= t + interval).unwrap_or(true))
+                .filter(|m| {
+                    force
+                        || inner
+                            .peers
+                            .get(&m.host)
+                            .and_then(|p| p.last_attempt)
+                            .map(|t| now >= t + interval)
+                            .unwrap_or(true)
+                })
                 .map(|m| m.host.clone())
                 .collect();
             (due, my_host)
@@ -590,7 +662,12 @@ impl Member {
             });
             let mut inner = self.lock();
             let primary_before = self.known_primary(&inner);
-            self.record_heartbeat(&mut inner, &host, now, result.as_ref().map(|(_, v)| v.clone()));
+            self.record_heartbeat(
+                &mut inner,
+                &host,
+                now,
+                result.as_ref().map(|(_, v)| v.clone()),
+            );
             if self.known_primary(&inner) != primary_before {
                 // Clients waiting in an awaitable hello learn the new primary at once.
                 self.bump_topology(&mut inner);
@@ -606,14 +683,21 @@ impl Member {
                 }
             }
             let my_term = self.disk().term;
-            if view.state == MemberState::Primary && view.term >= my_term && inner.state != MemberState::Primary {
+            if view.state == MemberState::Primary
+                && view.term >= my_term
+                && inner.state != MemberState::Primary
+            {
                 if let Some(c) = &my_cfg {
                     inner.election_deadline = Instant::now() + randomized_election_timeout(c);
                 }
             }
             drop(inner);
             if let Some(mine) = &my_cfg {
-                let theirs_older = view.config.as_ref().map(|t| t.may_be_replaced_by(mine)).unwrap_or(true);
+                let theirs_older = view
+                    .config
+                    .as_ref()
+                    .map(|t| t.may_be_replaced_by(mine))
+                    .unwrap_or(true);
                 if theirs_older {
                     peer.receive_config(mine);
                 }
@@ -621,7 +705,13 @@ impl Member {
         }
     }
 
-    fn record_heartbeat(&self, inner: &mut Inner, host: &str, now: Instant, view: Option<PeerView>) {
+    fn record_heartbeat(
+        &self,
+        inner: &mut Inner,
+        host: &str,
+        now: Instant,
+        view: Option<PeerView>,
+    ) {
         let info = inner.peers.entry(host.to_string()).or_default();
         info.last_attempt = Some(now);
         info.last_heartbeat_ms = now_ms();
@@ -646,8 +736,12 @@ impl Member {
             if Some(&m.host) == my_host.as_ref() {
                 continue;
             }
-            let Some(peer) = net.dial(self, &m.host) else { continue };
-            let Some(copy) = peer.clone_data() else { continue };
+            let Some(peer) = net.dial(self, &m.host) else {
+                continue;
+            };
+            let Some(copy) = peer.clone_data() else {
+                continue;
+            };
             let mut inner = self.lock();
             {
                 let mut disk = self.disk();
@@ -708,21 +802,31 @@ impl Member {
             if Some(&host) == my_host.as_ref() {
                 continue;
             }
-            let Some(source) = net.dial(self, &host) else { continue };
+            let Some(source) = net.dial(self, &host) else {
+                continue;
+            };
             let source_view_state = source.state();
-            if !matches!(source_view_state, MemberState::Primary | MemberState::Secondary) {
+            if !matches!(
+                source_view_state,
+                MemberState::Primary | MemberState::Secondary
+            ) {
                 continue;
             }
             match source.entries_after(my_last) {
                 // Diverged from the primary, or from a secondary that is ahead of us
                 // on another branch: roll back. A secondary merely behind us is skipped.
-                None if source_view_state == MemberState::Primary || source.last_optime() > my_last => {
+                None if source_view_state == MemberState::Primary
+                    || source.last_optime() > my_last =>
+                {
                     self.rollback(&source);
                     return;
                 }
                 None => continue,
                 Some((entries, commit)) => {
-                    if entries.is_empty() && source_view_state != MemberState::Primary && source.last_optime() <= my_last {
+                    if entries.is_empty()
+                        && source_view_state != MemberState::Primary
+                        && source.last_optime() <= my_last
+                    {
                         // A secondary that is not ahead of us is no use as a source.
                         continue;
                     }
@@ -734,7 +838,14 @@ impl Member {
         self.lock().sync_source = None;
     }
 
-    fn apply_entries(&self, net: &Network, cfg: &ReplSetConfig, entries: Vec<OplogEntry>, commit: OpTime, source: &str) {
+    fn apply_entries(
+        &self,
+        net: &Network,
+        cfg: &ReplSetConfig,
+        entries: Vec<OplogEntry>,
+        commit: OpTime,
+        source: &str,
+    ) {
         let mut lag = net.lag_of(&self.listen);
         let mut inner = self.lock();
         if let Some(me) = self.self_config(&inner, cfg) {
@@ -780,7 +891,11 @@ impl Member {
             let mut inner = self.lock();
             let me = self.self_config(&inner, cfg);
             let frozen = inner.no_election_until.map(|t| now < t).unwrap_or(false);
-            let electable = me.as_ref().map(|m| m.is_electable() && m.is_voter()).unwrap_or(false) && !frozen;
+            let electable = me
+                .as_ref()
+                .map(|m| m.is_electable() && m.is_voter())
+                .unwrap_or(false)
+                && !frozen;
             let step_up = std::mem::take(&mut inner.step_up_requested);
             let timed_out = now >= inner.election_deadline;
             // Priority takeover: a caught-up member with higher priority than the primary.
@@ -788,10 +903,16 @@ impl Member {
             if let (Some(me), Some(p)) = (me.as_ref(), self.known_primary(&inner)) {
                 let pview = inner.peers.get(&p).and_then(|i| i.view.clone());
                 let pprio = cfg.member_by_host(&p).map(|m| m.priority).unwrap_or(0.0);
-                let caught_up = pview.map(|v| self.disk().last_optime() >= v.optime).unwrap_or(false);
+                let caught_up = pview
+                    .map(|v| self.disk().last_optime() >= v.optime)
+                    .unwrap_or(false);
                 if me.priority > pprio && caught_up {
                     let since = *inner.takeover_since.get_or_insert(now);
-                    takeover = now >= since + Duration::from_millis(cfg.settings.heartbeat_interval_millis.max(1) as u64 * 2);
+                    takeover = now
+                        >= since
+                            + Duration::from_millis(
+                                cfg.settings.heartbeat_interval_millis.max(1) as u64 * 2,
+                            );
                 } else {
                     inner.takeover_since = None;
                 }
@@ -816,7 +937,15 @@ impl Member {
         }
     }
 
-    fn collect_votes(&self, net: &Network, cfg: &ReplSetConfig, term: i64, my_host: &str, optime: OpTime, dry_run: bool) -> usize {
+    fn collect_votes(
+        &self,
+        net: &Network,
+        cfg: &ReplSetConfig,
+        term: i64,
+        my_host: &str,
+        optime: OpTime,
+        dry_run: bool,
+    ) -> usize {
         let mut votes = 0;
         for m in cfg.voters() {
             if m.host == my_host {
@@ -833,27 +962,45 @@ impl Member {
     }
 
     /// Stands for election; true if it became primary.
-    pub(crate) fn run_election(&self, net: &Network, cfg: &ReplSetConfig, skip_dry_run: bool) -> bool {
+    pub(crate) fn run_election(
+        &self,
+        net: &Network,
+        cfg: &ReplSetConfig,
+        skip_dry_run: bool,
+    ) -> bool {
         let (term, optime, my_host) = {
             let inner = self.lock();
             let disk = self.disk();
-            let Some(h) = inner.self_host.clone() else { return false };
+            let Some(h) = inner.self_host.clone() else {
+                return false;
+            };
             if inner.state != MemberState::Secondary {
                 return false;
             }
             (disk.term, disk.last_optime(), h)
         };
-        if !skip_dry_run && self.collect_votes(net, cfg, term + 1, &my_host, optime, true) < cfg.majority() {
+        if !skip_dry_run
+            && self.collect_votes(net, cfg, term + 1, &my_host, optime, true) < cfg.majority()
+        {
             return false;
         }
         let new_term = {
             let _inner = self.lock();
             let mut disk = self.disk();
-            if disk.term != term || disk.last_vote.as_ref().map(|v| v.term > term).unwrap_or(false) {
+            if disk.term != term
+                || disk
+                    .last_vote
+                    .as_ref()
+                    .map(|v| v.term > term)
+                    .unwrap_or(false)
+            {
                 return false;
             }
             disk.term = term + 1;
-            disk.last_vote = Some(LastVote { term: term + 1, candidate: my_host.clone() });
+            disk.last_vote = Some(LastVote {
+                term: term + 1,
+                candidate: my_host.clone(),
+            });
             term + 1
         };
         // Our own vote is already recorded; ask the others.
@@ -879,7 +1026,13 @@ impl Member {
         {
             let mut disk = self.disk();
             let optime = disk.next_optime(new_term, now_ms());
-            disk.append(OplogEntry { optime, wall_ms: now_ms(), op: Op::Noop { msg: "new primary".into() } });
+            disk.append(OplogEntry {
+                optime,
+                wall_ms: now_ms(),
+                op: Op::Noop {
+                    msg: "new primary".into(),
+                },
+            });
             // The new primary stamps the current config with its term.
             if let Some(c) = disk.config.as_mut() {
                 c.term = new_term;
@@ -903,7 +1056,15 @@ impl Member {
         let visible = {
             let inner = self.lock();
             cfg.voters()
-                .filter(|m| m.host == my_host || inner.peers.get(&m.host).and_then(|p| p.last_ok).map(|t| now.duration_since(t) < timeout).unwrap_or(false))
+                .filter(|m| {
+                    m.host == my_host
+                        || inner
+                            .peers
+                            .get(&m.host)
+                            .and_then(|p| p.last_ok)
+                            .map(|t| now.duration_since(t) < timeout)
+                            .unwrap_or(false)
+                })
                 .count()
         };
         if visible < cfg.majority() {
@@ -947,7 +1108,17 @@ impl Member {
             .iter()
             .filter(|m| m.newly_added)
             .filter(|m| {
-                inner.peers.get(&m.host).map(|p| p.up && p.view.as_ref().map(|v| v.state == MemberState::Secondary).unwrap_or(false)).unwrap_or(false)
+                inner
+                    .peers
+                    .get(&m.host)
+                    .map(|p| {
+                        p.up && p
+                            .view
+                            .as_ref()
+                            .map(|v| v.state == MemberState::Secondary)
+                            .unwrap_or(false)
+                    })
+                    .unwrap_or(false)
             })
             .map(|m| m.host.clone())
             .collect();

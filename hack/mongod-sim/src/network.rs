@@ -15,7 +15,10 @@ pub enum NetworkError {
     #[error("member {0} is already running")]
     AlreadyRunning(String),
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: String, source: std::io::Error },
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
 }
 
 #[derive(Default)]
@@ -53,7 +56,11 @@ impl Drop for Network {
 }
 
 fn pair(a: &str, b: &str) -> (String, String) {
-    if a <= b { (a.to_string(), b.to_string()) } else { (b.to_string(), a.to_string()) }
+    if a <= b {
+        (a.to_string(), b.to_string())
+    } else {
+        (b.to_string(), a.to_string())
+    }
 }
 
 impl Network {
@@ -67,16 +74,26 @@ impl Network {
 
     /// Starts a member listening on `spec.listen` with the state on `volume`
     /// (empty volume → fresh member; a volume used before → the member resumes).
-    pub async fn start_member(self: &Arc<Self>, spec: MemberSpec, volume: Volume) -> Result<(), NetworkError> {
+    pub async fn start_member(
+        self: &Arc<Self>,
+        spec: MemberSpec,
+        volume: Volume,
+    ) -> Result<(), NetworkError> {
         let listen = spec.listen.to_string();
         if self.reg().running.contains_key(&listen) {
             return Err(NetworkError::AlreadyRunning(listen));
         }
-        let listener = bind_with_retry(spec.listen).await.map_err(|source| NetworkError::Bind { addr: listen.clone(), source })?;
+        let listener = bind_with_retry(spec.listen)
+            .await
+            .map_err(|source| NetworkError::Bind {
+                addr: listen.clone(),
+                source,
+            })?;
         let member = Member::start(Arc::downgrade(self), spec, volume, listener);
         let inserted = {
             let mut reg = self.reg();
-            !reg.running.contains_key(&listen) && reg.running.insert(listen.clone(), member.clone()).is_none()
+            !reg.running.contains_key(&listen)
+                && reg.running.insert(listen.clone(), member.clone()).is_none()
         };
         if !inserted {
             // Lost a race with a concurrent start of the same member.
@@ -122,7 +139,9 @@ impl Network {
     /// Stops every member without waiting for their ports to be released (usable
     /// from `Drop`).
     pub fn stop_all(&self) {
-        let members: Vec<_> = std::mem::take(&mut self.reg().running).into_values().collect();
+        let members: Vec<_> = std::mem::take(&mut self.reg().running)
+            .into_values()
+            .collect();
         for m in members {
             m.shutdown();
         }
@@ -136,7 +155,11 @@ impl Network {
     /// Listen addresses of running members that are PRIMARY now.
     pub fn primaries(&self) -> Vec<String> {
         let members: Vec<_> = self.reg().running.values().cloned().collect();
-        members.iter().filter(|m| m.state() == crate::member::MemberState::Primary).map(|m| m.listen().to_string()).collect()
+        members
+            .iter()
+            .filter(|m| m.state() == crate::member::MemberState::Primary)
+            .map(|m| m.listen().to_string())
+            .collect()
     }
 
     /// Listen addresses of running members.
@@ -147,7 +170,9 @@ impl Network {
     /// Makes `host` (e.g. `VIP:nodePort`) route to the member listening on `listen`;
     /// that member then recognises `host` as itself in configs.
     pub fn add_alias(&self, listen: &str, host: &str) {
-        self.reg().aliases.insert(host.to_string(), listen.to_string());
+        self.reg()
+            .aliases
+            .insert(host.to_string(), listen.to_string());
     }
 
     pub fn remove_alias(&self, host: &str) {
@@ -156,7 +181,12 @@ impl Network {
 
     /// Host strings (besides its listen address) that reach `listen`.
     pub fn aliases_of(&self, listen: &str) -> Vec<String> {
-        self.reg().aliases.iter().filter(|(_, l)| l.as_str() == listen).map(|(h, _)| h.clone()).collect()
+        self.reg()
+            .aliases
+            .iter()
+            .filter(|(_, l)| l.as_str() == listen)
+            .map(|(h, _)| h.clone())
+            .collect()
     }
 
     /// Cuts a member off from every other member (clients still reach it).
@@ -183,7 +213,10 @@ impl Network {
 
     /// Tags a member with a site (e.g. the Kubernetes cluster it runs in).
     pub fn set_site(&self, listen: &str, site: &str) {
-        self.reg().faults.sites.insert(listen.to_string(), site.to_string());
+        self.reg()
+            .faults
+            .sites
+            .insert(listen.to_string(), site.to_string());
     }
 
     /// Cuts a whole site off: traffic between its members and members of other
@@ -228,12 +261,23 @@ impl Network {
     }
 
     pub(crate) fn lag_of(&self, listen: &str) -> Duration {
-        self.reg().faults.lag.get(listen).copied().unwrap_or_default()
+        self.reg()
+            .faults
+            .lag
+            .get(listen)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// Does `host` name the member listening on `listen` (isSelf)?
     pub(crate) fn is_self(&self, listen: &str, host: &str) -> bool {
-        host == listen || self.reg().aliases.get(host).map(|l| l == listen).unwrap_or(false)
+        host == listen
+            || self
+                .reg()
+                .aliases
+                .get(host)
+                .map(|l| l == listen)
+                .unwrap_or(false)
     }
 
     /// The member `from` reaches when it dials `host`, if the network lets it
@@ -279,7 +323,10 @@ async fn bind_with_retry(addr: std::net::SocketAddr) -> std::io::Result<tokio::n
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
     loop {
         match tokio::net::TcpListener::bind(addr).await {
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && std::time::Instant::now() < deadline => {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AddrInUse
+                    && std::time::Instant::now() < deadline =>
+            {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             other => return other,
@@ -288,7 +335,10 @@ async fn bind_with_retry(addr: std::net::SocketAddr) -> std::io::Result<tokio::n
 }
 
 fn resolve(reg: &Registry, host: &str) -> String {
-    reg.aliases.get(host).cloned().unwrap_or_else(|| host.to_string())
+    reg.aliases
+        .get(host)
+        .cloned()
+        .unwrap_or_else(|| host.to_string())
 }
 
 /// May the member listening on `a` open a connection to the one listening on `b`?
@@ -303,6 +353,9 @@ fn reachable(f: &Faults, a: &str, b: &str) -> bool {
     }
     match (f.sites.get(a), f.sites.get(b)) {
         (Some(sa), Some(sb)) if sa == sb => true,
-        (sa, sb) => !(sa.map(|s| f.cut_sites.contains(s)).unwrap_or(false) || sb.map(|s| f.cut_sites.contains(s)).unwrap_or(false)),
+        (sa, sb) => {
+            !(sa.map(|s| f.cut_sites.contains(s)).unwrap_or(false)
+                || sb.map(|s| f.cut_sites.contains(s)).unwrap_or(false))
+        }
     }
 }

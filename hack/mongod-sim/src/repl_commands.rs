@@ -22,11 +22,16 @@ fn truthy(v: &Bson) -> bool {
 }
 
 fn no_config() -> CmdError {
-    CmdError::new(error::NOT_YET_INITIALIZED, "no replset config has been received")
+    CmdError::new(
+        error::NOT_YET_INITIALIZED,
+        "no replset config has been received",
+    )
 }
 
 fn network(member: &Member) -> Result<Arc<Network>, CmdError> {
-    member.network().ok_or_else(|| CmdError::new(error::COMMAND_FAILED, "network is shutting down"))
+    member
+        .network()
+        .ok_or_else(|| CmdError::new(error::COMMAND_FAILED, "network is shutting down"))
 }
 
 /// Clears the "config operation in progress" flag when dropped.
@@ -54,8 +59,14 @@ fn version_term(cfg: &ReplSetConfig) -> String {
 }
 
 /// The host of `cfg` that is this member, if any (mongod's isSelf).
-fn find_self<'c>(net: &Network, member: &Member, cfg: &'c ReplSetConfig) -> Option<&'c crate::config::MemberConfig> {
-    cfg.members.iter().find(|m| net.is_self(member.listen(), &m.host))
+fn find_self<'c>(
+    net: &Network,
+    member: &Member,
+    cfg: &'c ReplSetConfig,
+) -> Option<&'c crate::config::MemberConfig> {
+    cfg.members
+        .iter()
+        .find(|m| net.is_self(member.listen(), &m.host))
 }
 
 pub(crate) async fn initiate(member: &Arc<Member>, body: &Document) -> CmdResult {
@@ -67,12 +78,23 @@ pub(crate) async fn initiate(member: &Arc<Member>, body: &Document) -> CmdResult
     let repl_set = member.spec().repl_set.clone();
     let arg = match body.get("replSetInitiate") {
         Some(Bson::Document(d)) if !d.is_empty() => d.clone(),
-        Some(Bson::Document(_)) | Some(Bson::Null) | None | Some(Bson::Int32(_)) | Some(Bson::Int64(_)) | Some(Bson::Double(_)) => {
+        Some(Bson::Document(_))
+        | Some(Bson::Null)
+        | None
+        | Some(Bson::Int32(_))
+        | Some(Bson::Int64(_))
+        | Some(Bson::Double(_)) => {
             doc! { "_id": repl_set.clone(), "version": 1, "members": [{ "_id": 0, "host": member.listen() }] }
         }
-        Some(_) => return fail(error::INVALID_REPLICA_SET_CONFIG, "no configuration specified"),
+        Some(_) => {
+            return fail(
+                error::INVALID_REPLICA_SET_CONFIG,
+                "no configuration specified",
+            )
+        }
     };
-    let mut cfg = ReplSetConfig::parse(&arg).map_err(|e| CmdError::new(error::INVALID_REPLICA_SET_CONFIG, e))?;
+    let mut cfg = ReplSetConfig::parse(&arg)
+        .map_err(|e| CmdError::new(error::INVALID_REPLICA_SET_CONFIG, e))?;
     if cfg.set_name != repl_set {
         return fail(error::INVALID_REPLICA_SET_CONFIG, format!(
             "Attempting to initiate a replica set with name {}, but command line reports {repl_set}; rejecting", cfg.set_name));
@@ -80,13 +102,22 @@ pub(crate) async fn initiate(member: &Arc<Member>, body: &Document) -> CmdResult
     let invalid = |msg: String| CmdError::new(error::INVALID_REPLICA_SET_CONFIG, msg);
     cfg.validate().map_err(invalid)?;
     if cfg.version != 1 {
-        return Err(invalid(format!("The config's version field must be 1 in a replSetInitiate config, but found {}", cfg.version)));
+        return Err(invalid(format!(
+            "The config's version field must be 1 in a replSetInitiate config, but found {}",
+            cfg.version
+        )));
     }
     if cfg.members.iter().any(|m| m.newly_added) {
-        return Err(invalid("newlyAdded field is not allowed in replSetInitiate".into()));
+        return Err(invalid(
+            "newlyAdded field is not allowed in replSetInitiate".into(),
+        ));
     }
     let me = find_self(&net, member, &cfg).cloned().ok_or_else(|| {
-        invalid(format!("No host described in new configuration with {} for replica set {} maps to this node", version_term(&cfg), cfg.set_name))
+        invalid(format!(
+            "No host described in new configuration with {} for replica set {} maps to this node",
+            version_term(&cfg),
+            cfg.set_name
+        ))
     })?;
     if !me.is_electable() {
         return Err(invalid(format!("This node, {}, with _id {} is not electable under the new configuration with {} for replica set {}",
@@ -96,8 +127,14 @@ pub(crate) async fn initiate(member: &Arc<Member>, body: &Document) -> CmdResult
     let mut failures = Vec::new();
     for m in cfg.members.iter().filter(|m| m.host != me.host) {
         match net.dial(member, &m.host) {
-            None => failures.push(format!("{} failed with Error connecting to {}", m.host, m.host)),
-            Some(peer) if peer.config().is_some() => failures.push(format!("{} failed with replica set configuration already exists on that node", m.host)),
+            None => failures.push(format!(
+                "{} failed with Error connecting to {}",
+                m.host, m.host
+            )),
+            Some(peer) if peer.config().is_some() => failures.push(format!(
+                "{} failed with replica set configuration already exists on that node",
+                m.host
+            )),
             Some(_) => {}
         }
     }
@@ -118,7 +155,13 @@ pub(crate) async fn initiate(member: &Arc<Member>, body: &Document) -> CmdResult
         disk.initial_sync_pending = false;
         let term = disk.term;
         let optime = disk.next_optime(term, now_ms());
-        disk.append(OplogEntry { optime, wall_ms: now_ms(), op: Op::Noop { msg: "initiating set".into() } });
+        disk.append(OplogEntry {
+            optime,
+            wall_ms: now_ms(),
+            op: Op::Noop {
+                msg: "initiating set".into(),
+            },
+        });
     }
     member.install_config(&mut inner, cfg);
     if single_voter {
@@ -129,11 +172,16 @@ pub(crate) async fn initiate(member: &Arc<Member>, body: &Document) -> CmdResult
 
 pub(crate) async fn get_config(member: &Member, body: &Document) -> CmdResult {
     let cfg = member.config().ok_or_else(no_config)?;
-    let include_newly_added = body.get_bool("$_internalIncludeNewlyAdded").unwrap_or(false);
+    let include_newly_added = body
+        .get_bool("$_internalIncludeNewlyAdded")
+        .unwrap_or(false);
     let mut reply = doc! { "config": cfg.to_document(include_newly_added) };
     if body.get_bool("commitmentStatus").unwrap_or(false) {
         if member.state() != MemberState::Primary {
-            return fail(error::NOT_WRITABLE_PRIMARY, "commitmentStatus is only supported on primary.");
+            return fail(
+                error::NOT_WRITABLE_PRIMARY,
+                "commitmentStatus is only supported on primary.",
+            );
         }
         let net = network(member)?;
         reply.insert("commitmentStatus", config_committed(member, &net, &cfg));
@@ -149,11 +197,19 @@ pub(crate) fn get_status(member: &Member) -> CmdResult {
     let cfg = member.config().ok_or_else(no_config)?;
     let inner = member.lock();
     if inner.state == MemberState::Removed {
-        return fail(error::INVALID_REPLICA_SET_CONFIG, "Our replica set config is invalid or we are not a member of it");
+        return fail(
+            error::INVALID_REPLICA_SET_CONFIG,
+            "Our replica set config is invalid or we are not a member of it",
+        );
     }
     let disk = member.disk();
     let my_optime = disk.last_optime();
-    let sync_source_id = |h: &Option<String>| h.as_ref().and_then(|h| cfg.member_by_host(h)).map(|m| m.id as i32).unwrap_or(-1);
+    let sync_source_id = |h: &Option<String>| {
+        h.as_ref()
+            .and_then(|h| cfg.member_by_host(h))
+            .map(|m| m.id as i32)
+            .unwrap_or(-1)
+    };
     let mut members = Vec::new();
     for m in &cfg.members {
         let mut d = doc! { "_id": m.id as i32, "name": m.host.clone() };
@@ -164,13 +220,28 @@ pub(crate) fn get_status(member: &Member) -> CmdResult {
             d.insert("uptime", member.uptime_secs() as i32);
             d.insert("optime", my_optime.to_document());
             d.insert("optimeDate", date_of(my_optime));
-            d.insert("lastAppliedWallTime", DateTime::from_millis(disk.last_wall_ms()));
-            d.insert("syncSourceHost", inner.sync_source.clone().unwrap_or_default());
+            d.insert(
+                "lastAppliedWallTime",
+                DateTime::from_millis(disk.last_wall_ms()),
+            );
+            d.insert(
+                "syncSourceHost",
+                inner.sync_source.clone().unwrap_or_default(),
+            );
             d.insert("syncSourceId", sync_source_id(&inner.sync_source));
             d.insert("infoMessage", "");
             if inner.state == MemberState::Primary {
-                d.insert("electionTime", bson::Timestamp { time: (inner.election_date_ms / 1000) as u32, increment: 1 });
-                d.insert("electionDate", DateTime::from_millis(inner.election_date_ms));
+                d.insert(
+                    "electionTime",
+                    bson::Timestamp {
+                        time: (inner.election_date_ms / 1000) as u32,
+                        increment: 1,
+                    },
+                );
+                d.insert(
+                    "electionDate",
+                    DateTime::from_millis(inner.election_date_ms),
+                );
             }
             d.insert("configVersion", cfg.version as i32);
             d.insert("configTerm", cfg.term);
@@ -183,16 +254,32 @@ pub(crate) fn get_status(member: &Member) -> CmdResult {
             d.insert("health", if info.up { 1.0 } else { 0.0 });
             d.insert("state", state.code());
             d.insert("stateStr", state.name());
-            d.insert("uptime", view.as_ref().map(|v| v.uptime_secs as i32).unwrap_or(0));
+            d.insert(
+                "uptime",
+                view.as_ref().map(|v| v.uptime_secs as i32).unwrap_or(0),
+            );
             let optime = view.as_ref().map(|v| v.optime).unwrap_or(OpTime::NULL);
             d.insert("optime", optime.to_document());
             d.insert("optimeDurable", optime.to_document());
             d.insert("optimeDate", date_of(optime));
             d.insert("optimeDurableDate", date_of(optime));
-            d.insert("lastHeartbeat", DateTime::from_millis(info.last_heartbeat_ms));
-            d.insert("lastHeartbeatRecv", DateTime::from_millis(info.last_heartbeat_ms));
+            d.insert(
+                "lastHeartbeat",
+                DateTime::from_millis(info.last_heartbeat_ms),
+            );
+            d.insert(
+                "lastHeartbeatRecv",
+                DateTime::from_millis(info.last_heartbeat_ms),
+            );
             d.insert("pingMs", 0_i64);
-            d.insert("lastHeartbeatMessage", if info.up { "" } else { "Error connecting to host" });
+            d.insert(
+                "lastHeartbeatMessage",
+                if info.up {
+                    ""
+                } else {
+                    "Error connecting to host"
+                },
+            );
             let ss = view.as_ref().and_then(|v| v.sync_source.clone());
             d.insert("syncSourceHost", ss.clone().unwrap_or_default());
             d.insert("syncSourceId", sync_source_id(&ss));
@@ -203,7 +290,10 @@ pub(crate) fn get_status(member: &Member) -> CmdResult {
                 }
             }
             let peer_cfg = view.as_ref().and_then(|v| v.config.as_ref());
-            d.insert("configVersion", peer_cfg.map(|c| c.version as i32).unwrap_or(-1));
+            d.insert(
+                "configVersion",
+                peer_cfg.map(|c| c.version as i32).unwrap_or(-1),
+            );
             d.insert("configTerm", peer_cfg.map(|c| c.term).unwrap_or(-1));
         }
         members.push(Bson::Document(d));
@@ -250,9 +340,15 @@ fn installed_by_majority(member: &Member, net: &Network, cfg: &ReplSetConfig) ->
         .voters()
         .filter(|m| {
             if Some(&m.host) == me.as_ref() {
-                return member.config().map(|c| c.same_version(cfg)).unwrap_or(false);
+                return member
+                    .config()
+                    .map(|c| c.same_version(cfg))
+                    .unwrap_or(false);
             }
-            net.dial(member, &m.host).and_then(|p| p.config()).map(|c| c.same_version(cfg)).unwrap_or(false)
+            net.dial(member, &m.host)
+                .and_then(|p| p.config())
+                .map(|c| c.same_version(cfg))
+                .unwrap_or(false)
         })
         .count();
     count >= cfg.majority()
@@ -265,8 +361,13 @@ pub(crate) async fn reconfig(member: &Arc<Member>, body: &Document) -> CmdResult
     let force = body.get("force").map(truthy).unwrap_or(false);
     let state = member.state();
     if !force && state != MemberState::Primary {
-        return fail(error::NOT_WRITABLE_PRIMARY, format!(
-            "replSetReconfig should only be run on a writable PRIMARY. Current state {};", state.name()));
+        return fail(
+            error::NOT_WRITABLE_PRIMARY,
+            format!(
+                "replSetReconfig should only be run on a writable PRIMARY. Current state {};",
+                state.name()
+            ),
+        );
     }
     let deadline = timeout_ms(num(body.get("maxTimeMS"))).map(|t| Instant::now() + t);
     if !force {
@@ -283,9 +384,13 @@ pub(crate) async fn reconfig(member: &Arc<Member>, body: &Document) -> CmdResult
         }
     }
     let Ok(arg) = body.get_document("replSetReconfig") else {
-        return fail(error::INVALID_REPLICA_SET_CONFIG, "no configuration specified");
+        return fail(
+            error::INVALID_REPLICA_SET_CONFIG,
+            "no configuration specified",
+        );
     };
-    let mut new = ReplSetConfig::parse(arg).map_err(|e| CmdError::new(error::INVALID_REPLICA_SET_CONFIG, e))?;
+    let mut new = ReplSetConfig::parse(arg)
+        .map_err(|e| CmdError::new(error::INVALID_REPLICA_SET_CONFIG, e))?;
     if new.set_name != member.spec().repl_set {
         return fail(error::INVALID_REPLICA_SET_CONFIG, format!(
             "Attempting to reconfigure a replica set with name {}, but command line reports {}; rejecting", new.set_name, member.spec().repl_set));
@@ -344,7 +449,10 @@ pub(crate) async fn reconfig(member: &Arc<Member>, body: &Document) -> CmdResult
             return Ok(doc! {});
         }
         if member.state() != MemberState::Primary {
-            return fail(error::INTERRUPTED_DUE_TO_REPL_STATE_CHANGE, "operation was interrupted because a replica set state change occurred");
+            return fail(
+                error::INTERRUPTED_DUE_TO_REPL_STATE_CHANGE,
+                "operation was interrupted because a replica set state change occurred",
+            );
         }
         if deadline.map(|d| Instant::now() >= d).unwrap_or(false) {
             return fail(error::MAX_TIME_MS_EXPIRED, "operation exceeded time limit");
@@ -356,24 +464,39 @@ pub(crate) async fn reconfig(member: &Arc<Member>, body: &Document) -> CmdResult
 pub(crate) async fn step_down(member: &Arc<Member>, body: &Document) -> CmdResult {
     let net = network(member)?;
     if member.state() != MemberState::Primary {
-        return fail(error::NOT_WRITABLE_PRIMARY, "not primary so can't step down");
+        return fail(
+            error::NOT_WRITABLE_PRIMARY,
+            "not primary so can't step down",
+        );
     }
     let force = body.get("force").map(truthy).unwrap_or(false);
     // A missing, non-numeric or zero period means 60 s, as in mongod.
-    let step_down_secs = num(body.get("replSetStepDown")).filter(|s| *s != 0.0).unwrap_or(60.0);
-    let catch_up_secs = num(body.get("secondaryCatchUpPeriodSecs")).unwrap_or(if force { 0.0 } else { 10.0 });
+    let step_down_secs = num(body.get("replSetStepDown"))
+        .filter(|s| *s != 0.0)
+        .unwrap_or(60.0);
+    let catch_up_secs =
+        num(body.get("secondaryCatchUpPeriodSecs")).unwrap_or(if force { 0.0 } else { 10.0 });
     if !(step_down_secs >= 0.0 && catch_up_secs >= 0.0) {
-        return fail(error::BAD_VALUE, "stepdown period and secondaryCatchUpPeriodSecs must be non-negative");
+        return fail(
+            error::BAD_VALUE,
+            "stepdown period and secondaryCatchUpPeriodSecs must be non-negative",
+        );
     }
     if !force && step_down_secs <= catch_up_secs {
-        return fail(error::BAD_VALUE, "stepdown period must be longer than secondaryCatchUpPeriodSecs");
+        return fail(
+            error::BAD_VALUE,
+            "stepdown period must be longer than secondaryCatchUpPeriodSecs",
+        );
     }
     let cfg = member.config().ok_or_else(no_config)?;
     let deadline = Instant::now() + secs(catch_up_secs);
     let period = secs(step_down_secs);
     loop {
         if member.state() != MemberState::Primary {
-            return fail(error::NOT_WRITABLE_PRIMARY, "not primary so can't step down");
+            return fail(
+                error::NOT_WRITABLE_PRIMARY,
+                "not primary so can't step down",
+            );
         }
         let my_optime = member.last_optime();
         let me = member.self_host();
@@ -409,7 +532,10 @@ pub(crate) fn freeze(member: &Member, body: &Document) -> CmdResult {
     let period = num(body.get("replSetFreeze")).unwrap_or(0.0);
     let mut inner = member.lock();
     if inner.state == MemberState::Primary {
-        return fail(error::NOT_SECONDARY, "cannot freeze node when primary or running for election. state: Primary");
+        return fail(
+            error::NOT_SECONDARY,
+            "cannot freeze node when primary or running for election. state: Primary",
+        );
     }
     if secs(period).is_zero() {
         inner.no_election_until = None;
@@ -428,13 +554,18 @@ pub(crate) async fn step_up(member: &Arc<Member>, body: &Document) -> CmdResult 
     }
     let electable = {
         let inner = member.lock();
-        member.self_config(&inner, &cfg).map(|m| m.is_electable() && m.is_voter()).unwrap_or(false)
+        member
+            .self_config(&inner, &cfg)
+            .map(|m| m.is_electable() && m.is_voter())
+            .unwrap_or(false)
     };
     if !electable || member.state() != MemberState::Secondary {
         return fail(error::COMMAND_FAILED, "Election failed.");
     }
     let m = member.clone();
-    let won = tokio::task::spawn_blocking(move || m.run_election(&net, &cfg, skip_dry_run)).await.unwrap_or(false);
+    let won = tokio::task::spawn_blocking(move || m.run_election(&net, &cfg, skip_dry_run))
+        .await
+        .unwrap_or(false);
     if won {
         Ok(doc! {})
     } else {

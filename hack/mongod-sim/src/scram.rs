@@ -35,12 +35,14 @@ impl Mechanism {
     fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
         match self {
             Mechanism::Sha1 => {
-                let mut m = <Hmac<Sha1> as KeyInit>::new_from_slice(key).expect("hmac accepts any key length");
+                let mut m = <Hmac<Sha1> as KeyInit>::new_from_slice(key)
+                    .expect("hmac accepts any key length");
                 m.update(data);
                 m.finalize().into_bytes().to_vec()
             }
             Mechanism::Sha256 => {
-                let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("hmac accepts any key length");
+                let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(key)
+                    .expect("hmac accepts any key length");
                 m.update(data);
                 m.finalize().into_bytes().to_vec()
             }
@@ -87,16 +89,23 @@ pub fn make_credentials(user: &str, password: &str) -> Document {
     let mut creds = Document::new();
     for mech in [Mechanism::Sha1, Mechanism::Sha256] {
         let salt: [u8; 16] = rand::random();
-        let salted = mech.salted_password(mechanism_password(mech, user, password).as_bytes(), &salt, ITERATIONS);
+        let salted = mech.salted_password(
+            mechanism_password(mech, user, password).as_bytes(),
+            &salt,
+            ITERATIONS,
+        );
         let client_key = mech.hmac(&salted, b"Client Key");
         let stored_key = mech.hash(&client_key);
         let server_key = mech.hmac(&salted, b"Server Key");
-        creds.insert(mech.name(), doc! {
-            "iterationCount": ITERATIONS as i32,
-            "salt": B64.encode(salt),
-            "storedKey": B64.encode(stored_key),
-            "serverKey": B64.encode(server_key),
-        });
+        creds.insert(
+            mech.name(),
+            doc! {
+                "iterationCount": ITERATIONS as i32,
+                "salt": B64.encode(salt),
+                "storedKey": B64.encode(stored_key),
+                "serverKey": B64.encode(server_key),
+            },
+        );
     }
     creds
 }
@@ -121,9 +130,17 @@ fn attrs(msg: &str) -> impl Iterator<Item = (&str, &str)> {
 
 /// Starts a conversation from the client-first message. `user_doc` is the stored
 /// user (None → authentication fails, after the same round trip as mongod).
-pub fn start(mechanism: Mechanism, db: &str, payload: &[u8], lookup: impl Fn(&str) -> Option<Document>) -> Result<(Conversation, String), String> {
+pub fn start(
+    mechanism: Mechanism,
+    db: &str,
+    payload: &[u8],
+    lookup: impl Fn(&str) -> Option<Document>,
+) -> Result<(Conversation, String), String> {
     let msg = std::str::from_utf8(payload).map_err(|_| "payload is not utf-8".to_string())?;
-    let bare = msg.strip_prefix("n,,").or_else(|| msg.strip_prefix("y,,")).ok_or("unsupported GS2 header")?;
+    let bare = msg
+        .strip_prefix("n,,")
+        .or_else(|| msg.strip_prefix("y,,"))
+        .ok_or("unsupported GS2 header")?;
     let mut user = None;
     let mut client_nonce = None;
     for (k, v) in attrs(bare) {
@@ -141,9 +158,19 @@ pub fn start(mechanism: Mechanism, db: &str, payload: &[u8], lookup: impl Fn(&st
         .ok()
         .and_then(|c| c.get_document(mechanism.name()).ok())
         .ok_or("user has no credentials for this mechanism")?;
-    let decode = |k: &str| cred.get_str(k).ok().and_then(|s| B64.decode(s).ok()).ok_or("bad stored credentials");
-    let salt = cred.get_str("salt").map_err(|_| "bad stored credentials")?.to_string();
-    let iterations = cred.get_i32("iterationCount").map_err(|_| "bad stored credentials")?;
+    let decode = |k: &str| {
+        cred.get_str(k)
+            .ok()
+            .and_then(|s| B64.decode(s).ok())
+            .ok_or("bad stored credentials")
+    };
+    let salt = cred
+        .get_str("salt")
+        .map_err(|_| "bad stored credentials")?
+        .to_string();
+    let iterations = cred
+        .get_i32("iterationCount")
+        .map_err(|_| "bad stored credentials")?;
     let server_nonce: [u8; 24] = rand::random();
     let nonce = format!("{client_nonce}{}", B64.encode(server_nonce));
     let server_first = format!("r={nonce},s={salt},i={iterations}");
@@ -166,21 +193,37 @@ impl Conversation {
     pub fn finish(&mut self, payload: &[u8]) -> Result<String, String> {
         let msg = std::str::from_utf8(payload).map_err(|_| "payload is not utf-8".to_string())?;
         let (without_proof, proof) = msg.rsplit_once(",p=").ok_or("missing proof")?;
-        let nonce = attrs(without_proof).find(|(k, _)| *k == "r").map(|(_, v)| v).ok_or("missing nonce")?;
+        let nonce = attrs(without_proof)
+            .find(|(k, _)| *k == "r")
+            .map(|(_, v)| v)
+            .ok_or("missing nonce")?;
         if nonce != self.nonce {
             return Err("nonce mismatch".into());
         }
-        let proof = B64.decode(proof).map_err(|_| "bad proof encoding".to_string())?;
-        let auth_message = format!("{},{},{}", self.client_first_bare, self.server_first, without_proof);
-        let client_signature = self.mechanism.hmac(&self.stored_key, auth_message.as_bytes());
+        let proof = B64
+            .decode(proof)
+            .map_err(|_| "bad proof encoding".to_string())?;
+        let auth_message = format!(
+            "{},{},{}",
+            self.client_first_bare, self.server_first, without_proof
+        );
+        let client_signature = self
+            .mechanism
+            .hmac(&self.stored_key, auth_message.as_bytes());
         if proof.len() != client_signature.len() {
             return Err("bad proof length".into());
         }
-        let client_key: Vec<u8> = proof.iter().zip(&client_signature).map(|(a, b)| a ^ b).collect();
+        let client_key: Vec<u8> = proof
+            .iter()
+            .zip(&client_signature)
+            .map(|(a, b)| a ^ b)
+            .collect();
         if self.mechanism.hash(&client_key) != self.stored_key {
             return Err("proof mismatch".into());
         }
-        let server_signature = self.mechanism.hmac(&self.server_key, auth_message.as_bytes());
+        let server_signature = self
+            .mechanism
+            .hmac(&self.server_key, auth_message.as_bytes());
         self.finished = true;
         Ok(format!("v={}", B64.encode(server_signature)))
     }

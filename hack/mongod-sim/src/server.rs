@@ -10,7 +10,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-pub(crate) async fn serve(member: Arc<Member>, listener: TcpListener, shutdown: watch::Receiver<bool>) {
+pub(crate) async fn serve(
+    member: Arc<Member>,
+    listener: TcpListener,
+    shutdown: watch::Receiver<bool>,
+) {
     loop {
         let mut stop = shutdown.clone();
         let accepted = tokio::select! {
@@ -39,19 +43,32 @@ async fn handle_connection(member: Arc<Member>, stream: TcpStream) -> Result<(),
     let mut conn = Connection::new(member.next_connection_id());
     while let Some(req) = wire::read_request(&mut rd).await? {
         match req {
-            Request::Msg { request_id, more_to_come, body } => {
+            Request::Msg {
+                request_id,
+                more_to_come,
+                body,
+            } => {
                 let reply = commands::dispatch(&member, &mut conn, body).await;
                 if !more_to_come {
                     wr.write_all(&wire::encode_msg(request_id, &reply)).await?;
                 }
             }
-            Request::Query { request_id, collection, query } => {
+            Request::Query {
+                request_id,
+                collection,
+                query,
+            } => {
                 let reply = if collection.ends_with(".$cmd") {
                     commands::dispatch_legacy(&member, &mut conn, query).await
                 } else {
-                    crate::error::CmdError::new(crate::error::COMMAND_NOT_FOUND, "OP_QUERY is only supported for commands").to_document()
+                    crate::error::CmdError::new(
+                        crate::error::COMMAND_NOT_FOUND,
+                        "OP_QUERY is only supported for commands",
+                    )
+                    .to_document()
                 };
-                wr.write_all(&wire::encode_reply(request_id, &reply)).await?;
+                wr.write_all(&wire::encode_reply(request_id, &reply))
+                    .await?;
             }
         }
     }

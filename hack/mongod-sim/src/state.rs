@@ -21,7 +21,13 @@ pub struct OpTime {
 }
 
 impl OpTime {
-    pub const NULL: OpTime = OpTime { ts: Timestamp { time: 0, increment: 0 }, t: -1 };
+    pub const NULL: OpTime = OpTime {
+        ts: Timestamp {
+            time: 0,
+            increment: 0,
+        },
+        t: -1,
+    };
 
     pub fn to_document(self) -> Document {
         doc! { "ts": self.ts, "t": self.t }
@@ -42,11 +48,20 @@ impl PartialOrd for OpTime {
 /// A replicated operation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Op {
-    Noop { msg: String },
-    Insert { ns: String, doc: Document },
+    Noop {
+        msg: String,
+    },
+    Insert {
+        ns: String,
+        doc: Document,
+    },
     /// Insert or replace a user document (keyed by its `_id`, "db.user").
-    PutUser { doc: Document },
-    DropUser { id: String },
+    PutUser {
+        doc: Document,
+    },
+    DropUser {
+        id: String,
+    },
 }
 
 /// One oplog entry.
@@ -96,7 +111,12 @@ impl DurableState {
 
     /// Wall time of the entry at `optime` (or the latest entry before it).
     pub fn wall_ms_at(&self, optime: OpTime) -> i64 {
-        self.oplog.iter().rev().find(|e| e.optime <= optime).map(|e| e.wall_ms).unwrap_or(0)
+        self.oplog
+            .iter()
+            .rev()
+            .find(|e| e.optime <= optime)
+            .map(|e| e.wall_ms)
+            .unwrap_or(0)
     }
 
     /// The next optime for a write in `term`, strictly after the last one.
@@ -104,9 +124,15 @@ impl DurableState {
         let secs = (now_ms / 1000).max(0) as u32;
         let last = self.last_optime().ts;
         let ts = if secs > last.time {
-            Timestamp { time: secs, increment: 1 }
+            Timestamp {
+                time: secs,
+                increment: 1,
+            }
         } else {
-            Timestamp { time: last.time, increment: last.increment + 1 }
+            Timestamp {
+                time: last.time,
+                increment: last.increment + 1,
+            }
         };
         OpTime { ts, t: term }
     }
@@ -134,7 +160,9 @@ impl DurableState {
 
     pub fn user(&self, db: &str, user: &str) -> Option<&Document> {
         let id = format!("{db}.{user}");
-        self.collection(USERS_NS).iter().find(|d| d.get_str("_id").ok() == Some(id.as_str()))
+        self.collection(USERS_NS)
+            .iter()
+            .find(|d| d.get_str("_id").ok() == Some(id.as_str()))
     }
 }
 

@@ -30,9 +30,17 @@ pub enum WireError {
 #[derive(Debug)]
 pub enum Request {
     /// OP_MSG with kind-1 sequences merged into the body.
-    Msg { request_id: i32, more_to_come: bool, body: Document },
+    Msg {
+        request_id: i32,
+        more_to_come: bool,
+        body: Document,
+    },
     /// Legacy OP_QUERY (only commands on `<db>.$cmd` are meaningful).
-    Query { request_id: i32, collection: String, query: Document },
+    Query {
+        request_id: i32,
+        collection: String,
+        query: Document,
+    },
 }
 
 /// Reads one message; `Ok(None)` on a clean end of stream.
@@ -59,7 +67,9 @@ pub async fn read_request<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<Requ
 }
 
 fn i32_at(b: &[u8], at: usize) -> Result<i32, WireError> {
-    let bytes = b.get(at..at + 4).ok_or(WireError::Malformed("truncated integer"))?;
+    let bytes = b
+        .get(at..at + 4)
+        .ok_or(WireError::Malformed("truncated integer"))?;
     Ok(i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
 }
 
@@ -74,8 +84,12 @@ fn doc_at(b: &[u8]) -> Result<(Document, usize), WireError> {
 }
 
 fn cstring_at(b: &[u8]) -> Result<(String, usize), WireError> {
-    let end = b.iter().position(|&c| c == 0).ok_or(WireError::Malformed("unterminated cstring"))?;
-    let s = std::str::from_utf8(&b[..end]).map_err(|_| WireError::Malformed("cstring not utf-8"))?;
+    let end = b
+        .iter()
+        .position(|&c| c == 0)
+        .ok_or(WireError::Malformed("unterminated cstring"))?;
+    let s =
+        std::str::from_utf8(&b[..end]).map_err(|_| WireError::Malformed("cstring not utf-8"))?;
     Ok((s.to_string(), end + 1))
 }
 
@@ -83,7 +97,9 @@ fn parse_msg(request_id: i32, payload: &[u8]) -> Result<Request, WireError> {
     let flags = i32_at(payload, 0)? as u32;
     let mut end = payload.len();
     if flags & FLAG_CHECKSUM_PRESENT != 0 {
-        end = end.checked_sub(4).ok_or(WireError::Malformed("missing checksum"))?;
+        end = end
+            .checked_sub(4)
+            .ok_or(WireError::Malformed("missing checksum"))?;
     }
     let mut at = 4;
     let mut body: Option<Document> = None;
@@ -91,7 +107,9 @@ fn parse_msg(request_id: i32, payload: &[u8]) -> Result<Request, WireError> {
     while at < end {
         let kind = payload[at];
         at += 1;
-        let rest = payload.get(at..end).ok_or(WireError::Malformed("truncated section"))?;
+        let rest = payload
+            .get(at..end)
+            .ok_or(WireError::Malformed("truncated section"))?;
         match kind {
             0 => {
                 let (doc, n) = doc_at(rest)?;
@@ -121,19 +139,31 @@ fn parse_msg(request_id: i32, payload: &[u8]) -> Result<Request, WireError> {
     for (identifier, docs) in sequences {
         body.insert(identifier, Bson::Array(docs));
     }
-    Ok(Request::Msg { request_id, more_to_come: flags & FLAG_MORE_TO_COME != 0, body })
+    Ok(Request::Msg {
+        request_id,
+        more_to_come: flags & FLAG_MORE_TO_COME != 0,
+        body,
+    })
 }
 
 fn parse_query(request_id: i32, payload: &[u8]) -> Result<Request, WireError> {
-    let rest = payload.get(4..).ok_or(WireError::Malformed("truncated query"))?;
+    let rest = payload
+        .get(4..)
+        .ok_or(WireError::Malformed("truncated query"))?;
     let (collection, n) = cstring_at(rest)?;
-    let rest = rest.get(n + 8..).ok_or(WireError::Malformed("truncated query"))?;
+    let rest = rest
+        .get(n + 8..)
+        .ok_or(WireError::Malformed("truncated query"))?;
     let (mut query, _) = doc_at(rest)?;
     // Legacy wrapping: {$query: {...}, $readPreference: ...}
     if let Ok(inner) = query.get_document("$query") {
         query = inner.clone();
     }
-    Ok(Request::Query { request_id, collection, query })
+    Ok(Request::Query {
+        request_id,
+        collection,
+        query,
+    })
 }
 
 fn frame(op_code: i32, response_to: i32, body: &[u8]) -> Vec<u8> {

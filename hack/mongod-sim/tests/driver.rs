@@ -15,21 +15,29 @@ async fn driver_discovers_set_and_follows_failover_after_primary_stopped() {
     let old = set.initiate().await;
     let client = set.client("").await;
     let coll = client.database("app").collection::<Document>("items");
-    coll.insert_one(doc! {"n": 1}).await.expect("insert via discovered primary");
+    coll.insert_one(doc! {"n": 1})
+        .await
+        .expect("insert via discovered primary");
 
     set.net.stop_member_and_wait(&old).await;
     let stopped = Instant::now();
     let new = set.wait_primary(Some(&old)).await;
     let took = stopped.elapsed();
     // electionTimeout (+15% random offset) + one heartbeat, with slack for a noisy machine.
-    let bound = Duration::from_millis(ELECTION_TIMEOUT_MS * 115 / 100 + HEARTBEAT_MS) + Duration::from_secs(3);
+    let bound = Duration::from_millis(ELECTION_TIMEOUT_MS * 115 / 100 + HEARTBEAT_MS)
+        + Duration::from_secs(3);
     eprintln!("new primary after {took:?} (election timeout {ELECTION_TIMEOUT_MS} ms, heartbeat {HEARTBEAT_MS} ms, bound with slack {bound:?})");
     assert!(took < bound, "new primary after {took:?}, bound {bound:?}");
     assert_ne!(new, old);
-    coll.insert_one(doc! {"n": 2}).await.expect("insert after failover");
+    coll.insert_one(doc! {"n": 2})
+        .await
+        .expect("insert after failover");
 
     set.restart(&old).await;
-    wait_until("old primary rejoins as SECONDARY", || async { set.state(&old) == Some(MemberState::Secondary) }).await;
+    wait_until("old primary rejoins as SECONDARY", || async {
+        set.state(&old) == Some(MemberState::Secondary)
+    })
+    .await;
     let found = collect(coll.find(doc! {}).await.unwrap()).await;
     assert_eq!(found.len(), 2);
 }
@@ -44,38 +52,83 @@ async fn documented_error_codes_for_initiate_reconfig_and_stepdown() {
     expect_code(admin.run_command(doc! {"noSuchThing": 1}).await, 59).await;
 
     let primary = set.initiate().await;
-    expect_code(admin.run_command(doc! {"replSetInitiate": set.config(&set.hosts)}).await, 23).await;
+    expect_code(
+        admin
+            .run_command(doc! {"replSetInitiate": set.config(&set.hosts)})
+            .await,
+        23,
+    )
+    .await;
 
     let secondary = set.hosts.iter().find(|h| **h != primary).unwrap().clone();
     let sec = set.direct(&secondary, "").await;
-    let cfg = sec.database("admin").run_command(doc! {"replSetGetConfig": 1}).await.unwrap();
+    let cfg = sec
+        .database("admin")
+        .run_command(doc! {"replSetGetConfig": 1})
+        .await
+        .unwrap();
     let mut cfg = cfg.get_document("config").unwrap().clone();
     let version = cfg.get_i32("version").unwrap();
     cfg.insert("version", version + 1);
-    expect_code(sec.database("admin").run_command(doc! {"replSetReconfig": cfg.clone()}).await, 10107).await;
-    expect_code(sec.database("admin").run_command(doc! {"replSetStepDown": 60}).await, 10107).await;
+    expect_code(
+        sec.database("admin")
+            .run_command(doc! {"replSetReconfig": cfg.clone()})
+            .await,
+        10107,
+    )
+    .await;
+    expect_code(
+        sec.database("admin")
+            .run_command(doc! {"replSetStepDown": 60})
+            .await,
+        10107,
+    )
+    .await;
 
     // Removing two voters in one reconfig: 103.
     let prim = set.direct(&primary, "").await;
     let padmin = prim.database("admin");
     wait_until("config committed", || async {
-        padmin.run_command(doc! {"replSetGetConfig": 1, "commitmentStatus": true}).await
-            .map(|r| r.get_bool("commitmentStatus").unwrap_or(false)).unwrap_or(false)
-    }).await;
+        padmin
+            .run_command(doc! {"replSetGetConfig": 1, "commitmentStatus": true})
+            .await
+            .map(|r| r.get_bool("commitmentStatus").unwrap_or(false))
+            .unwrap_or(false)
+    })
+    .await;
     let mut two_gone = cfg.clone();
-    let keep: Vec<bson::Bson> = cfg.get_array("members").unwrap().iter()
-        .filter(|m| m.as_document().unwrap().get_str("host").unwrap() == primary).cloned().collect();
+    let keep: Vec<bson::Bson> = cfg
+        .get_array("members")
+        .unwrap()
+        .iter()
+        .filter(|m| m.as_document().unwrap().get_str("host").unwrap() == primary)
+        .cloned()
+        .collect();
     two_gone.insert("members", keep);
-    let e = expect_code(padmin.run_command(doc! {"replSetReconfig": two_gone}).await, 103).await;
+    let e = expect_code(
+        padmin.run_command(doc! {"replSetReconfig": two_gone}).await,
+        103,
+    )
+    .await;
     assert!(format!("{e}").contains("at most 1 voting member"), "{e}");
 
     // Bad stepDown periods: 2.
-    expect_code(padmin.run_command(doc! {"replSetStepDown": 5, "secondaryCatchUpPeriodSecs": 10}).await, 2).await;
+    expect_code(
+        padmin
+            .run_command(doc! {"replSetStepDown": 5, "secondaryCatchUpPeriodSecs": 10})
+            .await,
+        2,
+    )
+    .await;
 
     // A version that does not increase: 103.
     let mut same = cfg.clone();
     same.insert("version", version);
-    expect_code(padmin.run_command(doc! {"replSetReconfig": same}).await, 103).await;
+    expect_code(
+        padmin.run_command(doc! {"replSetReconfig": same}).await,
+        103,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,10 +140,24 @@ async fn stepdown_without_caught_up_secondary_fails_with_262() {
     }
     let prim = set.direct(&primary, "").await;
     let w1 = WriteConcern::builder().w(Acknowledgment::Nodes(1)).build();
-    prim.database("app").collection::<Document>("c").insert_one(doc! {"x": 1}).write_concern(w1).await.unwrap();
+    prim.database("app")
+        .collection::<Document>("c")
+        .insert_one(doc! {"x": 1})
+        .write_concern(w1)
+        .await
+        .unwrap();
     let started = Instant::now();
-    let e = expect_code(prim.database("admin").run_command(doc! {"replSetStepDown": 3, "secondaryCatchUpPeriodSecs": 1}).await, 262).await;
-    assert!(started.elapsed() >= Duration::from_millis(900), "gave up too early: {e}");
+    let e = expect_code(
+        prim.database("admin")
+            .run_command(doc! {"replSetStepDown": 3, "secondaryCatchUpPeriodSecs": 1})
+            .await,
+        262,
+    )
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "gave up too early: {e}"
+    );
     assert_eq!(set.state(&primary), Some(MemberState::Primary));
 
     // Without lag a caught-up secondary exists: the step-down succeeds and another
@@ -98,7 +165,10 @@ async fn stepdown_without_caught_up_secondary_fails_with_262() {
     for h in &set.hosts {
         set.net.set_lag(h, Duration::ZERO);
     }
-    prim.database("admin").run_command(doc! {"replSetStepDown": 10, "secondaryCatchUpPeriodSecs": 5}).await.expect("stepdown");
+    prim.database("admin")
+        .run_command(doc! {"replSetStepDown": 10, "secondaryCatchUpPeriodSecs": 5})
+        .await
+        .expect("stepdown");
     let new = set.wait_primary(Some(&primary)).await;
     assert_ne!(new, primary);
 }
@@ -107,37 +177,92 @@ async fn stepdown_without_caught_up_secondary_fails_with_262() {
 async fn scram_sha256_auth_and_unauthenticated_commands_get_13() {
     let set = Set::start(64, 3, |spec| {
         spec.keyfile = Some("c2VjcmV0a2V5ZmlsZWNvbnRlbnQ=".into());
-        spec.root_user = Some(mongod_sim::RootUser { username: "root".into(), password: "s3cret".into() });
-    }).await;
+        spec.root_user = Some(mongod_sim::RootUser {
+            username: "root".into(),
+            password: "s3cret".into(),
+        });
+    })
+    .await;
     let anon = set.direct(&set.hosts[0], "").await;
-    expect_code(anon.database("admin").run_command(doc! {"replSetGetStatus": 1}).await, 13).await;
-    anon.database("admin").run_command(doc! {"ping": 1}).await.expect("ping needs no auth");
+    expect_code(
+        anon.database("admin")
+            .run_command(doc! {"replSetGetStatus": 1})
+            .await,
+        13,
+    )
+    .await;
+    anon.database("admin")
+        .run_command(doc! {"ping": 1})
+        .await
+        .expect("ping needs no auth");
 
     let auth = |host: String, user: &'static str, pw: &'static str, mech: &'static str| {
         let set = &set;
         async move { set.direct_auth(&host, user, pw, mech).await }
     };
     let root = auth(set.hosts[0].clone(), "root", "s3cret", "SCRAM-SHA-256").await;
-    root.database("admin").run_command(doc! {"replSetInitiate": set.config(&set.hosts)}).await.expect("initiate as root");
+    root.database("admin")
+        .run_command(doc! {"replSetInitiate": set.config(&set.hosts)})
+        .await
+        .expect("initiate as root");
     let primary = set.wait_primary(None).await;
 
     let bad = auth(primary.clone(), "root", "wrong", "SCRAM-SHA-256").await;
-    let e = bad.database("admin").run_command(doc! {"ping": 1}).await.expect_err("bad password");
-    assert!(matches!(e.kind.as_ref(), mongodb::error::ErrorKind::Authentication { .. }), "{e}");
+    let e = bad
+        .database("admin")
+        .run_command(doc! {"ping": 1})
+        .await
+        .expect_err("bad password");
+    assert!(
+        matches!(
+            e.kind.as_ref(),
+            mongodb::error::ErrorKind::Authentication { .. }
+        ),
+        "{e}"
+    );
 
     let proot = auth(primary.clone(), "root", "s3cret", "SCRAM-SHA-256").await;
-    proot.database("admin").run_command(doc! {"createUser": "app", "pwd": "apppw", "roles": ["readWrite"]}).await.expect("createUser");
-    let info = proot.database("admin").run_command(doc! {"usersInfo": "app"}).await.unwrap();
+    proot
+        .database("admin")
+        .run_command(doc! {"createUser": "app", "pwd": "apppw", "roles": ["readWrite"]})
+        .await
+        .expect("createUser");
+    let info = proot
+        .database("admin")
+        .run_command(doc! {"usersInfo": "app"})
+        .await
+        .unwrap();
     assert_eq!(info.get_array("users").unwrap().len(), 1);
     // Users replicate: every member authenticates the new user, with both mechanisms.
     for (i, h) in set.hosts.iter().enumerate() {
-        let mech = if i % 2 == 0 { "SCRAM-SHA-1" } else { "SCRAM-SHA-256" };
+        let mech = if i % 2 == 0 {
+            "SCRAM-SHA-1"
+        } else {
+            "SCRAM-SHA-256"
+        };
         wait_until("user replicated", || async {
-            auth(h.clone(), "app", "apppw", mech).await.database("admin").run_command(doc! {"ping": 1}).await.is_ok()
-        }).await;
+            auth(h.clone(), "app", "apppw", mech)
+                .await
+                .database("admin")
+                .run_command(doc! {"ping": 1})
+                .await
+                .is_ok()
+        })
+        .await;
     }
-    proot.database("admin").run_command(doc! {"dropUser": "app"}).await.expect("dropUser");
-    expect_code(proot.database("admin").run_command(doc! {"dropUser": "app"}).await, 11).await;
+    proot
+        .database("admin")
+        .run_command(doc! {"dropUser": "app"})
+        .await
+        .expect("dropUser");
+    expect_code(
+        proot
+            .database("admin")
+            .run_command(doc! {"dropUser": "app"})
+            .await,
+        11,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -146,11 +271,20 @@ async fn mismatched_keyfile_members_cannot_talk() {
     let mut odd = set.specs[1].clone();
     odd.listen = "127.65.0.3:27017".parse().unwrap();
     odd.keyfile = Some("b3RoZXJrZXk=".into());
-    set.net.start_member(odd, mongod_sim::Volume::new()).await.unwrap();
+    set.net
+        .start_member(odd, mongod_sim::Volume::new())
+        .await
+        .unwrap();
     let mut hosts = set.hosts.clone();
     hosts.push("127.65.0.3:27017".into());
     let c = set.direct(&set.hosts[0], "").await;
-    expect_code(c.database("admin").run_command(doc! {"replSetInitiate": set.config(&hosts)}).await, 74).await;
+    expect_code(
+        c.database("admin")
+            .run_command(doc! {"replSetInitiate": set.config(&hosts)})
+            .await,
+        74,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,16 +295,26 @@ async fn member_recognises_alias_as_self_and_reports_it_as_me() {
         set.net.add_alias(h, a);
     }
     let c = set.direct(&set.hosts[1], "").await;
-    c.database("admin").run_command(doc! {"replSetInitiate": set.config(&aliases)}).await.expect("initiate with aliases");
+    c.database("admin")
+        .run_command(doc! {"replSetInitiate": set.config(&aliases)})
+        .await
+        .expect("initiate with aliases");
     set.wait_primary(None).await;
     wait_until("all members report their alias", || async {
         let mut ok = true;
         for (h, a) in set.hosts.iter().zip(&aliases) {
-            let hello = set.direct(h, "").await.database("admin").run_command(doc! {"hello": 1}).await.unwrap();
+            let hello = set
+                .direct(h, "")
+                .await
+                .database("admin")
+                .run_command(doc! {"hello": 1})
+                .await
+                .unwrap();
             ok &= hello.get_str("me").ok() == Some(a.as_str());
         }
         ok
-    }).await;
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -178,14 +322,22 @@ async fn majority_writes_survive_kills_and_stepdowns() {
     let set = Set::start(67, 3, |_| {}).await;
     set.initiate().await;
     let client = set.client("&retryWrites=true").await;
-    let majority = WriteConcern::builder().w(Acknowledgment::Majority).w_timeout(Duration::from_secs(5)).build();
+    let majority = WriteConcern::builder()
+        .w(Acknowledgment::Majority)
+        .w_timeout(Duration::from_secs(5))
+        .build();
     let coll = client.database("app").collection::<Document>("history");
     let mut acked = Vec::new();
     let mut next = 0;
     for round in 0..4 {
         for _ in 0..10 {
             next += 1;
-            if coll.insert_one(doc! {"_id": next}).write_concern(majority.clone()).await.is_ok() {
+            if coll
+                .insert_one(doc! {"_id": next})
+                .write_concern(majority.clone())
+                .await
+                .is_ok()
+            {
                 acked.push(next);
             }
         }
@@ -195,21 +347,47 @@ async fn majority_writes_survive_kills_and_stepdowns() {
             set.wait_primary(Some(&primary)).await;
             set.restart(&primary).await;
         } else {
-            let _ = set.direct(&primary, "").await.database("admin")
-                .run_command(doc! {"replSetStepDown": 5, "secondaryCatchUpPeriodSecs": 2}).await;
+            let _ = set
+                .direct(&primary, "")
+                .await
+                .database("admin")
+                .run_command(doc! {"replSetStepDown": 5, "secondaryCatchUpPeriodSecs": 2})
+                .await;
             set.wait_primary(Some(&primary)).await;
         }
     }
-    assert!(acked.len() >= 30, "too few acknowledged writes: {}", acked.len());
+    assert!(
+        acked.len() >= 30,
+        "too few acknowledged writes: {}",
+        acked.len()
+    );
     wait_until("every member back", || async {
-        set.hosts.iter().all(|h| matches!(set.state(h), Some(MemberState::Primary | MemberState::Secondary)))
-    }).await;
+        set.hosts.iter().all(|h| {
+            matches!(
+                set.state(h),
+                Some(MemberState::Primary | MemberState::Secondary)
+            )
+        })
+    })
+    .await;
     let primary = set.wait_primary(None).await;
     let direct = set.direct(&primary, "").await;
-    let found = collect(direct.database("app").collection::<Document>("history").find(doc! {}).await.unwrap()).await;
-    let ids: std::collections::HashSet<i32> = found.iter().filter_map(|d| d.get_i32("_id").ok()).collect();
+    let found = collect(
+        direct
+            .database("app")
+            .collection::<Document>("history")
+            .find(doc! {})
+            .await
+            .unwrap(),
+    )
+    .await;
+    let ids: std::collections::HashSet<i32> =
+        found.iter().filter_map(|d| d.get_i32("_id").ok()).collect();
     for id in &acked {
-        assert!(ids.contains(id), "majority-acknowledged write {id} was lost");
+        assert!(
+            ids.contains(id),
+            "majority-acknowledged write {id} was lost"
+        );
     }
 }
 
@@ -218,43 +396,82 @@ async fn reconfig_waits_for_current_config_commit_and_reports_308_after_max_time
     let set = Set::start(68, 3, |_| {}).await;
     let mut cfg = set.config(&set.hosts);
     // A long election timeout keeps the primary in place while its peers are cut off.
-    cfg.insert("settings", doc! {"electionTimeoutMillis": 20_000_i64, "heartbeatIntervalMillis": 200_i64});
+    cfg.insert(
+        "settings",
+        doc! {"electionTimeoutMillis": 20_000_i64, "heartbeatIntervalMillis": 200_i64},
+    );
     let h1 = set.direct(&set.hosts[0], "").await;
     let admin = h1.database("admin");
-    admin.run_command(doc! {"replSetInitiate": cfg}).await.unwrap();
+    admin
+        .run_command(doc! {"replSetInitiate": cfg})
+        .await
+        .unwrap();
     wait_until("members SECONDARY", || async {
-        set.hosts.iter().all(|h| set.state(h) == Some(MemberState::Secondary))
-    }).await;
-    admin.run_command(doc! {"replSetStepUp": 1}).await.expect("replSetStepUp");
+        set.hosts
+            .iter()
+            .all(|h| set.state(h) == Some(MemberState::Secondary))
+    })
+    .await;
+    admin
+        .run_command(doc! {"replSetStepUp": 1})
+        .await
+        .expect("replSetStepUp");
     assert_eq!(set.primary().as_deref(), Some(set.hosts[0].as_str()));
     expect_code(admin.run_command(doc! {"replSetFreeze": 10}).await, 95).await;
     let committed = || async {
-        admin.run_command(doc! {"replSetGetConfig": 1, "commitmentStatus": true}).await
-            .map(|r| r.get_bool("commitmentStatus").unwrap_or(false)).unwrap_or(false)
+        admin
+            .run_command(doc! {"replSetGetConfig": 1, "commitmentStatus": true})
+            .await
+            .map(|r| r.get_bool("commitmentStatus").unwrap_or(false))
+            .unwrap_or(false)
     };
     wait_until("config committed", committed).await;
 
     set.net.isolate(&set.hosts[1]);
     set.net.isolate(&set.hosts[2]);
     let current = || async {
-        admin.run_command(doc! {"replSetGetConfig": 1}).await.unwrap().get_document("config").unwrap().clone()
+        admin
+            .run_command(doc! {"replSetGetConfig": 1})
+            .await
+            .unwrap()
+            .get_document("config")
+            .unwrap()
+            .clone()
     };
     let mut forced = current().await;
     forced.insert("version", forced.get_i32("version").unwrap() + 1);
-    admin.run_command(doc! {"replSetReconfig": forced, "force": true}).await.expect("force reconfig");
+    admin
+        .run_command(doc! {"replSetReconfig": forced, "force": true})
+        .await
+        .expect("force reconfig");
     let forced_version = current().await.get_i32("version").unwrap();
-    assert!(forced_version > 10_000, "force adds 10000+: {forced_version}");
+    assert!(
+        forced_version > 10_000,
+        "force adds 10000+: {forced_version}"
+    );
 
     let mut next = current().await;
     next.insert("version", forced_version + 1);
     let started = Instant::now();
-    expect_code(admin.run_command(doc! {"replSetReconfig": next.clone(), "maxTimeMS": 500}).await, 308).await;
+    expect_code(
+        admin
+            .run_command(doc! {"replSetReconfig": next.clone(), "maxTimeMS": 500})
+            .await,
+        308,
+    )
+    .await;
     assert!(started.elapsed() >= Duration::from_millis(450));
 
     // Once the peers are back the forced config commits and the reconfig goes through.
     set.net.heal_all();
-    admin.run_command(doc! {"replSetReconfig": next}).await.expect("reconfig after heal");
-    assert_eq!(current().await.get_i32("version").unwrap(), forced_version + 1);
+    admin
+        .run_command(doc! {"replSetReconfig": next})
+        .await
+        .expect("reconfig after heal");
+    assert_eq!(
+        current().await.get_i32("version").unwrap(),
+        forced_version + 1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -262,12 +479,27 @@ async fn localhost_exception_allows_initiate_and_the_first_user_only() {
     let set = Set::start(69, 1, |spec| spec.keyfile = Some("bG9jYWxob3N0a2V5".into())).await;
     let anon = set.direct(&set.hosts[0], "").await;
     let admin = anon.database("admin");
-    admin.run_command(doc! {"replSetInitiate": set.config(&set.hosts)}).await.expect("initiate under the localhost exception");
+    admin
+        .run_command(doc! {"replSetInitiate": set.config(&set.hosts)})
+        .await
+        .expect("initiate under the localhost exception");
     expect_code(admin.run_command(doc! {"replSetGetConfig": 1}).await, 13).await;
     set.wait_primary(None).await;
-    admin.run_command(doc! {"replSetGetStatus": 1}).await.expect("status under the localhost exception");
-    admin.run_command(doc! {"createUser": "admin", "pwd": "pw", "roles": ["root"]}).await.expect("first user");
+    admin
+        .run_command(doc! {"replSetGetStatus": 1})
+        .await
+        .expect("status under the localhost exception");
+    admin
+        .run_command(doc! {"createUser": "admin", "pwd": "pw", "roles": ["root"]})
+        .await
+        .expect("first user");
     expect_code(admin.run_command(doc! {"replSetGetStatus": 1}).await, 13).await;
-    let authed = set.direct_auth(&set.hosts[0], "admin", "pw", "SCRAM-SHA-256").await;
-    authed.database("admin").run_command(doc! {"replSetGetConfig": 1}).await.expect("authenticated");
+    let authed = set
+        .direct_auth(&set.hosts[0], "admin", "pw", "SCRAM-SHA-256")
+        .await;
+    authed
+        .database("admin")
+        .run_command(doc! {"replSetGetConfig": 1})
+        .await
+        .expect("authenticated");
 }

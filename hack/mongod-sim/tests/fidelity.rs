@@ -25,7 +25,9 @@ fn tool(var: &str) -> Option<PathBuf> {
         Some(v) if !v.is_empty() => Some(PathBuf::from(v)),
         _ => {
             if std::env::var("MMO_REQUIRE_TOOLS").as_deref() == Ok("1") {
-                panic!("MMO_REQUIRE_TOOLS=1 but {var} is not set: run eval \"$(hack/test-tools.sh)\"");
+                panic!(
+                    "MMO_REQUIRE_TOOLS=1 but {var} is not set: run eval \"$(hack/test-tools.sh)\""
+                );
             }
             println!("SKIPPED: set {var} (see hack/test-tools.sh)");
             None
@@ -45,7 +47,11 @@ fn start_sim(hosts: &[String], extra: &[String]) -> KillOnDrop {
     for h in hosts {
         cmd.args(["--member", h]);
     }
-    cmd.args(["--repl-set", "rs0"]).args(extra).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    cmd.args(["--repl-set", "rs0"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     let mut child = cmd.spawn().expect("spawn mongod-sim");
     let stdout = child.stdout.take().unwrap();
     let guard = KillOnDrop(child);
@@ -57,7 +63,8 @@ fn start_sim(hosts: &[String], extra: &[String]) -> KillOnDrop {
             }
         }
     });
-    rx.recv_timeout(Duration::from_secs(30)).expect("mongod-sim did not print its ready line");
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("mongod-sim did not print its ready line");
     guard
 }
 
@@ -71,33 +78,48 @@ fn run_script(mut cmd: Command, expect: &str) {
         if guard.0.try_wait().unwrap().is_some() {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(180), "client script timed out");
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "client script timed out"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let child = std::mem::replace(&mut guard.0, Command::new("true").spawn().unwrap());
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && stdout.contains(expect), "client script failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}", out.status);
+    assert!(
+        out.status.success() && stdout.contains(expect),
+        "client script failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
 }
 
 fn script(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fidelity").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fidelity")
+        .join(name)
 }
 
 #[test]
 fn pymongo_initiates_reconfigures_steps_down_authenticates_and_sees_documented_codes() {
-    let Some(python) = tool("MMO_PYTHON") else { return };
+    let Some(python) = tool("MMO_PYTHON") else {
+        return;
+    };
     let hosts: Vec<String> = (1..=3).map(|i| format!("127.71.0.{i}:27017")).collect();
     let control = "127.71.0.100:18080".to_string();
     let dir = scratch_dir("pymongo");
     std::fs::write(dir.join("root-password"), "fidelity-pw\n").unwrap();
     std::fs::write(dir.join("keyfile"), "ZmlkZWxpdHlrZXlmaWxl\n").unwrap();
     let extra: Vec<String> = vec![
-        "--root-user".into(), "root".into(),
-        "--root-password-file".into(), dir.join("root-password").display().to_string(),
-        "--keyfile".into(), dir.join("keyfile").display().to_string(),
-        "--control".into(), control.clone(),
+        "--root-user".into(),
+        "root".into(),
+        "--root-password-file".into(),
+        dir.join("root-password").display().to_string(),
+        "--keyfile".into(),
+        dir.join("keyfile").display().to_string(),
+        "--control".into(),
+        control.clone(),
     ];
     let _sim = start_sim(&hosts, &extra);
     let mut cmd = Command::new(python);
@@ -111,16 +133,21 @@ fn pymongo_initiates_reconfigures_steps_down_authenticates_and_sees_documented_c
 
 #[test]
 fn mongosh_rs_helpers_initiate_status_add_reconfig_stepdown() {
-    let Some(mongosh) = tool("MMO_MONGOSH") else { return };
+    let Some(mongosh) = tool("MMO_MONGOSH") else {
+        return;
+    };
     let hosts: Vec<String> = (1..=3).map(|i| format!("127.72.0.{i}:27017")).collect();
     let _sim = start_sim(&hosts, &[]);
     let home = scratch_dir("mongosh-home");
     let mut cmd = Command::new(mongosh);
-    cmd.arg(format!("mongodb://{}/?directConnection=true&serverSelectionTimeoutMS=10000", hosts[0]))
-        .args(["--quiet", "--norc", "--file"])
-        .arg(script("mongosh_fidelity.js"))
-        .env("MMO_HOSTS", hosts.join(","))
-        .env("HOME", &home);
+    cmd.arg(format!(
+        "mongodb://{}/?directConnection=true&serverSelectionTimeoutMS=10000",
+        hosts[0]
+    ))
+    .args(["--quiet", "--norc", "--file"])
+    .arg(script("mongosh_fidelity.js"))
+    .env("MMO_HOSTS", hosts.join(","))
+    .env("HOME", &home);
     run_script(cmd, "MONGOSH FIDELITY OK");
 }
 
@@ -128,32 +155,58 @@ fn mongosh_rs_helpers_initiate_status_add_reconfig_stepdown() {
 fn http(control: &str, path: &str) -> (String, String) {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(control).unwrap();
-    s.write_all(format!("POST {path} HTTP/1.1\r\nHost: {control}\r\nContent-Length: 0\r\n\r\n").as_bytes()).unwrap();
+    s.write_all(
+        format!("POST {path} HTTP/1.1\r\nHost: {control}\r\nContent-Length: 0\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
-    (head.lines().next().unwrap_or_default().to_string(), body.to_string())
+    (
+        head.lines().next().unwrap_or_default().to_string(),
+        body.to_string(),
+    )
 }
 
 #[test]
 fn binary_control_interface_stops_starts_cuts_and_dumps_state() {
     let hosts: Vec<String> = (1..=2).map(|i| format!("127.73.0.{i}:27017")).collect();
     let control = "127.73.0.100:18080";
-    let _sim = start_sim(&hosts, &["--control".into(), control.into(), "--lag-ms".into(), "5".into()]);
+    let _sim = start_sim(
+        &hosts,
+        &[
+            "--control".into(),
+            control.into(),
+            "--lag-ms".into(),
+            "5".into(),
+        ],
+    );
     let (status, body) = http(control, "/state");
     assert!(status.contains("200"), "{status}");
     let state: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(state["members"].as_array().unwrap().len(), 2);
     assert_eq!(state["faults"]["lagMs"][&hosts[0]], 5);
 
-    assert_eq!(http(control, &format!("/stop/{}", hosts[1])).1.trim(), "stopped");
-    assert!(std::net::TcpStream::connect(&hosts[1]).is_err(), "stopped member still accepts connections");
-    assert_eq!(http(control, &format!("/start/{}", hosts[1])).1.trim(), "started");
+    assert_eq!(
+        http(control, &format!("/stop/{}", hosts[1])).1.trim(),
+        "stopped"
+    );
+    assert!(
+        std::net::TcpStream::connect(&hosts[1]).is_err(),
+        "stopped member still accepts connections"
+    );
+    assert_eq!(
+        http(control, &format!("/start/{}", hosts[1])).1.trim(),
+        "started"
+    );
     std::net::TcpStream::connect(&hosts[1]).expect("restarted member accepts connections");
     assert_eq!(http(control, &format!("/cut/{}", hosts[0])).1.trim(), "cut");
     let state: serde_json::Value = serde_json::from_str(&http(control, "/state").1).unwrap();
     assert_eq!(state["faults"]["isolated"][0], hosts[0].as_str());
-    assert_eq!(http(control, &format!("/heal/{}", hosts[0])).1.trim(), "healed");
+    assert_eq!(
+        http(control, &format!("/heal/{}", hosts[0])).1.trim(),
+        "healed"
+    );
     let (status, _) = http(control, "/frobnicate");
     assert!(status.contains("400"), "{status}");
 }

@@ -17,17 +17,33 @@ async fn awaitable_hello_holds_until_topology_change_or_timeout() {
     let set = Set::start(81, 1, |_| {}).await;
     let c = set.direct(&set.hosts[0], "").await;
     let admin = c.database("admin");
-    let tv = admin.run_command(doc! {"hello": 1}).await.unwrap().get_document("topologyVersion").unwrap().clone();
+    let tv = admin
+        .run_command(doc! {"hello": 1})
+        .await
+        .unwrap()
+        .get_document("topologyVersion")
+        .unwrap()
+        .clone();
 
     let start = Instant::now();
-    let r = admin.run_command(doc! {"hello": 1, "topologyVersion": tv.clone(), "maxAwaitTimeMS": 400_i64}).await.unwrap();
-    assert!(start.elapsed() >= Duration::from_millis(350), "hello returned after {:?}", start.elapsed());
+    let r = admin
+        .run_command(doc! {"hello": 1, "topologyVersion": tv.clone(), "maxAwaitTimeMS": 400_i64})
+        .await
+        .unwrap();
+    assert!(
+        start.elapsed() >= Duration::from_millis(350),
+        "hello returned after {:?}",
+        start.elapsed()
+    );
     assert_eq!(r.get_document("topologyVersion").unwrap(), &tv);
 
     // A stale counter answers at once.
     let stale = doc! {"processId": tv.get_object_id("processId").unwrap(), "counter": -1_i64};
     let start = Instant::now();
-    admin.run_command(doc! {"hello": 1, "topologyVersion": stale, "maxAwaitTimeMS": 10_000_i64}).await.unwrap();
+    admin
+        .run_command(doc! {"hello": 1, "topologyVersion": stale, "maxAwaitTimeMS": 10_000_i64})
+        .await
+        .unwrap();
     assert!(start.elapsed() < Duration::from_secs(5));
 
     // A waiting hello returns as soon as the topology changes (here: initiate).
@@ -36,16 +52,29 @@ async fn awaitable_hello_holds_until_topology_change_or_timeout() {
         let tv = tv.clone();
         tokio::spawn(async move {
             let start = Instant::now();
-            let r = admin.run_command(doc! {"hello": 1, "topologyVersion": tv, "maxAwaitTimeMS": 20_000_i64}).await.unwrap();
+            let r = admin
+                .run_command(doc! {"hello": 1, "topologyVersion": tv, "maxAwaitTimeMS": 20_000_i64})
+                .await
+                .unwrap();
             (start.elapsed(), r)
         })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     let other = set.direct(&set.hosts[0], "").await;
-    other.database("admin").run_command(doc! {"replSetInitiate": set.config(&set.hosts)}).await.unwrap();
+    other
+        .database("admin")
+        .run_command(doc! {"replSetInitiate": set.config(&set.hosts)})
+        .await
+        .unwrap();
     let (waited, r) = waiter.await.unwrap();
     assert!(waited < Duration::from_secs(10), "waited {waited:?}");
-    assert!(r.get_document("topologyVersion").unwrap().get_i64("counter").unwrap() > tv.get_i64("counter").unwrap());
+    assert!(
+        r.get_document("topologyVersion")
+            .unwrap()
+            .get_i64("counter")
+            .unwrap()
+            > tv.get_i64("counter").unwrap()
+    );
 }
 
 fn op_msg(request_id: i32, flags: u32, body: &Document, checksum: bool) -> Vec<u8> {
@@ -77,7 +106,11 @@ async fn read_reply(s: &mut TcpStream) -> (i32, i32, Document) {
     let mut body = vec![0u8; len - 16];
     s.read_exact(&mut body).await.unwrap();
     let doc_start = if op == 1 { 20 } else { 5 };
-    (response_to, op, Document::from_reader(&mut &body[doc_start..]).unwrap())
+    (
+        response_to,
+        op,
+        Document::from_reader(&mut &body[doc_start..]).unwrap(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,7 +124,9 @@ async fn wire_protocol_op_query_handshake_checksum_sequences_more_to_come_and_ga
     q.extend_from_slice(b"admin.$cmd\0");
     q.extend_from_slice(&0i32.to_le_bytes());
     q.extend_from_slice(&(-1i32).to_le_bytes());
-    doc! {"isMaster": 1, "client": {"application": {"name": "raw"}}}.to_writer(&mut q).unwrap();
+    doc! {"isMaster": 1, "client": {"application": {"name": "raw"}}}
+        .to_writer(&mut q)
+        .unwrap();
     s.write_all(&frame(7, 2004, &q)).await.unwrap();
     let (to, op, reply) = read_reply(&mut s).await;
     assert_eq!((to, op), (7, 1));
@@ -99,14 +134,20 @@ async fn wire_protocol_op_query_handshake_checksum_sequences_more_to_come_and_ga
     assert!(reply.get("compression").is_none());
 
     // Checksum flag: the trailing CRC is ignored.
-    s.write_all(&op_msg(8, 1, &doc! {"ping": 1, "$db": "admin"}, true)).await.unwrap();
+    s.write_all(&op_msg(8, 1, &doc! {"ping": 1, "$db": "admin"}, true))
+        .await
+        .unwrap();
     let (to, op, reply) = read_reply(&mut s).await;
     assert_eq!((to, op), (8, 2013));
     assert_eq!(reply.get_f64("ok").unwrap(), 1.0);
 
     // moreToCome: no reply to the first message.
-    s.write_all(&op_msg(9, 2, &doc! {"ping": 1, "$db": "admin"}, false)).await.unwrap();
-    s.write_all(&op_msg(10, 0, &doc! {"hello": 1, "$db": "admin"}, false)).await.unwrap();
+    s.write_all(&op_msg(9, 2, &doc! {"ping": 1, "$db": "admin"}, false))
+        .await
+        .unwrap();
+    s.write_all(&op_msg(10, 0, &doc! {"hello": 1, "$db": "admin"}, false))
+        .await
+        .unwrap();
     let (to, _, reply) = read_reply(&mut s).await;
     assert_eq!(to, 10);
     assert!(reply.contains_key("topologyVersion"));
@@ -114,7 +155,9 @@ async fn wire_protocol_op_query_handshake_checksum_sequences_more_to_come_and_ga
     // A kind-1 document sequence is merged into the body.
     let mut payload = 0u32.to_le_bytes().to_vec();
     payload.push(0);
-    doc! {"usersInfo": 1, "$db": "admin"}.to_writer(&mut payload).unwrap();
+    doc! {"usersInfo": 1, "$db": "admin"}
+        .to_writer(&mut payload)
+        .unwrap();
     let mut seq = b"extra\0".to_vec();
     doc! {"a": 1}.to_writer(&mut seq).unwrap();
     payload.push(1);
@@ -129,13 +172,23 @@ async fn wire_protocol_op_query_handshake_checksum_sequences_more_to_come_and_ga
     let mut g = TcpStream::connect(&addr).await.unwrap();
     g.write_all(&[0xff; 64]).await.unwrap();
     let mut buf = [0u8; 16];
-    let n = tokio::time::timeout(Duration::from_secs(10), g.read(&mut buf)).await.unwrap().unwrap_or(0);
+    let n = tokio::time::timeout(Duration::from_secs(10), g.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap_or(0);
     assert_eq!(n, 0, "server should close a connection that sends garbage");
     let mut g2 = TcpStream::connect(&addr).await.unwrap();
-    g2.write_all(&frame(3, 2013, &[0, 0, 0, 0, 0, 200, 0, 0, 0])).await.unwrap();
-    let n = tokio::time::timeout(Duration::from_secs(10), g2.read(&mut buf)).await.unwrap().unwrap_or(0);
+    g2.write_all(&frame(3, 2013, &[0, 0, 0, 0, 0, 200, 0, 0, 0]))
+        .await
+        .unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(10), g2.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap_or(0);
     assert_eq!(n, 0);
-    s.write_all(&op_msg(12, 0, &doc! {"ping": 1, "$db": "admin"}, false)).await.unwrap();
+    s.write_all(&op_msg(12, 0, &doc! {"ping": 1, "$db": "admin"}, false))
+        .await
+        .unwrap();
     assert_eq!(read_reply(&mut s).await.0, 12);
 }
 
@@ -149,12 +202,17 @@ async fn site_cut_primary_steps_down_and_the_majority_side_elects() {
     let site = format!("site-{}", set.hosts.iter().position(|h| *h == old).unwrap());
     set.net.cut_site(&site);
     let new = set.wait_primary(Some(&old)).await;
-    wait_until("cut-off primary steps down", || async { set.state(&old) == Some(MemberState::Secondary) }).await;
+    wait_until("cut-off primary steps down", || async {
+        set.state(&old) == Some(MemberState::Secondary)
+    })
+    .await;
     assert_ne!(new, old);
     set.net.heal_site(&site);
     wait_until("old primary follows the new one", || async {
-        set.net.member(&old).map(|m| m.term()) == set.net.member(&new).map(|m| m.term()) && set.state(&old) == Some(MemberState::Secondary)
-    }).await;
+        set.net.member(&old).map(|m| m.term()) == set.net.member(&new).map(|m| m.term())
+            && set.state(&old) == Some(MemberState::Secondary)
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -164,20 +222,31 @@ async fn former_primary_rolls_back_writes_the_majority_never_had() {
     let direct = set.direct(&old, "").await;
     let coll = direct.database("app").collection::<Document>("c");
     let majority = WriteConcern::builder().w(Acknowledgment::Majority).build();
-    coll.insert_one(doc! {"_id": "committed"}).write_concern(majority).await.unwrap();
+    coll.insert_one(doc! {"_id": "committed"})
+        .write_concern(majority)
+        .await
+        .unwrap();
 
     set.net.isolate(&old);
     let w1 = WriteConcern::builder().w(Acknowledgment::Nodes(1)).build();
-    coll.insert_one(doc! {"_id": "doomed"}).write_concern(w1).await.expect("w:1 write on the isolated primary");
+    coll.insert_one(doc! {"_id": "doomed"})
+        .write_concern(w1)
+        .await
+        .expect("w:1 write on the isolated primary");
     let new = set.wait_primary(Some(&old)).await;
     set.net.heal(&old);
     wait_until("old primary rolled back and caught up", || async {
         let m = set.net.member(&old).unwrap();
         let n = set.net.member(&new).unwrap();
         m.state() == MemberState::Secondary && m.last_optime() == n.last_optime()
-    }).await;
+    })
+    .await;
     let state = set.volumes[set.hosts.iter().position(|h| *h == old).unwrap()].snapshot();
-    let ids: Vec<String> = state.collection("app.c").iter().filter_map(|d| d.get_str("_id").ok().map(String::from)).collect();
+    let ids: Vec<String> = state
+        .collection("app.c")
+        .iter()
+        .filter_map(|d| d.get_str("_id").ok().map(String::from))
+        .collect();
     assert_eq!(ids, vec!["committed".to_string()]);
 }
 
@@ -187,25 +256,42 @@ async fn durable_state_survives_restart_and_a_serde_round_trip() {
     let host = set.hosts[0].clone();
     set.initiate().await;
     let c = set.direct(&host, "").await;
-    c.database("app").collection::<Document>("c").insert_one(doc! {"_id": 1, "v": "kept"}).await.unwrap();
+    c.database("app")
+        .collection::<Document>("c")
+        .insert_one(doc! {"_id": 1, "v": "kept"})
+        .await
+        .unwrap();
     let term_before = set.net.member(&host).unwrap().term();
     set.net.stop_member_and_wait(&host).await;
 
     let json = serde_json::to_string(&set.volumes[0].snapshot()).unwrap();
     let restored: DurableState = serde_json::from_str(&json).unwrap();
     assert_eq!(restored, set.volumes[0].snapshot());
-    set.net.start_member(set.specs[0].clone(), Volume::from_state(restored)).await.unwrap();
+    set.net
+        .start_member(set.specs[0].clone(), Volume::from_state(restored))
+        .await
+        .unwrap();
     set.wait_primary(None).await;
     let m = set.net.member(&host).unwrap();
     assert!(m.term() > term_before);
     assert_eq!(m.config().unwrap().version, 1);
     let c = set.direct(&host, "").await;
-    let found = collect(c.database("app").collection::<Document>("c").find(doc! {"_id": 1}).await.unwrap()).await;
+    let found = collect(
+        c.database("app")
+            .collection::<Document>("c")
+            .find(doc! {"_id": 1})
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(found.len(), 1);
 
     // A fresh volume is an empty member: no config.
     set.net.stop_member_and_wait(&host).await;
-    set.net.start_member(set.specs[0].clone(), Volume::new()).await.unwrap();
+    set.net
+        .start_member(set.specs[0].clone(), Volume::new())
+        .await
+        .unwrap();
     assert!(set.net.member(&host).unwrap().config().is_none());
 }
 
@@ -214,11 +300,28 @@ async fn higher_priority_member_takes_over_when_caught_up() {
     let set = Set::start(86, 3, |_| {}).await;
     let mut cfg = set.config(&set.hosts);
     let mut members = cfg.get_array("members").unwrap().clone();
-    members[2].as_document_mut().unwrap().insert("priority", 5.0);
+    members[2]
+        .as_document_mut()
+        .unwrap()
+        .insert("priority", 5.0);
     cfg.insert("members", members);
-    set.direct(&set.hosts[0], "").await.database("admin").run_command(doc! {"replSetInitiate": cfg}).await.unwrap();
-    wait_until("highest priority member is primary", || async { set.primary().as_deref() == Some(set.hosts[2].as_str()) }).await;
-    let hello = set.direct(&set.hosts[2], "").await.database("admin").run_command(doc! {"hello": 1}).await.unwrap();
+    set.direct(&set.hosts[0], "")
+        .await
+        .database("admin")
+        .run_command(doc! {"replSetInitiate": cfg})
+        .await
+        .unwrap();
+    wait_until("highest priority member is primary", || async {
+        set.primary().as_deref() == Some(set.hosts[2].as_str())
+    })
+    .await;
+    let hello = set
+        .direct(&set.hosts[2], "")
+        .await
+        .database("admin")
+        .run_command(doc! {"hello": 1})
+        .await
+        .unwrap();
     let term = set.net.member(&set.hosts[2]).unwrap().term();
     let mut expected = [0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0];
     expected[4..].copy_from_slice(&term.to_be_bytes());
@@ -237,10 +340,14 @@ async fn primary_behind_a_cut_ingress_is_replaced_and_steps_down_on_the_higher_t
     // nobody reaches it: the others elect, and it learns the new term by dialing out.
     set.net.cut_site_ingress(&site);
     let new = set.wait_primary(Some(&old)).await;
-    wait_until("old primary steps down", || async { set.state(&old) == Some(MemberState::Secondary) }).await;
+    wait_until("old primary steps down", || async {
+        set.state(&old) == Some(MemberState::Secondary)
+    })
+    .await;
     assert_ne!(new, old);
     set.net.heal_site_ingress(&site);
     wait_until("old primary catches up", || async {
         set.net.member(&old).unwrap().last_optime() == set.net.member(&new).unwrap().last_optime()
-    }).await;
+    })
+    .await;
 }

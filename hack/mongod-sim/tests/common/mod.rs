@@ -33,13 +33,21 @@ impl Set {
     /// Starts `n` members on 127.`range`.0.1..n:27017.
     pub async fn start(range: u8, n: usize, configure: impl Fn(&mut MemberSpec)) -> Set {
         let net = Network::new();
-        let mut set = Set { net, hosts: Vec::new(), specs: Vec::new(), volumes: Vec::new() };
+        let mut set = Set {
+            net,
+            hosts: Vec::new(),
+            specs: Vec::new(),
+            volumes: Vec::new(),
+        };
         for i in 1..=n {
             let host = format!("127.{range}.0.{i}:27017");
             let mut spec = MemberSpec::new(host.parse().unwrap(), "rs0");
             configure(&mut spec);
             let volume = Volume::new();
-            set.net.start_member(spec.clone(), volume.clone()).await.expect("start member");
+            set.net
+                .start_member(spec.clone(), volume.clone())
+                .await
+                .expect("start member");
             set.hosts.push(host);
             set.specs.push(spec);
             set.volumes.push(volume);
@@ -48,7 +56,11 @@ impl Set {
     }
 
     pub fn config(&self, hosts: &[String]) -> Document {
-        let members: Vec<Document> = hosts.iter().enumerate().map(|(i, h)| doc! {"_id": i as i32, "host": h}).collect();
+        let members: Vec<Document> = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| doc! {"_id": i as i32, "host": h})
+            .collect();
         doc! {
             "_id": "rs0", "version": 1, "members": members,
             "settings": { "electionTimeoutMillis": ELECTION_TIMEOUT_MS as i64, "heartbeatIntervalMillis": HEARTBEAT_MS as i64 },
@@ -56,7 +68,11 @@ impl Set {
     }
 
     pub async fn direct(&self, host: &str, extra: &str) -> Client {
-        Client::with_uri_str(format!("mongodb://{host}/?directConnection=true&serverSelectionTimeoutMS=10000{extra}")).await.unwrap()
+        Client::with_uri_str(format!(
+            "mongodb://{host}/?directConnection=true&serverSelectionTimeoutMS=10000{extra}"
+        ))
+        .await
+        .unwrap()
     }
 
     pub async fn direct_auth(&self, host: &str, user: &str, pw: &str, mech: &str) -> Client {
@@ -72,10 +88,18 @@ impl Set {
     /// Initiates all members and waits for a primary and every member SECONDARY/PRIMARY.
     pub async fn initiate(&self) -> String {
         let c = self.direct(&self.hosts[0], "").await;
-        c.database("admin").run_command(doc! {"replSetInitiate": self.config(&self.hosts)}).await.expect("initiate");
+        c.database("admin")
+            .run_command(doc! {"replSetInitiate": self.config(&self.hosts)})
+            .await
+            .expect("initiate");
         let primary = self.wait_primary(None).await;
         wait_until("all members healthy", || async {
-            self.hosts.iter().all(|h| matches!(self.state(h), Some(MemberState::Primary | MemberState::Secondary)))
+            self.hosts.iter().all(|h| {
+                matches!(
+                    self.state(h),
+                    Some(MemberState::Primary | MemberState::Secondary)
+                )
+            })
         })
         .await;
         primary
@@ -86,18 +110,27 @@ impl Set {
     }
 
     pub fn primary(&self) -> Option<String> {
-        self.hosts.iter().find(|h| self.state(h) == Some(MemberState::Primary)).cloned()
+        self.hosts
+            .iter()
+            .find(|h| self.state(h) == Some(MemberState::Primary))
+            .cloned()
     }
 
     /// Waits for a primary other than `not`.
     pub async fn wait_primary(&self, not: Option<&str>) -> String {
-        wait_until("a primary", || async { self.primary().filter(|p| Some(p.as_str()) != not).is_some() }).await;
+        wait_until("a primary", || async {
+            self.primary().filter(|p| Some(p.as_str()) != not).is_some()
+        })
+        .await;
         self.primary().unwrap()
     }
 
     pub async fn restart(&self, host: &str) {
         let i = self.hosts.iter().position(|h| h == host).unwrap();
-        self.net.start_member(self.specs[i].clone(), self.volumes[i].clone()).await.expect("restart member");
+        self.net
+            .start_member(self.specs[i].clone(), self.volumes[i].clone())
+            .await
+            .expect("restart member");
     }
 }
 
