@@ -272,7 +272,7 @@ impl fmt::Display for Position {
 
 /// What is wrong with one line (or one `members.yaml` entry).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum Problem {
+pub enum EntryProblem {
     #[error("expected host:'<host>:<port>', found {found}")]
     NotAHostLine { found: String },
     #[error("double quotes are not accepted, write host:'<host>:<port>' (found {found})")]
@@ -332,7 +332,7 @@ pub enum HostConfError {
     At {
         key: &'static str,
         at: Position,
-        problem: Problem,
+        problem: EntryProblem,
     },
     #[error("hostconf key \"arbiters\" holds {} members (lines {}), at most 1 is allowed", .lines.len(), join_lines(.lines))]
     TooManyArbiters { lines: Vec<usize> },
@@ -380,35 +380,37 @@ struct RawMember {
 }
 
 impl RawMember {
-    fn into_member(self) -> Result<HostConfMember, Problem> {
+    fn into_member(self) -> Result<HostConfMember, EntryProblem> {
         let address = MemberAddress::parse(&self.host)?;
         let votes = match self.votes {
             None => None,
             Some(v @ (0 | 1)) => Some(v as u8),
-            Some(found) => return Err(Problem::Votes { found }),
+            Some(found) => return Err(EntryProblem::Votes { found }),
         };
         let positive_priority = match self.priority {
-            Some(p) if !(0.0..=1000.0).contains(&p) => return Err(Problem::Priority { found: p }),
+            Some(p) if !(0.0..=1000.0).contains(&p) => {
+                return Err(EntryProblem::Priority { found: p })
+            }
             Some(p) if p > 0.0 => Some(p),
             _ => None,
         };
         if self.arbiter {
             if let Some(found) = positive_priority {
-                return Err(Problem::ArbiterPriority { found });
+                return Err(EntryProblem::ArbiterPriority { found });
             }
             if votes == Some(0) {
-                return Err(Problem::ArbiterWithoutVote);
+                return Err(EntryProblem::ArbiterWithoutVote);
             }
             if !self.tags.is_empty() {
-                return Err(Problem::ArbiterTags);
+                return Err(EntryProblem::ArbiterTags);
             }
         }
         if let Some(found) = positive_priority {
             if self.hidden {
-                return Err(Problem::HiddenPriority { found });
+                return Err(EntryProblem::HiddenPriority { found });
             }
             if votes == Some(0) {
-                return Err(Problem::NonVoterPriority { found });
+                return Err(EntryProblem::NonVoterPriority { found });
             }
         }
         Ok(HostConfMember {
@@ -438,7 +440,7 @@ impl Builder {
         member: HostConfMember,
     ) -> Result<(), HostConfError> {
         let problem = if let Some(&(first_key, first_at)) = self.seen.get(&member.address) {
-            Some(Problem::Duplicate {
+            Some(EntryProblem::Duplicate {
                 address: member.address.clone(),
                 first_key,
                 first_at,
@@ -446,7 +448,7 @@ impl Builder {
             })
         } else {
             match (member.arbiter, self.arbiter_at) {
-                (true, Some(first_at)) => Some(Problem::SecondArbiter { first_at }),
+                (true, Some(first_at)) => Some(EntryProblem::SecondArbiter { first_at }),
                 _ => None,
             }
         };
@@ -603,19 +605,19 @@ fn fedstate_lines(
         .collect()
 }
 
-fn parse_fedstate_line(line: &str) -> Result<MemberAddress, Problem> {
+fn parse_fedstate_line(line: &str) -> Result<MemberAddress, EntryProblem> {
     let Some(rest) = line.strip_prefix("host:'") else {
         return Err(if line.starts_with("host:\"") {
-            Problem::DoubleQuotes { found: quote(line) }
+            EntryProblem::DoubleQuotes { found: quote(line) }
         } else {
-            Problem::NotAHostLine { found: quote(line) }
+            EntryProblem::NotAHostLine { found: quote(line) }
         });
     };
     let Some((inner, after)) = rest.split_once('\'') else {
-        return Err(Problem::MissingClosingQuote { found: quote(line) });
+        return Err(EntryProblem::MissingClosingQuote { found: quote(line) });
     };
     if !after.is_empty() {
-        return Err(Problem::TrailingText {
+        return Err(EntryProblem::TrailingText {
             found: quote(after),
         });
     }

@@ -5,7 +5,8 @@
 //! Code is kept in three kinds (see ARCHITECTURE.md):
 //! - pure: [`api`] types, [`hostconf`] parsing, [`validate`], the desired-object
 //!   builders ([`build`]), the replica-set model and planner ([`replset`],
-//!   [`planner`]) and [`status`] computation — no client, no async;
+//!   [`planner`]), the planner's input ([`plan_input`]) and [`status`]
+//!   computation — no client, no async;
 //! - Kubernetes I/O: the [`controller`] pipeline;
 //! - MongoDB I/O: [`mongo`], the one narrow interface to mongod.
 
@@ -15,6 +16,7 @@ pub mod controller;
 pub mod crd;
 pub mod hostconf;
 pub mod mongo;
+pub mod plan_input;
 pub mod planner;
 pub mod replset;
 pub mod status;

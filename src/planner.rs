@@ -54,7 +54,8 @@ use crate::api::{PvcPolicy, ReplicaSetSettings};
 use crate::hostconf::{HostConf, HostConfMember, MemberAddress};
 use crate::replset::{
     cluster_holds_no_majority, reconfig_problems, ConfigMember, ConfigProblem, ConfigSettings,
-    MemberState, ReplicaSetConfig, MAX_MEMBERS, MAX_VOTERS, MIN_CLUSTERS_FOR_VOTE_BALANCE,
+    MemberState, MemberStatus, ReplicaSetConfig, MAX_MEMBERS, MAX_VOTERS,
+    MIN_CLUSTERS_FOR_VOTE_BALANCE,
 };
 
 #[cfg(test)]
@@ -119,6 +120,9 @@ pub struct PlanInput {
     pub remote_probes: BTreeMap<MemberAddress, MemberProbe>,
     /// The replica set as seen through hostconf's seed list.
     pub observed: Observed,
+    /// A member this controller asked to step down and that may still be
+    /// handing over (kept by the controller for about `stepDownSecs`).
+    pub stepped_down_recently: Option<MemberAddress>,
 }
 
 /// What is known about one local member.
@@ -172,25 +176,10 @@ pub struct ObservedSet {
     /// The current primary.
     pub primary: Option<MemberAddress>,
     /// `replSetGetStatus` per member.
-    pub member_health: BTreeMap<MemberAddress, MemberHealth>,
+    pub members: BTreeMap<MemberAddress, MemberStatus>,
     /// Whether the primary reports the current config majority-committed. Must
     /// be `false` when there is no primary to ask.
     pub config_committed: bool,
-    /// A member this controller asked to step down and that may still be
-    /// handing over (kept by the controller for about `stepDownSecs`).
-    pub stepped_down_recently: Option<MemberAddress>,
-}
-
-/// `replSetGetStatus` for one member.
-#[derive(Clone, Debug, PartialEq)]
-pub struct MemberHealth {
-    /// `state`.
-    pub state: MemberState,
-    /// `health == 1`: the member answers heartbeats.
-    pub healthy: bool,
-    /// Replication lag behind the primary, when known (reported, not planned on:
-    /// `replSetStepDown` itself waits for a caught-up secondary).
-    pub lag_secs: Option<i64>,
 }
 
 /// The one thing to do next.
@@ -852,7 +841,7 @@ fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
         return Continue(());
     };
 
-    if set.stepped_down_recently.as_ref() == Some(host)
+    if input.stepped_down_recently.as_ref() == Some(host)
         && set.primary.as_ref().is_none_or(|p| p == host)
     {
         return Break(wait(WaitReason::WaitingForNewPrimary {
@@ -877,7 +866,7 @@ fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
                 && !m.newly_added
                 && stays(&m.host)
                 && set
-                    .member_health
+                    .members
                     .get(&m.host)
                     .is_some_and(|h| h.healthy && h.state == MemberState::Secondary)
         });
@@ -1000,7 +989,7 @@ fn promote_non_voters(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step>
         };
         let hint = input.hint(host);
         let secondary = set
-            .member_health
+            .members
             .get(host)
             .is_some_and(|h| h.healthy && h.state == MemberState::Secondary);
         if member.votes > 0
@@ -1094,7 +1083,7 @@ fn healthy_voters_after(
         .filter(|m| {
             Some(&m.host) == joining
                 || set
-                    .member_health
+                    .members
                     .get(&m.host)
                     .is_some_and(|h| h.healthy && h.state.can_vote())
         })

@@ -179,6 +179,25 @@ impl MemberState {
     }
 }
 
+/// One member as `replSetGetStatus` reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberStatus {
+    /// `_id`.
+    pub id: i64,
+    /// `health == 1`: the member answers heartbeats.
+    pub healthy: bool,
+    /// `state`.
+    pub state: MemberState,
+    /// `syncSourceHost` (empty when it has none).
+    pub sync_source: String,
+    /// Seconds behind the primary's last applied optime, when both are known
+    /// (reported, not planned on: `replSetStepDown` itself waits for a
+    /// caught-up secondary).
+    pub lag_secs: Option<i64>,
+    /// `configVersion` the member has installed.
+    pub config_version: Option<i64>,
+}
+
 impl fmt::Display for MemberState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

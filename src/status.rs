@@ -11,19 +11,66 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use crate::api::{
     CurrentInfo, LocalMemberStatus, MongoDB, MongoDBStatus, MongoState, ReplSetMemberStatus,
 };
+use crate::build::{self, names};
 use crate::hostconf::MemberAddress;
-use crate::mongo::SetObservation;
-use crate::planner::{MemberSlot, Step};
+use crate::planner::{MemberSlot, ObservedSet, Step};
 use crate::replset::MemberState;
+use crate::validate::{InvalidInput, Validated};
 
-/// A problem that stopped the pass before the replica-set step (bad input, an
-/// unreachable dependency), as a bounded reason and a human message.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Problem {
-    /// PascalCase reason.
-    pub reason: &'static str,
-    /// What is wrong and what to do.
-    pub message: String,
+/// The conditions in status, each always present.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+pub enum ConditionType {
+    /// Every local member is healthy in a replica set that matches the spec.
+    Ready,
+    /// The replica set has been initiated.
+    ReplicaSetInitialized,
+    /// This cluster's members match `spec.members`.
+    MembersInSync,
+    /// A change is being carried out.
+    Progressing,
+    /// Something needs attention: invalid input, a refusal, an unhealthy member.
+    Degraded,
+    /// Credentials come from FedState's plain-text `spec.rootPassword`.
+    CredentialsFromSpec,
+}
+
+impl ConditionType {
+    /// The condition's `type`.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// The reasons status gives of its own (the others come from the planner's
+/// step and from [`InvalidInput`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+enum StatusReason {
+    AllMembersReady,
+    Initialized,
+    NotInitialized,
+    InSync,
+    Idle,
+    MembersUnhealthy,
+    Healthy,
+    PlainTextRootPassword,
+    CredentialsSecret,
+    Paused,
+    Pending,
+}
+
+impl StatusReason {
+    fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// The reason of condition `type_` in `status`, if it has one.
+pub fn condition_reason(status: Option<&MongoDBStatus>, type_: ConditionType) -> Option<&str> {
+    status?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_.as_str())
+        .map(|c| c.reason.as_str())
 }
 
 /// A local member as Kubernetes shows it.
@@ -39,152 +86,182 @@ pub struct LocalMemberView {
     pub host: Option<MemberAddress>,
 }
 
+/// The local members status lists: every slot with a Service or a StatefulSet.
+pub fn local_member_views(instance: &str, validated: &Validated) -> Vec<LocalMemberView> {
+    let mut slots: Vec<MemberSlot> = validated
+        .services
+        .keys()
+        .chain(validated.stateful_sets.keys())
+        .copied()
+        .collect();
+    slots.sort();
+    slots.dedup();
+    slots
+        .into_iter()
+        .map(|slot| LocalMemberView {
+            slot,
+            stateful_set: names::slot(instance, slot),
+            node_port: validated.services.get(&slot).and_then(|s| s.node_port),
+            host: validated.address(slot),
+        })
+        .collect()
+}
+
 /// Everything the status is computed from.
 pub struct StatusInput<'a> {
     /// The object as read at the start of the pass (previous status included).
     pub mongodb: &'a MongoDB,
     /// `spec.pause` is set.
     pub paused: bool,
-    /// What stopped the pass early, if anything.
-    pub problem: Option<&'a Problem>,
+    /// Why the input could not be used, if it could not.
+    pub problem: Option<&'a InvalidInput>,
     /// The replica set as observed this pass.
-    pub observation: Option<&'a SetObservation>,
+    pub observation: Option<&'a ObservedSet>,
     /// The local members.
     pub local_members: &'a [LocalMemberView],
     /// The planner's step this pass, when it got that far.
     pub step: Option<&'a Step>,
     /// Revision of the member pod template.
     pub revision: Option<String>,
-    /// Credentials come from FedState's plain-text `rootPassword`.
-    pub credentials_from_spec: bool,
-    /// Fingerprint of the database user's password, when there is one.
-    pub db_user_password_fingerprint: Option<String>,
     /// Now, for conditions that flip.
     pub now: Time,
 }
 
 /// The status after this pass.
 pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
-    let previous = input.mongodb.status.clone().unwrap_or_default();
-    let desired = input.mongodb.spec.members.max(0);
+    let mongodb = input.mongodb;
+    let previous = mongodb.status.clone().unwrap_or_default();
+    let desired = mongodb.spec.members.max(0);
     let ready_local = ready_local_members(input);
     let local_members = local_member_statuses(input);
     let initialized = input.observation.is_some() || previous.replica_set_id.is_some();
     let all_ready = ready_local == desired && !local_members.iter().any(|m| is_leaving(m, desired));
     let in_sync = matches!(input.step, Some(Step::InSync));
     let refused = matches!(input.step, Some(Step::Refuse { .. }));
+    let blocked = input.problem.is_some() || refused;
 
     let state = if input.paused {
         MongoState::Pause
-    } else if input.problem.is_some() || refused {
+    } else if blocked {
         MongoState::Error
     } else if in_sync && all_ready {
         MongoState::Running
     } else {
         MongoState::Reconciling
     };
+    let running = state == MongoState::Running;
 
-    let generation = input.mongodb.metadata.generation;
+    let generation = mongodb.metadata.generation;
     let mut conditions = Vec::new();
-    let mut set = |type_: &str, status: bool, reason: &str, message: String| {
+    let mut set = |type_: ConditionType, status: bool, reason: &str, message: String| {
+        let previous = &previous.conditions;
         conditions.push(condition(
-            &previous.conditions,
-            type_,
-            status,
-            reason,
-            message,
-            generation,
-            &input.now,
+            previous, type_, status, reason, message, generation, &input.now,
         ));
     };
     let (activity_reason, activity_message) = activity(input);
+    let (ready_reason, ready_message) = if running {
+        let message =
+            format!("{ready_local}/{desired} local members are healthy in the replica set");
+        (StatusReason::AllMembersReady.as_str(), message)
+    } else {
+        let message = format!("{ready_local}/{desired} local members ready: {activity_message}");
+        (activity_reason, message)
+    };
+    set(ConditionType::Ready, running, ready_reason, ready_message);
+
+    let initialized_reason = if initialized {
+        StatusReason::Initialized
+    } else {
+        StatusReason::NotInitialized
+    };
+    let initialized_message = match (input.observation, &previous.replica_set_id) {
+        (Some(observation), _) => format!(
+            "replica set {} exists (config version {})",
+            observation.config.set_name, observation.config.version
+        ),
+        (None, Some(id)) => format!("replica set {id} was initiated; no member answers now"),
+        (None, None) => "no member of the replica set has a configuration yet".to_string(),
+    };
     set(
-        "Ready",
-        state == MongoState::Running,
-        if state == MongoState::Running {
-            "AllMembersReady"
-        } else {
-            activity_reason
-        },
-        if state == MongoState::Running {
-            format!("{ready_local}/{desired} local members are healthy in the replica set")
-        } else {
-            format!("{ready_local}/{desired} local members ready: {activity_message}")
-        },
-    );
-    set(
-        "ReplicaSetInitialized",
+        ConditionType::ReplicaSetInitialized,
         initialized,
-        if initialized {
-            "Initialized"
-        } else {
-            "NotInitialized"
-        },
-        match (input.observation, &previous.replica_set_id) {
-            (Some(observation), _) => format!(
-                "replica set {} exists (config version {})",
-                observation.config.set_name, observation.config.version
-            ),
-            (None, Some(id)) => format!("replica set {id} was initiated; no member answers now"),
-            (None, None) => "no member of the replica set has a configuration yet".to_string(),
-        },
-    );
-    set(
-        "MembersInSync",
-        in_sync,
-        if in_sync { "InSync" } else { activity_reason },
-        if in_sync {
-            "this cluster's members match spec.members".to_string()
-        } else {
-            activity_message.clone()
-        },
-    );
-    let progressing = !input.paused && input.problem.is_none() && !in_sync && !refused;
-    set(
-        "Progressing",
-        progressing,
-        if progressing { activity_reason } else { "Idle" },
-        if progressing {
-            activity_message.clone()
-        } else {
-            "no change in progress".to_string()
-        },
-    );
-    let unhealthy = unhealthy_members(input.observation);
-    let degraded = input.problem.is_some() || refused || !unhealthy.is_empty();
-    set(
-        "Degraded",
-        degraded,
-        if input.problem.is_some() || refused {
-            activity_reason
-        } else if !unhealthy.is_empty() {
-            "MembersUnhealthy"
-        } else {
-            "Healthy"
-        },
-        if input.problem.is_some() || refused {
-            activity_message
-        } else if !unhealthy.is_empty() {
-            format!("members not healthy: {}", unhealthy.join(", "))
-        } else {
-            "every member of the replica set is healthy".to_string()
-        },
-    );
-    set(
-        "CredentialsFromSpec",
-        input.credentials_from_spec,
-        if input.credentials_from_spec {
-            "PlainTextRootPassword"
-        } else {
-            "CredentialsSecret"
-        },
-        if input.credentials_from_spec {
-            "credentials are derived from spec.rootPassword (FedState fallback); prefer spec.credentialsSecretRef".to_string()
-        } else {
-            "credentials come from a Secret".to_string()
-        },
+        initialized_reason.as_str(),
+        initialized_message,
     );
 
+    let (sync_reason, sync_message) = if in_sync {
+        let message = "this cluster's members match spec.members".to_string();
+        (StatusReason::InSync.as_str(), message)
+    } else {
+        (activity_reason, activity_message.clone())
+    };
+    set(
+        ConditionType::MembersInSync,
+        in_sync,
+        sync_reason,
+        sync_message,
+    );
+
+    let progressing = !input.paused && !blocked && !in_sync;
+    let (progress_reason, progress_message) = if progressing {
+        (activity_reason, activity_message.clone())
+    } else {
+        (
+            StatusReason::Idle.as_str(),
+            "no change in progress".to_string(),
+        )
+    };
+    set(
+        ConditionType::Progressing,
+        progressing,
+        progress_reason,
+        progress_message,
+    );
+
+    let unhealthy = unhealthy_members(input.observation);
+    let (degraded_reason, degraded_message) = if blocked {
+        (activity_reason, activity_message)
+    } else if !unhealthy.is_empty() {
+        let message = format!("members not healthy: {}", unhealthy.join(", "));
+        (StatusReason::MembersUnhealthy.as_str(), message)
+    } else {
+        let message = "every member of the replica set is healthy".to_string();
+        (StatusReason::Healthy.as_str(), message)
+    };
+    let degraded = blocked || !unhealthy.is_empty();
+    set(
+        ConditionType::Degraded,
+        degraded,
+        degraded_reason,
+        degraded_message,
+    );
+
+    let credentials_from_spec = mongodb.spec.credentials_secret_ref.is_none();
+    let (credentials_reason, credentials_message) = if credentials_from_spec {
+        let message = "credentials are derived from spec.rootPassword (FedState fallback); \
+                       prefer spec.credentialsSecretRef";
+        (StatusReason::PlainTextRootPassword, message)
+    } else {
+        (
+            StatusReason::CredentialsSecret,
+            "credentials come from a Secret",
+        )
+    };
+    set(
+        ConditionType::CredentialsFromSpec,
+        credentials_from_spec,
+        credentials_reason.as_str(),
+        credentials_message.to_string(),
+    );
+
+    let db_user = &mongodb.spec.db_user_spec;
+    let db_user_password_fingerprint = db_user
+        .password
+        .as_deref()
+        .filter(|_| db_user.enable)
+        .map(build::fingerprint);
+    let observed_config = input.observation.map(|o| &o.config);
     MongoDBStatus {
         state: Some(state),
         restart_state: Some("NotInProcess".to_string()),
@@ -192,7 +269,7 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
         current_revision: input.revision.clone().or(previous.current_revision),
         current_info: CurrentInfo {
             members: ready_local,
-            db_user_password_fingerprint: input.db_user_password_fingerprint.clone(),
+            db_user_password_fingerprint,
         },
         conditions,
         observed_generation: generation,
@@ -200,13 +277,11 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
             .observation
             .and_then(|o| o.primary.as_ref())
             .map(ToString::to_string),
-        config_version: input
-            .observation
-            .map(|o| o.config.version)
+        config_version: observed_config
+            .map(|c| c.version)
             .or(previous.config_version),
-        replica_set_id: input
-            .observation
-            .and_then(|o| o.config.settings.replica_set_id.clone())
+        replica_set_id: observed_config
+            .and_then(|c| c.settings.replica_set_id.clone())
             .or(previous.replica_set_id),
         ready_members: Some(format!("{ready_local}/{desired}")),
         local_members,
@@ -216,23 +291,24 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
 /// The reason and message of what the pass is doing or stuck on.
 fn activity(input: &StatusInput) -> (&'static str, String) {
     if input.paused {
-        return ("Paused", "spec.pause is set: no change is made".to_string());
+        let message = "spec.pause is set: no change is made".to_string();
+        return (StatusReason::Paused.as_str(), message);
     }
     if let Some(problem) = input.problem {
-        return (problem.reason, problem.message.clone());
+        return (problem.reason(), problem.to_string());
     }
     match input.step {
         Some(step) => (step.reason(), step.to_string()),
-        None => (
-            "Pending",
-            "the replica set has not been observed yet".to_string(),
-        ),
+        None => {
+            let message = "the replica set has not been observed yet".to_string();
+            (StatusReason::Pending.as_str(), message)
+        }
     }
 }
 
 fn condition(
     previous: &[Condition],
-    type_: &str,
+    type_: ConditionType,
     status: bool,
     reason: &str,
     message: String,
@@ -242,11 +318,11 @@ fn condition(
     let status = if status { "True" } else { "False" }.to_string();
     let last_transition_time = previous
         .iter()
-        .find(|c| c.type_ == type_ && c.status == status)
+        .find(|c| c.type_ == type_.as_str() && c.status == status)
         .map(|c| c.last_transition_time.clone())
         .unwrap_or_else(|| now.clone());
     Condition {
-        type_: type_.to_string(),
+        type_: type_.as_str().to_string(),
         status,
         reason: reason.to_string(),
         message,
@@ -260,18 +336,19 @@ fn ready_local_members(input: &StatusInput) -> i32 {
     let Some(observation) = input.observation else {
         return 0;
     };
-    input
+    let ready = |host: &MemberAddress| {
+        observation.members.get(host).is_some_and(|member| {
+            member.healthy && matches!(member.state, MemberState::Primary | MemberState::Secondary)
+        })
+    };
+    let count = input
         .local_members
         .iter()
         .filter(|m| matches!(m.slot, MemberSlot::Data(_)))
         .filter_map(|m| m.host.as_ref())
-        .filter(|host| {
-            observation.members.get(*host).is_some_and(|member| {
-                member.healthy
-                    && matches!(member.state, MemberState::Primary | MemberState::Secondary)
-            })
-        })
-        .count() as i32
+        .filter(|host| ready(host))
+        .count();
+    i32::try_from(count).unwrap_or(i32::MAX)
 }
 
 fn is_leaving(member: &LocalMemberStatus, desired: i32) -> bool {
@@ -289,7 +366,7 @@ fn local_member_statuses(input: &StatusInput) -> Vec<LocalMemberStatus> {
                 .and_then(|host| input.observation.and_then(|o| o.members.get(host)));
             LocalMemberStatus {
                 index: match view.slot {
-                    MemberSlot::Data(index) => index as i32,
+                    MemberSlot::Data(index) => i32::try_from(index).unwrap_or(i32::MAX),
                     MemberSlot::Arbiter => -1,
                 },
                 stateful_set: view.stateful_set.clone(),
@@ -305,7 +382,7 @@ fn local_member_statuses(input: &StatusInput) -> Vec<LocalMemberStatus> {
         .collect()
 }
 
-fn replset(observation: Option<&SetObservation>) -> Vec<ReplSetMemberStatus> {
+fn replset(observation: Option<&ObservedSet>) -> Vec<ReplSetMemberStatus> {
     let Some(observation) = observation else {
         return Vec::new();
     };
@@ -325,7 +402,7 @@ fn replset(observation: Option<&SetObservation>) -> Vec<ReplSetMemberStatus> {
     members
 }
 
-fn unhealthy_members(observation: Option<&SetObservation>) -> Vec<String> {
+fn unhealthy_members(observation: Option<&ObservedSet>) -> Vec<String> {
     observation
         .map(|o| {
             o.members
@@ -343,7 +420,7 @@ mod tests {
 
     use super::*;
     use crate::api::MongoDBSpec;
-    use crate::mongo::ObservedMember;
+    use crate::replset::MemberStatus;
     use crate::replset::{ConfigSettings, ReplicaSetConfig};
     use k8s_openapi::jiff::Timestamp;
 
@@ -363,14 +440,14 @@ mod tests {
         }
     }
 
-    fn observation(states: &[(u16, MemberState, bool)]) -> SetObservation {
-        let members: BTreeMap<MemberAddress, ObservedMember> = states
+    fn observation(states: &[(u16, MemberState, bool)]) -> ObservedSet {
+        let members: BTreeMap<MemberAddress, MemberStatus> = states
             .iter()
             .enumerate()
             .map(|(i, (port, state, healthy))| {
                 (
                     host(*port),
-                    ObservedMember {
+                    MemberStatus {
                         id: i as i64,
                         healthy: *healthy,
                         state: *state,
@@ -381,7 +458,7 @@ mod tests {
                 )
             })
             .collect();
-        SetObservation {
+        ObservedSet {
             config: ReplicaSetConfig {
                 set_name: "replset-0".into(),
                 version: 2,
@@ -395,7 +472,6 @@ mod tests {
                     replica_set_id: Some("65a000000000000000000001".into()),
                 },
             },
-            config_document: Default::default(),
             primary: states
                 .iter()
                 .find(|(_, s, _)| *s == MemberState::Primary)
@@ -424,7 +500,7 @@ mod tests {
 
     fn input<'a>(
         mongodb: &'a MongoDB,
-        observation: Option<&'a SetObservation>,
+        observation: Option<&'a ObservedSet>,
         local: &'a [LocalMemberView],
         step: Option<&'a Step>,
         now: Time,
@@ -437,8 +513,6 @@ mod tests {
             local_members: local,
             step,
             revision: Some("abc".into()),
-            credentials_from_spec: false,
-            db_user_password_fingerprint: None,
             now,
         }
     }
@@ -547,9 +621,8 @@ mod tests {
         let mut paused = input(&mongodb, None, &[], None, at(1));
         paused.paused = true;
         assert_eq!(compute_status(&paused).state, Some(MongoState::Pause));
-        let problem = Problem {
-            reason: "HostconfMissing",
-            message: "ConfigMap demo-hostconf not found".into(),
+        let problem = InvalidInput::HostconfMissing {
+            name: "demo-hostconf".into(),
         };
         let mut failed = input(&mongodb, None, &[], None, at(1));
         failed.problem = Some(&problem);
@@ -557,6 +630,9 @@ mod tests {
         assert_eq!(status.state, Some(MongoState::Error));
         assert_eq!(condition(&status, "Ready").reason, "HostconfMissing");
         assert_eq!(condition(&status, "ReplicaSetInitialized").status, "False");
+        assert!(condition(&status, "Degraded")
+            .message
+            .contains("ConfigMap demo-hostconf"));
     }
 
     #[test]

@@ -1,33 +1,338 @@
-//! Stage `validate` (pure): checks what the control plane propagated before the
-//! operator acts on it — the VIP label, the hostconf ConfigMap and the shared
-//! credentials — and says precisely what is wrong. A failed check stops the pass
-//! with a condition and an Event; the operator then waits for the object to change.
+//! Stage `validate` (pure): turns the objects the `dereference` stage read into
+//! the checked input of one pass — this cluster's VIP, the hostconf member
+//! list, the shared credentials, the member Services and StatefulSets by slot —
+//! or into an [`InvalidInput`] that says precisely what is wrong and what to do.
+//!
+//! An invalid input stops the pass with a condition and an Event; the operator
+//! then waits for the object to change. Messages name objects and keys, never a
+//! secret value.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
-use crate::api::VIP_LABEL;
-use crate::hostconf::HostConf;
-use crate::mongo::RootCredentials;
-use crate::status::Problem;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use kube::ResourceExt;
+
+use crate::api::{MongoDB, VIP_LABEL};
+use crate::build::{
+    self, names, BuildContext, BuildError, CredentialsSource, MemberTarget, MEMBER_HOST_ANNOTATION,
+};
+use crate::hostconf::{HostConf, HostConfError, MemberAddress};
+use crate::planner::MemberSlot;
 
 /// The shortest and longest keyfile mongod accepts.
 const KEYFILE_LENGTH: std::ops::RangeInclusive<usize> = 6..=1024;
 
+/// The objects a `MongoDB` refers to, as read from the API server, unchecked.
+#[derive(Clone, Debug, Default)]
+pub struct ReferencedObjects {
+    /// The hostconf ConfigMap, if it exists.
+    pub hostconf: Option<ConfigMap>,
+    /// The credentials Secret of `spec.credentialsSecretRef`, if it is set and exists.
+    pub credentials_secret: Option<Secret>,
+    /// Services carrying the instance label.
+    pub services: Vec<Service>,
+    /// StatefulSets carrying the instance label.
+    pub stateful_sets: Vec<StatefulSet>,
+    /// Pods carrying the instance label.
+    pub pods: Vec<Pod>,
+}
+
+/// Why the input of a pass cannot be used; the variant's name is the bounded
+/// reason of the condition and the Event.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, strum::IntoStaticStr)]
+pub enum InvalidInput {
+    /// The VIP label is absent or blank.
+    #[error(
+        "label {VIP_LABEL} is missing: the control plane sets it to this cluster's VIP, \
+         which every member address starts with"
+    )]
+    VipLabelMissing,
+    /// The VIP label is not an address.
+    #[error("label {VIP_LABEL} is {vip:?}, not an IP address or host name")]
+    VipLabelInvalid {
+        /// The label's value.
+        vip: String,
+    },
+    /// The hostconf ConfigMap does not exist.
+    #[error(
+        "ConfigMap {name} (spec.memberConfigRef) does not exist yet; the control plane \
+         propagates it"
+    )]
+    HostconfMissing {
+        /// The ConfigMap's name.
+        name: String,
+    },
+    /// The hostconf ConfigMap cannot be parsed.
+    #[error("ConfigMap {name}: {source}")]
+    HostconfInvalid {
+        /// The ConfigMap's name.
+        name: String,
+        /// What is wrong, with the key and line.
+        #[source]
+        source: HostConfError,
+    },
+    /// The credentials Secret does not exist.
+    #[error("Secret {name} (spec.credentialsSecretRef) does not exist yet")]
+    CredentialsSecretMissing {
+        /// The Secret's name.
+        name: String,
+    },
+    /// A credentials value is missing, empty or not text.
+    #[error("Secret {secret} {fault}")]
+    CredentialsInvalid {
+        /// The Secret's name.
+        secret: String,
+        /// What is wrong with which key.
+        fault: CredentialFault,
+    },
+    /// The keyfile is not one mongod accepts.
+    #[error(
+        "Secret {secret} key {key:?}: a keyfile is 6 to 1024 base64 characters \
+         (found {length} characters)"
+    )]
+    KeyfileInvalid {
+        /// The Secret's name.
+        secret: String,
+        /// The keyfile's key.
+        key: String,
+        /// How many non-blank characters it holds.
+        length: usize,
+    },
+    /// The object itself cannot be built from (no uid, no credentials, …).
+    #[error(transparent)]
+    Spec(#[from] BuildError),
+}
+
+impl InvalidInput {
+    /// A bounded PascalCase reason: the variant's name, or the build error's.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            InvalidInput::Spec(error) => error.reason(),
+            other => other.into(),
+        }
+    }
+}
+
+/// What is wrong with one key of the credentials Secret.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CredentialFault {
+    /// The key is absent.
+    Missing {
+        /// The key.
+        key: String,
+    },
+    /// The value is not UTF-8.
+    NotText {
+        /// The key.
+        key: String,
+    },
+    /// The value is blank.
+    Empty {
+        /// The key.
+        key: String,
+    },
+}
+
+impl fmt::Display for CredentialFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CredentialFault::Missing { key } => write!(f, "has no key {key:?}"),
+            CredentialFault::NotText { key } => write!(f, "key {key:?} is not UTF-8 text"),
+            CredentialFault::Empty { key } => write!(f, "key {key:?} is empty"),
+        }
+    }
+}
+
+/// The root user's name and password. `Debug` never shows the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RootCredentials {
+    /// User name.
+    pub username: String,
+    /// Password.
+    pub password: String,
+}
+
+impl fmt::Debug for RootCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RootCredentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The keyfile and root user every cluster shares.
+#[derive(Clone)]
+pub struct SharedCredentials {
+    /// The keyfile content (checked, never logged).
+    pub keyfile: String,
+    /// The root user.
+    pub root: RootCredentials,
+}
+
+impl fmt::Debug for SharedCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedCredentials")
+            .field("keyfile", &"<redacted>")
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+/// A propagated member Service, as far as the operator needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberService {
+    /// Its selector: the member pods must carry it.
+    pub selector: BTreeMap<String, String>,
+    /// Its nodePort, once allocated.
+    pub node_port: Option<i32>,
+}
+
+/// A StatefulSet this operator runs for a member.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberStatefulSetFacts {
+    /// The member host recorded on it (kept for when the Service is gone).
+    pub recorded_host: Option<MemberAddress>,
+    /// Whether its pod is running.
+    pub pod_running: bool,
+}
+
+/// How many members this cluster wants: `spec.members` and `spec.arbiter`, or
+/// nothing while the object is being deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wanted {
+    /// Data members wanted here (slots `0..members`).
+    pub members: u32,
+    /// Whether the arbiter is wanted here.
+    pub arbiter: bool,
+}
+
+impl Wanted {
+    /// What `mongodb` asks for; nothing when `leaving`.
+    pub fn of(mongodb: &MongoDB, leaving: bool) -> Self {
+        if leaving {
+            return Wanted {
+                members: 0,
+                arbiter: false,
+            };
+        }
+        Wanted {
+            members: u32::try_from(mongodb.spec.members).unwrap_or(0),
+            arbiter: mongodb.spec.arbiter,
+        }
+    }
+
+    /// Whether `slot` is wanted.
+    pub fn wants(&self, slot: MemberSlot) -> bool {
+        match slot {
+            MemberSlot::Data(index) => index < self.members,
+            MemberSlot::Arbiter => self.arbiter,
+        }
+    }
+
+    /// The wanted slots: data members by index, then the arbiter.
+    pub fn slots(&self) -> impl Iterator<Item = MemberSlot> {
+        (0..self.members)
+            .map(MemberSlot::Data)
+            .chain(self.arbiter.then_some(MemberSlot::Arbiter))
+    }
+}
+
+/// The checked input of a pass.
+#[derive(Clone, Debug)]
+pub struct Validated {
+    /// This cluster's VIP.
+    pub vip: String,
+    /// Every member of the set.
+    pub hostconf: HostConf,
+    /// The keyfile and root user.
+    pub credentials: SharedCredentials,
+    /// Propagated member Services by slot.
+    pub services: BTreeMap<MemberSlot, MemberService>,
+    /// This operator's member StatefulSets by slot.
+    pub stateful_sets: BTreeMap<MemberSlot, MemberStatefulSetFacts>,
+}
+
+impl Validated {
+    /// A slot's address: `VIP:nodePort` from its Service, else the host recorded
+    /// on its StatefulSet.
+    pub fn address(&self, slot: MemberSlot) -> Option<MemberAddress> {
+        let from_service = self
+            .services
+            .get(&slot)
+            .and_then(|s| s.node_port)
+            .and_then(|port| u16::try_from(port).ok())
+            .map(|port| MemberAddress {
+                host: self.vip.clone(),
+                port,
+            });
+        from_service.or_else(|| {
+            self.stateful_sets
+                .get(&slot)
+                .and_then(|s| s.recorded_host.clone())
+        })
+    }
+
+    /// Whether the pod of `slot`'s StatefulSet is running.
+    pub fn pod_running(&self, slot: MemberSlot) -> bool {
+        self.stateful_sets.get(&slot).is_some_and(|s| s.pod_running)
+    }
+
+    /// The members this cluster runs: each wanted slot once its propagated
+    /// Service exists.
+    pub fn member_targets(&self, wanted: Wanted) -> Vec<MemberTarget> {
+        wanted
+            .slots()
+            .filter_map(|slot| {
+                let service = self.services.get(&slot)?;
+                Some(MemberTarget {
+                    slot,
+                    selector: service.selector.clone(),
+                    host: self.address(slot).map(|a| a.to_string()),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Checks everything `mongodb` refers to.
+pub fn validate(
+    mongodb: &MongoDB,
+    referenced: &ReferencedObjects,
+) -> Result<Validated, InvalidInput> {
+    let instance = mongodb.name_any();
+    let vip = vip(mongodb.labels())?;
+    let hostconf_name = names::hostconf(&instance, mongodb.spec.member_config_ref.as_deref());
+    let Some(config_map) = &referenced.hostconf else {
+        return Err(InvalidInput::HostconfMissing {
+            name: hostconf_name,
+        });
+    };
+    let hostconf = hostconf(&hostconf_name, config_map.data.as_ref())?;
+    let source = BuildContext::from_mongodb(mongodb)?.credentials().clone();
+    let credentials = shared_credentials(mongodb, &source, referenced.credentials_secret.as_ref())?;
+    Ok(Validated {
+        vip,
+        hostconf,
+        credentials,
+        services: member_services(&instance, &referenced.services),
+        stateful_sets: member_stateful_sets(mongodb, &referenced.stateful_sets, &referenced.pods),
+    })
+}
+
 /// This cluster's VIP, from the `MongoDB` object's labels.
-pub fn vip(labels: &BTreeMap<String, String>) -> Result<String, Problem> {
+pub fn vip(labels: &BTreeMap<String, String>) -> Result<String, InvalidInput> {
     let vip = labels.get(VIP_LABEL).map(|v| v.trim()).unwrap_or_default();
     if vip.is_empty() {
-        return Err(Problem {
-            reason: "VipLabelMissing",
-            message: format!("label {VIP_LABEL} is missing: the control plane sets it to this cluster's VIP, which every member address starts with"),
-        });
+        return Err(InvalidInput::VipLabelMissing);
     }
     let unbracketed_non_ipv6 =
         vip.contains(':') && !vip.starts_with('[') && vip.parse::<std::net::Ipv6Addr>().is_err();
     if unbracketed_non_ipv6 || vip.contains(char::is_whitespace) {
-        return Err(Problem {
-            reason: "VipLabelInvalid",
-            message: format!("label {VIP_LABEL} is {vip:?}, not an IP address or host name"),
+        return Err(InvalidInput::VipLabelInvalid {
+            vip: vip.to_string(),
         });
     }
     Ok(vip.to_string())
@@ -37,166 +342,464 @@ pub fn vip(labels: &BTreeMap<String, String>) -> Result<String, Problem> {
 pub fn hostconf(
     config_map: &str,
     data: Option<&BTreeMap<String, String>>,
-) -> Result<HostConf, Problem> {
+) -> Result<HostConf, InvalidInput> {
     let empty = BTreeMap::new();
-    HostConf::from_config_map_data(data.unwrap_or(&empty)).map_err(|error| Problem {
-        reason: "HostconfInvalid",
-        message: format!("ConfigMap {config_map}: {error}"),
+    HostConf::from_config_map_data(data.unwrap_or(&empty)).map_err(|source| {
+        InvalidInput::HostconfInvalid {
+            name: config_map.to_string(),
+            source,
+        }
     })
 }
 
-/// The keyfile and root user read from the credentials Secret.
-pub struct SharedCredentials {
-    /// The keyfile content (checked, never logged).
-    pub keyfile: String,
-    /// The root user.
-    pub root: RootCredentials,
-}
-
-impl std::fmt::Debug for SharedCredentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedCredentials")
-            .field("keyfile", &"<redacted>")
-            .field("root", &self.root)
-            .finish()
+/// The shared credentials: from the referenced Secret, or derived from
+/// `spec.rootPassword` (FedState's fallback).
+fn shared_credentials(
+    mongodb: &MongoDB,
+    source: &CredentialsSource,
+    secret: Option<&Secret>,
+) -> Result<SharedCredentials, InvalidInput> {
+    match source {
+        CredentialsSource::Referenced {
+            secret_name,
+            keyfile_key,
+            username_key,
+            password_key,
+        } => {
+            let Some(secret) = secret else {
+                return Err(InvalidInput::CredentialsSecretMissing {
+                    name: secret_name.clone(),
+                });
+            };
+            let data = secret.data.clone().unwrap_or_default();
+            let value = |key: &str| data.get(key).map(|v| v.0.as_slice());
+            credentials(
+                secret_name,
+                (keyfile_key, value(keyfile_key)),
+                (username_key, value(username_key)),
+                (password_key, value(password_key)),
+            )
+        }
+        CredentialsSource::DerivedFromRootPassword { secret_name } => {
+            let password = mongodb.spec.root_password.clone().unwrap_or_default();
+            let keyfile = build::derive_keyfile(&password);
+            credentials(
+                secret_name,
+                ("keyfile", Some(keyfile.as_bytes())),
+                (
+                    "username",
+                    Some(build::secrets::DERIVED_ROOT_USER.as_bytes()),
+                ),
+                ("password", Some(password.as_bytes())),
+            )
+        }
     }
 }
+
+/// A key of the credentials Secret and its value, if present.
+type SecretEntry<'a> = (&'a str, Option<&'a [u8]>);
 
 /// Checks the credentials Secret's values: the keyfile must be 6–1024 base64
 /// characters (mongod refuses anything else), the user and password non-empty.
-/// Messages name the Secret and key, never a value.
 pub fn credentials(
     secret: &str,
-    keyfile_key: &str,
-    keyfile: Option<&[u8]>,
-    username_key: &str,
-    username: Option<&[u8]>,
-    password_key: &str,
-    password: Option<&[u8]>,
-) -> Result<SharedCredentials, Problem> {
-    let text = |key: &str, value: Option<&[u8]>| -> Result<String, Problem> {
-        let value = value.ok_or_else(|| Problem {
-            reason: "CredentialsInvalid",
-            message: format!("Secret {secret} has no key {key:?}"),
-        })?;
-        let value = std::str::from_utf8(value).map_err(|_| Problem {
-            reason: "CredentialsInvalid",
-            message: format!("Secret {secret} key {key:?} is not UTF-8 text"),
-        })?;
+    keyfile: SecretEntry,
+    username: SecretEntry,
+    password: SecretEntry,
+) -> Result<SharedCredentials, InvalidInput> {
+    let text = |(key, value): SecretEntry| -> Result<String, InvalidInput> {
+        let invalid = |fault| InvalidInput::CredentialsInvalid {
+            secret: secret.to_string(),
+            fault,
+        };
+        let key = key.to_string();
+        let Some(value) = value else {
+            return Err(invalid(CredentialFault::Missing { key }));
+        };
+        let Ok(value) = std::str::from_utf8(value) else {
+            return Err(invalid(CredentialFault::NotText { key }));
+        };
         if value.trim().is_empty() {
-            return Err(Problem {
-                reason: "CredentialsInvalid",
-                message: format!("Secret {secret} key {key:?} is empty"),
-            });
+            return Err(invalid(CredentialFault::Empty { key }));
         }
         Ok(value.to_string())
     };
-    let keyfile = text(keyfile_key, keyfile)?;
+    let keyfile_key = keyfile.0;
+    let keyfile = text(keyfile)?;
     let compact: String = keyfile.chars().filter(|c| !c.is_whitespace()).collect();
-    if !KEYFILE_LENGTH.contains(&compact.len())
-        || !compact
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '/' || c == '=')
-    {
-        return Err(Problem {
-            reason: "KeyfileInvalid",
-            message: format!("Secret {secret} key {keyfile_key:?}: a keyfile is 6 to 1024 base64 characters (found {} characters)", compact.len()),
+    let base64 = |c: char| c.is_ascii_alphanumeric() || c == '+' || c == '/' || c == '=';
+    if !KEYFILE_LENGTH.contains(&compact.len()) || !compact.chars().all(base64) {
+        return Err(InvalidInput::KeyfileInvalid {
+            secret: secret.to_string(),
+            key: keyfile_key.to_string(),
+            length: compact.len(),
         });
     }
-    let username = text(username_key, username)?;
-    let password = text(password_key, password)?;
+    let username = text(username)?;
+    let password = text(password)?;
     Ok(SharedCredentials {
         keyfile,
         root: RootCredentials { username, password },
     })
 }
 
+/// The propagated NodePort Services of this instance's members, by slot.
+fn member_services(instance: &str, services: &[Service]) -> BTreeMap<MemberSlot, MemberService> {
+    services
+        .iter()
+        .filter_map(|service| {
+            let slot = names::slot_of(instance, &service.name_any())?;
+            let spec = service.spec.as_ref()?;
+            if spec.type_.as_deref() != Some("NodePort") {
+                return None;
+            }
+            let node_port = spec
+                .ports
+                .as_ref()
+                .and_then(|ports| ports.first())
+                .and_then(|p| p.node_port);
+            let selector = spec.selector.clone().unwrap_or_default();
+            Some((
+                slot,
+                MemberService {
+                    selector,
+                    node_port,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// The member StatefulSets this object owns, by slot, with their pod's state.
+fn member_stateful_sets(
+    mongodb: &MongoDB,
+    stateful_sets: &[StatefulSet],
+    pods: &[Pod],
+) -> BTreeMap<MemberSlot, MemberStatefulSetFacts> {
+    let instance = mongodb.name_any();
+    let running = |name: &str| {
+        pods.iter().any(|pod| {
+            pod.metadata.name.as_deref() == Some(name)
+                && pod.metadata.deletion_timestamp.is_none()
+                && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        })
+    };
+    stateful_sets
+        .iter()
+        .filter(|s| {
+            s.owner_references()
+                .iter()
+                .any(|o| Some(&o.uid) == mongodb.metadata.uid.as_ref())
+        })
+        .filter_map(|stateful_set| {
+            let name = stateful_set.name_any();
+            let slot = names::slot_of(&instance, &name)?;
+            let recorded_host = stateful_set
+                .annotations()
+                .get(MEMBER_HOST_ANNOTATION)
+                .and_then(|h| MemberAddress::parse(h).ok());
+            let pod_running = running(&format!("{name}-0"));
+            Some((
+                slot,
+                MemberStatefulSetFacts {
+                    recorded_host,
+                    pod_running,
+                },
+            ))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::apps::v1::StatefulSetSpec;
+    use k8s_openapi::api::core::v1::{PodStatus, ServicePort, ServiceSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
     #[test]
     fn a_missing_vip_label_is_named() {
         let problem = vip(&BTreeMap::new()).unwrap_err();
-        assert_eq!(problem.reason, "VipLabelMissing");
-        assert!(problem.message.contains(VIP_LABEL));
+        assert_eq!(problem.reason(), "VipLabelMissing");
+        assert!(problem.to_string().contains(VIP_LABEL));
         let labels = BTreeMap::from([(VIP_LABEL.to_string(), "10.29.5.107".to_string())]);
         assert_eq!(vip(&labels).unwrap(), "10.29.5.107");
         let labels = BTreeMap::from([(VIP_LABEL.to_string(), "10.0.0.1 x".to_string())]);
-        assert_eq!(vip(&labels).unwrap_err().reason, "VipLabelInvalid");
+        assert_eq!(vip(&labels).unwrap_err().reason(), "VipLabelInvalid");
     }
 
     #[test]
     fn hostconf_errors_name_the_config_map() {
         let data = BTreeMap::from([("datas".to_string(), "host:'10.0.0.1:3x'".to_string())]);
         let problem = hostconf("demo-hostconf", Some(&data)).unwrap_err();
-        assert_eq!(problem.reason, "HostconfInvalid");
+        assert_eq!(problem.reason(), "HostconfInvalid");
+        let message = problem.to_string();
         assert!(
-            problem.message.starts_with("ConfigMap demo-hostconf: "),
-            "{}",
-            problem.message
+            message.starts_with("ConfigMap demo-hostconf: "),
+            "{message}"
         );
-        assert!(problem.message.contains("line 1"));
+        assert!(message.contains("line 1"));
+        assert!(
+            std::error::Error::source(&problem).is_some(),
+            "the parse error is kept as the source"
+        );
         assert!(hostconf("demo-hostconf", None).is_err());
     }
 
     #[test]
     fn credentials_are_checked_without_echoing_them() {
         let keyfile = "a".repeat(756);
+        let key = |k| (k, Some(keyfile.as_bytes()));
         let ok = credentials(
             "s",
-            "keyfile",
-            Some(keyfile.as_bytes()),
-            "username",
-            Some(b"root"),
-            "password",
-            Some(b"pw-123456"),
+            key("keyfile"),
+            ("username", Some(b"root")),
+            ("password", Some(b"pw-123456")),
         );
         assert_eq!(ok.map(|c| c.root.username).unwrap(), "root");
         let short = credentials(
             "s",
-            "keyfile",
-            Some(b"abc"),
-            "username",
-            Some(b"root"),
-            "password",
-            Some(b"pw-123456"),
+            ("keyfile", Some(b"abc")),
+            ("username", Some(b"root")),
+            ("password", Some(b"pw-123456")),
         )
         .unwrap_err();
-        assert_eq!(short.reason, "KeyfileInvalid");
+        assert_eq!(short.reason(), "KeyfileInvalid");
         let bad_chars = credentials(
             "s",
-            "keyfile",
-            Some(b"abc$%^&*()"),
-            "username",
-            Some(b"root"),
-            "password",
-            Some(b"pw-123456"),
+            ("keyfile", Some(b"abc$%^&*()")),
+            ("username", Some(b"root")),
+            ("password", Some(b"pw-123456")),
         )
         .unwrap_err();
-        assert_eq!(bad_chars.reason, "KeyfileInvalid");
-        assert!(!bad_chars.message.contains("abc$"));
+        assert_eq!(bad_chars.reason(), "KeyfileInvalid");
+        assert!(!bad_chars.to_string().contains("abc$"));
         let missing = credentials(
             "s",
-            "keyfile",
-            Some(keyfile.as_bytes()),
-            "username",
-            Some(b"root"),
-            "password",
-            None,
+            key("keyfile"),
+            ("username", Some(b"root")),
+            ("password", None),
         )
         .unwrap_err();
-        assert!(missing.message.contains("has no key \"password\""));
+        assert_eq!(missing.reason(), "CredentialsInvalid");
+        assert!(missing.to_string().contains("has no key \"password\""));
         let empty = credentials(
             "s",
-            "keyfile",
-            Some(keyfile.as_bytes()),
-            "username",
-            Some(b" "),
-            "password",
-            Some(b"pw-123456"),
+            key("keyfile"),
+            ("username", Some(b" ")),
+            ("password", Some(b"pw-123456")),
         )
         .unwrap_err();
-        assert!(empty.message.contains("\"username\" is empty"));
+        assert!(empty.to_string().contains("\"username\" is empty"));
+        let binary = credentials(
+            "s",
+            key("keyfile"),
+            ("username", Some(&[0xff, 0xfe])),
+            ("password", Some(b"pw")),
+        )
+        .unwrap_err();
+        assert!(binary
+            .to_string()
+            .contains("\"username\" is not UTF-8 text"));
+    }
+
+    fn stored(labels: &[(&str, &str)]) -> MongoDB {
+        let mut mongodb = build::fixtures::mongodb();
+        mongodb.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        mongodb
+    }
+
+    fn config_map(data: &[(&str, &str)]) -> ConfigMap {
+        ConfigMap {
+            data: Some(
+                data.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..ConfigMap::default()
+        }
+    }
+
+    fn node_port_service(name: &str, node_port: i32) -> Service {
+        Service {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(ServiceSpec {
+                type_: Some("NodePort".into()),
+                selector: Some(BTreeMap::from([("app".to_string(), name.to_string())])),
+                ports: Some(vec![ServicePort {
+                    port: 27017,
+                    node_port: Some(node_port),
+                    ..ServicePort::default()
+                }]),
+                ..ServiceSpec::default()
+            }),
+            ..Service::default()
+        }
+    }
+
+    fn owned_stateful_set(mongodb: &MongoDB, name: &str, host: Option<&str>) -> StatefulSet {
+        let owner = OwnerReference {
+            uid: mongodb.metadata.uid.clone().unwrap(),
+            ..OwnerReference::default()
+        };
+        StatefulSet {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                owner_references: Some(vec![owner]),
+                annotations: host
+                    .map(|h| BTreeMap::from([(MEMBER_HOST_ANNOTATION.to_string(), h.to_string())])),
+                ..ObjectMeta::default()
+            },
+            spec: Some(StatefulSetSpec::default()),
+            ..StatefulSet::default()
+        }
+    }
+
+    fn pod(name: &str, phase: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                ..PodStatus::default()
+            }),
+            ..Pod::default()
+        }
+    }
+
+    #[test]
+    fn validation_stops_at_the_first_missing_reference_in_order() {
+        let mongodb = stored(&[]);
+        let nothing = ReferencedObjects::default();
+        assert_eq!(
+            validate(&mongodb, &nothing).unwrap_err(),
+            InvalidInput::VipLabelMissing
+        );
+        let mongodb = stored(&[(VIP_LABEL, "10.0.0.1")]);
+        let missing = validate(&mongodb, &nothing).unwrap_err();
+        assert_eq!(missing.reason(), "HostconfMissing");
+        assert!(
+            missing.to_string().contains("ConfigMap demo-hostconf "),
+            "{missing}"
+        );
+        let with_hostconf = ReferencedObjects {
+            hostconf: Some(config_map(&[("datas", "host:'10.0.0.1:30001'")])),
+            ..ReferencedObjects::default()
+        };
+        let mut no_credentials = mongodb.clone();
+        no_credentials.spec.root_password = None;
+        assert_eq!(
+            validate(&no_credentials, &with_hostconf)
+                .unwrap_err()
+                .reason(),
+            "MissingCredentials"
+        );
+    }
+
+    #[test]
+    fn members_are_read_by_slot_from_owned_objects_only() {
+        let mongodb = stored(&[(VIP_LABEL, "10.0.0.1")]);
+        let mut stranger = owned_stateful_set(&mongodb, "demo-mongodb-2", None);
+        stranger.metadata.owner_references.as_mut().unwrap()[0].uid = "another".into();
+        let mut cluster_ip = node_port_service("demo-mongodb-3", 30004);
+        cluster_ip.spec.as_mut().unwrap().type_ = Some("ClusterIP".into());
+        let referenced = ReferencedObjects {
+            hostconf: Some(config_map(&[(
+                "datas",
+                "host:'10.0.0.1:30001'\nhost:'10.0.0.1:30002'",
+            )])),
+            credentials_secret: None,
+            services: vec![
+                node_port_service("demo-mongodb-0", 30001),
+                node_port_service("demo-mongodb-headless", 1),
+                cluster_ip,
+            ],
+            stateful_sets: vec![
+                owned_stateful_set(&mongodb, "demo-mongodb-0", None),
+                owned_stateful_set(&mongodb, "demo-mongodb-1", Some("10.0.0.1:30002")),
+                stranger,
+            ],
+            pods: vec![
+                pod("demo-mongodb-0-0", "Running"),
+                pod("demo-mongodb-1-0", "Pending"),
+            ],
+        };
+        let validated = validate(&mongodb, &referenced).unwrap();
+        assert_eq!(validated.vip, "10.0.0.1");
+        assert_eq!(validated.hostconf.members.len(), 2);
+        assert_eq!(
+            validated.services.keys().copied().collect::<Vec<_>>(),
+            vec![MemberSlot::Data(0)]
+        );
+        assert_eq!(
+            validated.stateful_sets.keys().copied().collect::<Vec<_>>(),
+            vec![MemberSlot::Data(0), MemberSlot::Data(1)]
+        );
+        assert!(validated.pod_running(MemberSlot::Data(0)));
+        assert!(!validated.pod_running(MemberSlot::Data(1)));
+        assert_eq!(
+            validated.address(MemberSlot::Data(0)).unwrap().to_string(),
+            "10.0.0.1:30001"
+        );
+        assert_eq!(
+            validated.address(MemberSlot::Data(1)).unwrap().to_string(),
+            "10.0.0.1:30002",
+            "the recorded host once the Service is gone"
+        );
+        assert_eq!(validated.address(MemberSlot::Data(2)), None);
+        let targets = validated.member_targets(Wanted {
+            members: 2,
+            arbiter: true,
+        });
+        assert_eq!(
+            targets.len(),
+            1,
+            "only members whose Service exists are run"
+        );
+        assert_eq!(targets[0].host.as_deref(), Some("10.0.0.1:30001"));
+    }
+
+    #[test]
+    fn a_leaving_object_wants_nothing() {
+        let mut mongodb = stored(&[]);
+        mongodb.spec.members = 2;
+        mongodb.spec.arbiter = true;
+        let wanted = Wanted::of(&mongodb, false);
+        assert_eq!(
+            wanted.slots().collect::<Vec<_>>(),
+            vec![
+                MemberSlot::Data(0),
+                MemberSlot::Data(1),
+                MemberSlot::Arbiter
+            ]
+        );
+        assert!(wanted.wants(MemberSlot::Data(1)) && !wanted.wants(MemberSlot::Data(2)));
+        assert_eq!(Wanted::of(&mongodb, true).slots().count(), 0);
+        mongodb.spec.members = -1;
+        assert_eq!(Wanted::of(&mongodb, false).members, 0);
+    }
+
+    #[test]
+    fn root_credentials_never_show_in_debug_output() {
+        let credentials = RootCredentials {
+            username: "root".into(),
+            password: "s3cr3t-value".into(),
+        };
+        assert!(!format!("{credentials:?}").contains("s3cr3t-value"));
+        let shared = SharedCredentials {
+            keyfile: "k3yf1le".into(),
+            root: credentials,
+        };
+        assert!(!format!("{shared:?}").contains("k3yf1le"));
     }
 }

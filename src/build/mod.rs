@@ -29,10 +29,14 @@ pub mod statefulset;
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 
 use crate::api::{MongoDB, MongoDBSpec};
+use crate::planner::MemberSlot;
 
 pub use pdb::member_pod_disruption_budget;
 pub use pod::{
@@ -52,7 +56,7 @@ pub use statefulset::{
 ///
 /// Only input the API server does not already validate is checked here
 /// (malformed quantities, names and so on are refused at admission).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
 pub enum BuildError {
     /// The `MongoDB` object has no `metadata.name`.
     #[error("the MongoDB object has no metadata.name")]
@@ -91,17 +95,59 @@ pub enum BuildError {
 }
 
 impl BuildError {
-    /// A bounded PascalCase category, for Event reasons and metric labels.
+    /// A bounded PascalCase category (the variant's name), for Event reasons,
+    /// condition reasons and metric labels.
     pub fn reason(&self) -> &'static str {
-        match self {
-            BuildError::MissingName => "MissingName",
-            BuildError::MissingNamespace { .. } => "MissingNamespace",
-            BuildError::MissingUid { .. } => "MissingUid",
-            BuildError::MissingCredentials { .. } => "MissingCredentials",
-            BuildError::EmptySelector { .. } => "EmptySelector",
-            BuildError::IncompleteDbUser => "IncompleteDbUser",
-        }
+        self.into()
     }
+}
+
+/// Every object this cluster should hold for the instance, in the order they
+/// are applied (the StatefulSets last, once what their pods mount exists).
+#[derive(Debug, Clone)]
+pub struct DesiredObjects {
+    /// Users' and derived credentials' Secrets, the image pull Secret.
+    pub secrets: Vec<Secret>,
+    /// The headless governing Service and the exporter's Service.
+    pub services: Vec<Service>,
+    /// The data members' PodDisruptionBudget.
+    pub pod_disruption_budget: PodDisruptionBudget,
+    /// One StatefulSet per member target.
+    pub stateful_sets: Vec<StatefulSet>,
+    /// Revision of the member pod template (`None` when no member is built).
+    pub revision: Option<String>,
+}
+
+/// Builds every desired object of the instance for `targets`, the members this
+/// cluster runs; `root_password` is the root user's, from the credentials.
+pub fn desired_objects(
+    ctx: &BuildContext,
+    root_password: &str,
+    targets: &[MemberTarget],
+) -> Result<DesiredObjects, BuildError> {
+    let mut secrets = vec![
+        monitor_credentials_secret(ctx, root_password),
+        admin_credentials_secret(ctx, root_password),
+    ];
+    secrets.extend(derived_credentials_secret(ctx)?);
+    secrets.extend(db_user_secret(ctx, root_password)?);
+    secrets.extend(image_pull_secret(ctx));
+    let mut services = vec![headless_service(ctx)];
+    services.extend(metrics_service(ctx));
+    let mut stateful_sets = Vec::with_capacity(targets.len());
+    let mut revision = None;
+    for target in targets {
+        let member = member_stateful_set(ctx, target)?;
+        stateful_sets.push(member.stateful_set);
+        revision = Some(member.revision);
+    }
+    Ok(DesiredObjects {
+        secrets,
+        services,
+        pod_disruption_budget: member_pod_disruption_budget(ctx),
+        stateful_sets,
+        revision,
+    })
 }
 
 /// Everything the builders need from the `MongoDB` object, checked once.
@@ -182,25 +228,13 @@ impl<'a> BuildContext<'a> {
     }
 }
 
-/// Which member of the instance a StatefulSet runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemberRole {
-    /// Data-bearing member `<name>-mongodb-<index>`.
-    Data {
-        /// Member index, as in the propagated Service's name.
-        index: u32,
-    },
-    /// The arbiter `<name>-mongodb-arbiter`.
-    Arbiter,
-}
-
 /// One member to run in this cluster, as the Kubernetes I/O stage resolved it
 /// from the member's propagated Service (or, once that Service is gone, from the
 /// member's existing StatefulSet).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberTarget {
     /// Which member.
-    pub role: MemberRole,
+    pub slot: MemberSlot,
     /// The propagated Service's selector, normally
     /// `{app.kubernetes.io/instance: <name>, app: <name>-mongodb-<i>}`. The pods
     /// must carry it so that the Service routes to them.
@@ -214,10 +248,7 @@ pub struct MemberTarget {
 impl MemberTarget {
     /// Name of the member's Service and StatefulSet.
     pub fn name(&self, instance: &str) -> String {
-        match self.role {
-            MemberRole::Data { index } => names::member(instance, index),
-            MemberRole::Arbiter => names::arbiter(instance),
-        }
+        names::slot(instance, self.slot)
     }
 }
 
@@ -259,7 +290,7 @@ pub(crate) mod fixtures {
     /// Member `index` as its propagated Service describes it.
     pub fn member(index: u32) -> MemberTarget {
         MemberTarget {
-            role: MemberRole::Data { index },
+            slot: MemberSlot::Data(index),
             selector: BTreeMap::from([
                 ("app.kubernetes.io/instance".to_string(), NAME.to_string()),
                 ("app".to_string(), names::member(NAME, index)),
@@ -320,7 +351,7 @@ mod tests {
     fn every_non_secret_object(mongodb: &MongoDB) -> Vec<serde_json::Value> {
         let ctx = BuildContext::from_mongodb(mongodb).unwrap();
         let arbiter = MemberTarget {
-            role: MemberRole::Arbiter,
+            slot: MemberSlot::Arbiter,
             selector: BTreeMap::from([("app".to_string(), names::arbiter(NAME))]),
             host: None,
         };
@@ -391,7 +422,7 @@ mod tests {
     fn member_target_names_follow_the_propagated_services() {
         assert_eq!(member(2).name("demo"), "demo-mongodb-2");
         let arbiter = MemberTarget {
-            role: MemberRole::Arbiter,
+            slot: MemberSlot::Arbiter,
             selector: BTreeMap::new(),
             host: None,
         };

@@ -4,6 +4,38 @@
 //! `<name>-mongodb-<i>` and `<name>-mongodb-arbiter`, and each member's
 //! StatefulSet has the same name as its Service.
 
+use crate::planner::MemberSlot;
+
+/// A member's Service and StatefulSet name: [`member`] or [`arbiter`].
+pub fn slot(instance: &str, slot: MemberSlot) -> String {
+    match slot {
+        MemberSlot::Data(index) => member(instance, index),
+        MemberSlot::Arbiter => arbiter(instance),
+    }
+}
+
+/// Which member a Service or StatefulSet name is, for this instance: the
+/// inverse of [`slot`] (`None` for any other name).
+pub fn slot_of(instance: &str, object_name: &str) -> Option<MemberSlot> {
+    if object_name == arbiter(instance) {
+        return Some(MemberSlot::Arbiter);
+    }
+    let index = object_name.strip_prefix(&format!("{instance}-mongodb-"))?;
+    if index.is_empty() || index.starts_with('0') && index.len() > 1 {
+        return None;
+    }
+    index.parse().ok().map(MemberSlot::Data)
+}
+
+/// The hostconf ConfigMap the control plane propagates: `spec.memberConfigRef`
+/// when set, else `<name>-hostconf`.
+pub fn hostconf(instance: &str, member_config_ref: Option<&str>) -> String {
+    match member_config_ref {
+        Some(name) if !name.is_empty() => name.to_string(),
+        _ => format!("{instance}-hostconf"),
+    }
+}
+
 /// `<name>-mongodb-<index>`: a data member's Service and StatefulSet.
 pub fn member(instance: &str, index: u32) -> String {
     format!("{instance}-mongodb-{index}")
@@ -67,5 +99,37 @@ mod tests {
     #[test]
     fn data_claim_is_named_like_the_statefulset_controller_names_it() {
         assert_eq!(data_claim(&member("demo", 2)), "data-demo-mongodb-2-0");
+    }
+
+    #[test]
+    fn slots_are_read_from_this_instances_names_only() {
+        assert_eq!(slot_of("demo", "demo-mongodb-0"), Some(MemberSlot::Data(0)));
+        assert_eq!(
+            slot_of("demo", "demo-mongodb-12"),
+            Some(MemberSlot::Data(12))
+        );
+        assert_eq!(
+            slot_of("demo", "demo-mongodb-arbiter"),
+            Some(MemberSlot::Arbiter)
+        );
+        assert_eq!(slot_of("demo", "demo-mongodb-headless"), None);
+        assert_eq!(slot_of("demo", "demo-mongodb-metrics"), None);
+        assert_eq!(slot_of("demo", "demo-mongodb-01"), None);
+        assert_eq!(slot_of("demo", "other-mongodb-0"), None);
+        assert_eq!(slot_of("demo", "demo-mongodb-"), None);
+        for s in [
+            MemberSlot::Data(0),
+            MemberSlot::Data(7),
+            MemberSlot::Arbiter,
+        ] {
+            assert_eq!(slot_of("demo", &slot("demo", s)), Some(s));
+        }
+    }
+
+    #[test]
+    fn hostconf_is_the_reference_or_the_instance_default() {
+        assert_eq!(hostconf("demo", None), "demo-hostconf");
+        assert_eq!(hostconf("demo", Some("")), "demo-hostconf");
+        assert_eq!(hostconf("demo", Some("shared")), "shared");
     }
 }

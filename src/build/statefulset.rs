@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 use super::labels::{component_labels, Component};
 use super::pod::{member_pod_spec, DATA_VOLUME};
 use super::secrets::sha256_hex;
-use super::{names, BuildContext, BuildError, MemberRole, MemberTarget};
+use super::{names, BuildContext, BuildError, MemberTarget};
+use crate::planner::MemberSlot;
 
 /// StatefulSet annotation recording the member's host `VIP:NodePort`, so that the
 /// planner still knows it after the control plane deleted the member's Service.
@@ -52,7 +53,7 @@ pub fn member_stateful_set(
     if target.selector.is_empty() {
         return Err(BuildError::EmptySelector { member: name });
     }
-    let labels = component_labels(ctx.name(), component(target.role));
+    let labels = component_labels(ctx.name(), component(target.slot));
     let pod_spec = member_pod_spec(ctx);
     let revision = revision(&pod_spec);
 
@@ -104,10 +105,10 @@ pub fn member_stateful_set(
     })
 }
 
-fn component(role: MemberRole) -> Component {
-    match role {
-        MemberRole::Data { .. } => Component::Member,
-        MemberRole::Arbiter => Component::Arbiter,
+fn component(slot: MemberSlot) -> Component {
+    match slot {
+        MemberSlot::Data(_) => Component::Member,
+        MemberSlot::Arbiter => Component::Arbiter,
     }
 }
 
@@ -323,7 +324,7 @@ mod tests {
     fn arbiter_statefulset_is_named_and_labelled_as_the_arbiter() {
         let selector = BTreeMap::from([("app".to_string(), "demo-mongodb-arbiter".to_string())]);
         let target = MemberTarget {
-            role: MemberRole::Arbiter,
+            slot: MemberSlot::Arbiter,
             selector,
             host: None,
         };

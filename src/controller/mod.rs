@@ -1,16 +1,20 @@
 //! The controller: watches `MongoDB` objects and everything they refer to, and
-//! runs the reconcile pipeline for one object at a time:
+//! runs one reconcile pass per change, as a pipeline of stages:
 //!
 //! `dereference` → `validate` → `build` → `apply` → `observe` → `plan` → `act` → `status`
 //!
-//! One replica-set step per pass; the next pass is triggered by the change it
-//! caused (watched objects) or by a short requeue while MongoDB converges. A
-//! finalizer takes this cluster's members out of the replica set cleanly when the
-//! object is deleted.
+//! [`pass`] lists them; each stage is a module here (I/O) or a pure module of
+//! the crate ([`crate::validate`], [`crate::build`], [`crate::plan_input`],
+//! [`crate::planner`], [`crate::status`]). One replica-set step per pass; the
+//! next pass is triggered by the change it caused (watched objects) or by a
+//! short requeue while MongoDB converges. The [`finalizer`] keeps a deleted
+//! object until this cluster's members have left the set.
 
+mod act;
 mod apply;
-pub mod dereference;
-mod replica_set;
+mod dereference;
+pub mod finalizer;
+mod observe;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -29,21 +33,30 @@ use kube::runtime::{watcher, Controller};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use crate::api::{MongoDB, INSTANCE_LABEL};
-use crate::build::{self, BuildContext};
+use crate::build::{self, names, BuildContext, DesiredObjects};
 use crate::hostconf::MemberAddress;
-use crate::mongo::{MongoGateway, UserSpec};
-use crate::planner::{plan, MemberSlot, Step};
-use crate::status::{compute_status, LocalMemberView, Problem, StatusInput};
+use crate::mongo::MongoGateway;
+use crate::plan_input::{has_left, plan_input};
+use crate::planner::{plan, ObservedSet, Step};
+use crate::status::{
+    compute_status, condition_reason, local_member_views, ConditionType, StatusInput,
+};
 use crate::telemetry::Metrics;
-use dereference::{dereference, DereferenceError, Dereferenced};
-use replica_set::{act, observe, Wanted};
+use crate::validate::{validate, InvalidInput, Validated, Wanted};
+use act::{act, ActError};
+use apply::{apply, ApplyError};
+use dereference::{dereference, DereferenceError};
+use finalizer::{FinalizerError, Phase};
+use observe::observe;
+
+pub use finalizer::FINALIZER;
 
 /// The one field manager of everything this operator writes.
 pub const FIELD_MANAGER: &str = "mongodb-member-operator";
-/// Finalizer that takes this cluster's members out of the set before deletion.
-pub const FINALIZER: &str = "middleware.fedstate.io/leave-replica-set";
 /// How long a primary this operator stepped down is remembered as handing over.
 const STEP_DOWN_MEMORY: Duration = Duration::from_secs(60);
+/// How soon a failed pass is retried.
+const AFTER_FAILURE: Duration = Duration::from_secs(5);
 
 /// Shared state of the controller.
 pub struct Context {
@@ -60,6 +73,22 @@ struct InstanceMemory {
     stepped_down: Option<(MemberAddress, Instant)>,
     conflicts: u32,
     users_fingerprint: Option<String>,
+}
+
+/// Event reasons the controller gives of its own; the others are the planner's
+/// step reasons and [`InvalidInput`]'s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+enum Notice {
+    /// A primary could not step down: no electable secondary caught up in time.
+    StepDownFailed,
+    /// The operator's users are in place.
+    UsersReady,
+    /// A user could not be created or updated.
+    UserNotReady,
+    /// This cluster's members left the set; the finalizer is released.
+    LeftReplicaSet,
+    /// The object was deleted while its input was invalid: released without leaving.
+    LeftWithoutCleanup,
 }
 
 impl Context {
@@ -79,22 +108,19 @@ impl Context {
     }
 
     fn memory(&self, key: &str) -> InstanceMemory {
-        self.memory
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-            .cloned()
-            .unwrap_or_default()
+        let memory = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+        memory.get(key).cloned().unwrap_or_default()
     }
 
     fn remember(&self, key: &str, update: impl FnOnce(&mut InstanceMemory)) {
-        update(
-            self.memory
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .entry(key.to_string())
-                .or_default(),
-        );
+        let mut memory = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+        update(memory.entry(key.to_string()).or_default());
+    }
+
+    /// The primary this operator asked to step down within the last minute.
+    fn stepped_down_recently(&self, key: &str) -> Option<MemberAddress> {
+        let (host, at) = self.memory(key).stepped_down?;
+        (at.elapsed() < STEP_DOWN_MEMORY).then_some(host)
     }
 
     async fn publish(&self, mongodb: &MongoDB, type_: EventType, reason: &str, message: String) {
@@ -128,11 +154,12 @@ pub async fn run(
         build::labels::MANAGED_BY_LABEL,
         build::labels::MANAGER
     ));
+    let config = kube::runtime::controller::Config::default().concurrency(concurrency);
     let controller = Controller::new(
         scoped::<MongoDB>(&client, &namespace),
         watcher::Config::default(),
     )
-    .with_config(kube::runtime::controller::Config::default().concurrency(concurrency));
+    .with_config(config);
     let store = controller.store();
     let by_instance_label = |object: Service| {
         let name = object.labels().get(INSTANCE_LABEL)?.clone();
@@ -140,13 +167,26 @@ pub async fn run(
     };
     let hostconf_store = store.clone();
     let secret_store = store.clone();
+    let refers_to_config_map = move |config_map: ConfigMap| {
+        let name = config_map.name_any();
+        referrers(&hostconf_store, &config_map, |m| {
+            let hostconf = names::hostconf(&m.name_any(), m.spec.member_config_ref.as_deref());
+            hostconf == name || m.spec.custom_config_ref.as_deref() == Some(name.as_str())
+        })
+    };
+    let refers_to_secret = move |secret: Secret| {
+        let name = secret.name_any();
+        referrers(&secret_store, &secret, |m| {
+            m.spec
+                .credentials_secret_ref
+                .as_ref()
+                .is_some_and(|r| r.name == name)
+        })
+    };
     metrics.set_ready(true);
     controller
         .owns(scoped::<StatefulSet>(&client, &namespace), managed.clone())
-        .owns(
-            scoped::<PodDisruptionBudget>(&client, &namespace),
-            managed.clone(),
-        )
+        .owns(scoped::<PodDisruptionBudget>(&client, &namespace), managed)
         .watches(
             scoped::<Service>(&client, &namespace),
             watcher::Config::default().labels(INSTANCE_LABEL),
@@ -155,25 +195,12 @@ pub async fn run(
         .watches(
             scoped::<ConfigMap>(&client, &namespace),
             watcher::Config::default(),
-            move |config_map: ConfigMap| {
-                referrers(&hostconf_store, &config_map, |m| {
-                    let name = config_map.name_any();
-                    dereference::hostconf_name(m) == name
-                        || m.spec.custom_config_ref.as_deref() == Some(name.as_str())
-                })
-            },
+            refers_to_config_map,
         )
         .watches(
             scoped::<Secret>(&client, &namespace),
             watcher::Config::default(),
-            move |secret: Secret| {
-                referrers(&secret_store, &secret, |m| {
-                    m.spec
-                        .credentials_secret_ref
-                        .as_ref()
-                        .is_some_and(|r| r.name == secret.name_any())
-                })
-            },
+            refers_to_secret,
         )
         .shutdown_on_signal()
         .run(reconcile, error_policy, context)
@@ -187,10 +214,10 @@ pub async fn run(
 }
 
 /// An API over `namespace`, or over every namespace when it is `None`.
-fn scoped<K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>>(
-    client: &Client,
-    namespace: &Option<String>,
-) -> Api<K> {
+fn scoped<K>(client: &Client, namespace: &Option<String>) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
+{
     match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -212,464 +239,267 @@ fn referrers<K: Resource>(
         .collect()
 }
 
-/// Why a pass failed; the reason is bounded (Event reason, metric label).
-#[derive(Debug, thiserror::Error)]
+/// Why a pass failed, by stage: the stage's own error is the source, and
+/// [`FailedStage`] — the variant's name — the bounded reason of the metric
+/// label, the log line and the Warning Event.
+#[derive(Debug, thiserror::Error, strum::EnumDiscriminants)]
+#[strum_discriminants(name(FailedStage), derive(strum::IntoStaticStr))]
 pub enum ReconcileError {
-    /// Reading or writing Kubernetes objects failed.
-    #[error("{0}")]
-    Kube(String),
-    /// Talking to mongod failed.
-    #[error("{0}")]
-    Mongo(String),
-    /// Desired objects could not be built or applied.
-    #[error("{0}")]
-    Apply(String),
+    /// The finalizer list could not be changed.
+    #[error(transparent)]
+    FinalizerFailed(#[from] FinalizerError),
+    /// The referenced objects could not be read.
+    #[error(transparent)]
+    DereferenceFailed(#[from] DereferenceError),
+    /// The desired objects could not be applied.
+    #[error(transparent)]
+    ApplyFailed(#[from] ApplyError),
+    /// The planned step could not be carried out.
+    #[error(transparent)]
+    ActFailed(#[from] ActError),
+    /// The status could not be written.
+    #[error("writing the status: {0}")]
+    StatusFailed(#[source] kube::Error),
 }
 
 impl ReconcileError {
-    /// PascalCase reason.
+    /// The bounded PascalCase reason (metric label, log field).
     pub fn reason(&self) -> &'static str {
-        match self {
-            ReconcileError::Kube(_) => "KubernetesError",
-            ReconcileError::Mongo(_) => "MongoDBError",
-            ReconcileError::Apply(_) => "ApplyFailed",
-        }
+        FailedStage::from(self).into()
     }
 }
 
-/// Adds the finalizer first; on deletion, runs passes that take this cluster's
-/// members out of the set and removes the finalizer only once they are out (or
-/// the set is gone). kube-runtime's `finalizer` helper is not used because it
-/// drops the finalizer as soon as one cleanup pass succeeds, and leaving takes
-/// several passes.
+/// Claims the object with the finalizer first; runs ordinary passes while it
+/// lives, leaving passes once it is deleted, and releases it once a leaving
+/// pass reports this cluster's members out of the set.
 async fn reconcile(mongodb: Arc<MongoDB>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let started = Instant::now();
-    let api: Api<MongoDB> =
-        Api::namespaced(ctx.client.clone(), &mongodb.namespace().unwrap_or_default());
-    let finalizers = mongodb.finalizers();
-    let has_finalizer = finalizers.iter().any(|f| f == FINALIZER);
-    let result = if mongodb.metadata.deletion_timestamp.is_some() {
-        if !has_finalizer {
-            return Ok(Action::await_change());
-        }
-        match pass(&mongodb, &ctx, true).await {
-            Ok(Pass { left: true, .. }) => {
-                let index = finalizers
-                    .iter()
-                    .position(|f| f == FINALIZER)
-                    .unwrap_or_default();
-                let patch = serde_json::json!([
-                    {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER},
-                    {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
-                ]);
-                patch_finalizers(&api, &mongodb, patch)
-                    .await
-                    .map(|_| Action::await_change())
-            }
-            Ok(Pass { action, .. }) => Ok(action),
-            Err(error) => Err(error),
-        }
-    } else if !has_finalizer {
-        let patch = if finalizers.is_empty() {
-            serde_json::json!([
-                {"op": "test", "path": "/metadata/finalizers", "value": null},
-                {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
-            ])
-        } else {
-            serde_json::json!([{"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}])
-        };
-        patch_finalizers(&api, &mongodb, patch)
+    let namespace = mongodb.namespace().unwrap_or_default();
+    let api: Api<MongoDB> = Api::namespaced(ctx.client.clone(), &namespace);
+    let result = match finalizer::phase(&mongodb) {
+        Phase::Claim => finalizer::claim(&api, &mongodb)
             .await
-            .map(|_| Action::await_change())
-    } else {
-        pass(&mongodb, &ctx, false).await.map(|pass| pass.action)
+            .map(|()| Action::await_change())
+            .map_err(ReconcileError::from),
+        Phase::Member => pass(&mongodb, &ctx, false).await.map(|pass| pass.action),
+        Phase::Leaving => leave(&api, &mongodb, &ctx).await,
+        Phase::Released => Ok(Action::await_change()),
     };
     ctx.metrics.reconciled(started.elapsed());
     result
 }
 
-async fn patch_finalizers(
+/// A leaving pass; once this cluster's members are out, the finalizer goes.
+async fn leave(
     api: &Api<MongoDB>,
     mongodb: &MongoDB,
-    patch: serde_json::Value,
-) -> Result<(), ReconcileError> {
-    let patch: json_patch::Patch =
-        serde_json::from_value(patch).map_err(|e| ReconcileError::Kube(e.to_string()))?;
-    api.patch(
-        &mongodb.name_any(),
-        &PatchParams::default(),
-        &Patch::Json::<()>(patch),
-    )
-    .await
-    .map(drop)
-    .map_err(|e| ReconcileError::Kube(format!("updating finalizers: {e}")))
-}
-
-/// What a pass decided: when to look again, and (when leaving) whether this
-/// cluster's members are out of the set.
-struct Pass {
-    action: Action,
-    left: bool,
+    ctx: &Context,
+) -> Result<Action, ReconcileError> {
+    let PassOutcome { action, left } = pass(mongodb, ctx, true).await?;
+    if left {
+        finalizer::release(api, mongodb).await?;
+        return Ok(Action::await_change());
+    }
+    Ok(action)
 }
 
 fn error_policy(mongodb: Arc<MongoDB>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
     ctx.metrics.failed(error.reason());
-    tracing::warn!(instance = %mongodb.name_any(), reason = error.reason(), %error, "reconcile failed");
-    Action::requeue(Duration::from_secs(5))
+    let instance = mongodb.name_any();
+    tracing::warn!(%instance, reason = error.reason(), error = %error_chain(error), "reconcile failed");
+    Action::requeue(AFTER_FAILURE)
+}
+
+/// What a pass decided: when to look again, and (when leaving) whether this
+/// cluster's members are out of the set.
+struct PassOutcome {
+    action: Action,
+    left: bool,
 }
 
 /// One pass over one object. `leaving`: the object is being deleted and this
 /// cluster's members must leave the set.
-async fn pass(mongodb: &MongoDB, ctx: &Context, leaving: bool) -> Result<Pass, ReconcileError> {
-    let key = format!(
-        "{}/{}",
-        mongodb.namespace().unwrap_or_default(),
-        mongodb.name_any()
-    );
-    let refs = match dereference(&ctx.client, mongodb).await {
-        Ok(refs) => refs,
-        Err(DereferenceError::Invalid(problem)) => {
-            tracing::warn!(instance = %key, reason = problem.reason, message = %problem.message, leaving, "cannot proceed");
-            if leaving {
-                ctx.publish(
-                    mongodb,
-                    EventType::Warning,
-                    "LeftWithoutCleanup",
-                    format!(
-                        "deleted without leaving the replica set cleanly: {}",
-                        problem.message
-                    ),
-                )
-                .await;
-                return Ok(Pass {
-                    action: Action::await_change(),
-                    left: true,
-                });
-            }
-            let previous = mongodb
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
-                .map(|c| c.reason.clone());
-            if previous.as_deref() != Some(problem.reason) {
-                ctx.publish(
-                    mongodb,
-                    EventType::Warning,
-                    problem.reason,
-                    problem.message.clone(),
-                )
-                .await;
-            }
-            write_status(
-                ctx,
-                mongodb,
-                &StatusParts {
-                    problem: Some(&problem),
-                    ..StatusParts::default()
-                },
-            )
-            .await?;
-            return Ok(Pass {
-                action: Action::await_change(),
-                left: false,
-            });
-        }
-        Err(DereferenceError::Kube(error)) => return Err(ReconcileError::Kube(error.to_string())),
-    };
+async fn pass(
+    mongodb: &MongoDB,
+    ctx: &Context,
+    leaving: bool,
+) -> Result<PassOutcome, ReconcileError> {
     let paused = mongodb.spec.pause && !leaving;
-    let wanted = if leaving {
-        Wanted {
-            members: 0,
-            arbiter: false,
-        }
-    } else {
-        Wanted {
-            members: mongodb.spec.members.max(0) as u32,
-            arbiter: mongodb.spec.arbiter,
-        }
+    let wanted = Wanted::of(mongodb, leaving);
+    // dereference: read what the object refers to, as it is (Kubernetes I/O).
+    let referenced = dereference(&ctx.client, mongodb).await?;
+    // validate: check it, or report what the user must fix (pure).
+    let validated = match validate(mongodb, &referenced) {
+        Ok(validated) => validated,
+        Err(invalid) => return report_invalid_input(ctx, mongodb, &invalid, leaving).await,
     };
-
-    let mut revision = None;
-    if !paused && !leaving {
-        let build_ctx = BuildContext::from_mongodb(mongodb)
-            .map_err(|e| ReconcileError::Apply(e.to_string()))?;
-        let targets = apply::wanted_targets(wanted.members, wanted.arbiter, &refs);
-        match apply::apply_desired(&ctx.client, &build_ctx, &refs, &targets).await {
-            Ok(applied) => revision = applied.revision,
-            Err(error) => {
-                ctx.publish(
-                    mongodb,
-                    EventType::Warning,
-                    "ApplyFailed",
-                    error.to_string(),
-                )
-                .await;
-                return Err(ReconcileError::Apply(error.to_string()));
-            }
-        }
+    // build: the desired objects, unless paused or leaving (pure).
+    let desired = match build_desired(mongodb, &validated, wanted, paused || leaving) {
+        Ok(desired) => desired,
+        Err(invalid) => return report_invalid_input(ctx, mongodb, &invalid, leaving).await,
+    };
+    // apply: server-side apply them, StatefulSets last (Kubernetes I/O).
+    if let Some(desired) = &desired {
+        apply_desired(ctx, mongodb, desired).await?;
     }
-
-    let memory = ctx.memory(&key);
-    let stepped_down = memory
-        .stepped_down
-        .clone()
-        .filter(|(_, at)| at.elapsed() < STEP_DOWN_MEMORY)
-        .map(|(host, _)| host);
-    let observation = observe(&ctx.gateway, mongodb, &refs, wanted, stepped_down).await;
-    let step = plan(&observation.plan_input);
-    tracing::info!(instance = %key, step = %step, "planned");
-
-    let mut requeue = Duration::from_secs(30);
-    if !paused {
-        let namespace = mongodb.namespace().unwrap_or_default();
-        let instance = mongodb.name_any();
-        let client = ctx.client.clone();
-        let delete = |slot: MemberSlot, delete_pvc: bool| {
-            let stateful_set = slot_name(&instance, slot);
-            async move { apply::delete_member(&client, &namespace, &stateful_set, delete_pvc).await }
-        };
-        match act(
-            &ctx.gateway,
-            mongodb,
-            &refs,
-            &observation,
-            &step,
-            memory.conflicts,
-            delete,
-        )
-        .await
-        {
-            Ok(outcome) => {
-                if let Some(note) = &outcome.event {
-                    ctx.publish(mongodb, note.type_, note.reason, note.message.clone())
-                        .await;
-                }
-                ctx.remember(&key, |m| {
-                    m.conflicts = if outcome.conflict {
-                        m.conflicts.saturating_add(1)
-                    } else {
-                        0
-                    };
-                    if let Some(host) = &outcome.stepped_down {
-                        m.stepped_down = Some((host.clone(), Instant::now()));
-                    }
-                });
-                requeue = outcome.requeue;
-            }
-            Err(error) => {
-                ctx.publish(
-                    mongodb,
-                    EventType::Warning,
-                    step.reason(),
-                    format!("{step} failed: {error}"),
-                )
-                .await;
-                write_status(
-                    ctx,
-                    mongodb,
-                    &StatusParts {
-                        refs: Some(&refs),
-                        observation: observation.set.as_ref(),
-                        step: Some(&step),
-                        revision,
-                        ..StatusParts::default()
-                    },
-                )
-                .await?;
-                return Err(ReconcileError::Mongo(error.to_string()));
-            }
-        }
-        if step == Step::InSync && !leaving {
-            ensure_users(ctx, mongodb, &refs, &observation, &key).await;
-        }
-    }
-
-    write_status(
-        ctx,
+    // observe: ask the members, read the replica set (MongoDB I/O).
+    let answers = observe(&ctx.gateway, mongodb, &validated, wanted).await;
+    // plan: the planner's input from what was seen, and its one next step (pure).
+    let observed_set = answers.reading.as_ref().map(|reading| reading.set.clone());
+    let stepped_down = ctx.stepped_down_recently(&instance_key(mongodb));
+    let input = plan_input(
         mongodb,
-        &StatusParts {
-            paused,
-            refs: Some(&refs),
-            observation: observation.set.as_ref(),
-            step: Some(&step),
-            revision,
-            ..StatusParts::default()
-        },
-    )
-    .await?;
-    if leaving {
-        let nothing_left = step == Step::InSync
-            || (observation.set.is_none()
-                && !observation
-                    .plan_input
-                    .local_members
-                    .iter()
-                    .any(|m| m.probe.as_ref().is_some_and(|p| p.has_config)));
-        if nothing_left {
-            ctx.publish(
-                mongodb,
-                EventType::Normal,
-                "LeftReplicaSet",
-                "this cluster's members have left the replica set".to_string(),
-            )
-            .await;
-            return Ok(Pass {
-                action: Action::await_change(),
-                left: true,
-            });
-        }
+        &validated,
+        wanted,
+        &answers.probes,
+        observed_set,
+        stepped_down,
+    );
+    let step = plan(&input);
+    tracing::info!(instance = %instance_key(mongodb), step = %step, "planned");
+    // act: carry the step out unless paused (MongoDB and Kubernetes I/O).
+    let acted = match paused {
+        false => Some(act(ctx, mongodb, &validated, &answers, &input, &step, leaving).await),
+        true => None,
+    };
+    // status: what the pass saw and did, written when it changed (pure, then Kubernetes I/O).
+    let report = Report {
+        paused,
+        problem: None,
+        validated: Some(&validated),
+        observation: answers.reading.as_ref().map(|reading| &reading.set),
+        step: Some(&step),
+        revision: desired.and_then(|d| d.revision),
+    };
+    write_status(ctx, mongodb, &report).await?;
+
+    let requeue = match acted {
+        Some(acted) => acted?.requeue,
+        None => Duration::from_secs(30),
+    };
+    if leaving && has_left(&input, &step) {
+        let message = "this cluster's members have left the replica set".to_string();
+        ctx.publish(
+            mongodb,
+            EventType::Normal,
+            Notice::LeftReplicaSet.into(),
+            message,
+        )
+        .await;
+        return Ok(PassOutcome {
+            action: Action::await_change(),
+            left: true,
+        });
     }
-    Ok(Pass {
+    Ok(PassOutcome {
         action: Action::requeue(requeue),
         left: false,
     })
 }
 
-/// Creates or updates the operator-managed users and the database user once per
-/// change of their passwords (idempotent, so a restart only repeats it once).
-async fn ensure_users(
-    ctx: &Context,
+/// The desired objects for the members this cluster runs, or `None` when
+/// nothing is to be applied (paused, or leaving).
+fn build_desired(
     mongodb: &MongoDB,
-    refs: &Dereferenced,
-    observation: &replica_set::Observation,
-    key: &str,
-) {
-    let Some(set) = &observation.set else { return };
-    let root_password = &refs.credentials.root.password;
-    let role = |role: &str, db: &str| (role.to_string(), db.to_string());
-    let mut users = vec![
-        UserSpec {
-            database: "admin".into(),
-            name: build::secrets::ADMIN_USER.into(),
-            password: build::derive_user_password(root_password, build::secrets::ADMIN_USER),
-            roles: vec![role("clusterAdmin", "admin")],
-        },
-        UserSpec {
-            database: "admin".into(),
-            name: build::secrets::MONITOR_USER.into(),
-            password: build::derive_user_password(root_password, build::secrets::MONITOR_USER),
-            roles: vec![role("clusterMonitor", "admin"), role("read", "local")],
-        },
-    ];
-    let db_user = &mongodb.spec.db_user_spec;
-    if db_user.enable {
-        let password = db_user
-            .password
-            .clone()
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| build::derive_user_password(root_password, &db_user.user));
-        users.push(UserSpec {
-            database: db_user.name.clone(),
-            name: db_user.user.clone(),
-            password,
-            roles: vec![role("readWrite", &db_user.name)],
-        });
+    validated: &Validated,
+    wanted: Wanted,
+    hold: bool,
+) -> Result<Option<DesiredObjects>, InvalidInput> {
+    if hold {
+        return Ok(None);
     }
-    let fingerprint = build::fingerprint(
-        &users
-            .iter()
-            .map(|u| format!("{}/{}/{}", u.database, u.name, u.password))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    );
-    if ctx.memory(key).users_fingerprint.as_deref() == Some(fingerprint.as_str()) {
-        return;
-    }
-    let seeds: Vec<MemberAddress> = set.members.keys().cloned().collect();
-    for user in &users {
-        if let Err(error) = ctx
-            .gateway
-            .ensure_user(
-                &seeds,
-                &mongodb.spec.repl_set_name,
-                user,
-                &refs.credentials.root,
-            )
-            .await
-        {
-            ctx.publish(
-                mongodb,
-                EventType::Warning,
-                "UserNotReady",
-                format!("user {} on {}: {error}", user.name, user.database),
-            )
-            .await;
-            return;
-        }
-    }
-    ctx.publish(
-        mongodb,
-        EventType::Normal,
-        "UsersReady",
-        format!(
-            "users {} are in place",
-            users
-                .iter()
-                .map(|u| u.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    )
-    .await;
-    ctx.remember(key, |m| m.users_fingerprint = Some(fingerprint));
+    let ctx = BuildContext::from_mongodb(mongodb)?;
+    let targets = validated.member_targets(wanted);
+    let root_password = &validated.credentials.root.password;
+    Ok(Some(build::desired_objects(&ctx, root_password, &targets)?))
 }
 
-/// The pieces of a status write.
+/// Applies `desired`; a failure is also a Warning Event.
+async fn apply_desired(
+    ctx: &Context,
+    mongodb: &MongoDB,
+    desired: &DesiredObjects,
+) -> Result<(), ApplyError> {
+    let namespace = mongodb.namespace().unwrap_or_default();
+    let applied = apply(&ctx.client, &namespace, desired).await;
+    if let Err(error) = &applied {
+        let reason = FailedStage::ApplyFailed.into();
+        ctx.publish(mongodb, EventType::Warning, reason, error_chain(error))
+            .await;
+    }
+    applied
+}
+
+/// Reports input the pass cannot use: a condition, and a Warning Event when the
+/// reason is new. A leaving object is released without cleanup.
+async fn report_invalid_input(
+    ctx: &Context,
+    mongodb: &MongoDB,
+    invalid: &InvalidInput,
+    leaving: bool,
+) -> Result<PassOutcome, ReconcileError> {
+    let reason = invalid.reason();
+    let instance = instance_key(mongodb);
+    tracing::warn!(%instance, reason, message = %invalid, leaving, "cannot proceed");
+    if leaving {
+        let message = format!("deleted without leaving the replica set cleanly: {invalid}");
+        ctx.publish(
+            mongodb,
+            EventType::Warning,
+            Notice::LeftWithoutCleanup.into(),
+            message,
+        )
+        .await;
+        return Ok(PassOutcome {
+            action: Action::await_change(),
+            left: true,
+        });
+    }
+    if condition_reason(mongodb.status.as_ref(), ConditionType::Ready) != Some(reason) {
+        ctx.publish(mongodb, EventType::Warning, reason, invalid.to_string())
+            .await;
+    }
+    let report = Report {
+        problem: Some(invalid),
+        ..Report::default()
+    };
+    write_status(ctx, mongodb, &report).await?;
+    Ok(PassOutcome {
+        action: Action::await_change(),
+        left: false,
+    })
+}
+
+/// What a pass has to report in status.
 #[derive(Default)]
-struct StatusParts<'a> {
+struct Report<'a> {
     paused: bool,
-    problem: Option<&'a Problem>,
-    refs: Option<&'a Dereferenced>,
-    observation: Option<&'a crate::mongo::SetObservation>,
+    problem: Option<&'a InvalidInput>,
+    validated: Option<&'a Validated>,
+    observation: Option<&'a ObservedSet>,
     step: Option<&'a Step>,
     revision: Option<String>,
 }
 
+/// Computes the status and writes it when it differs from the stored one.
 async fn write_status(
     ctx: &Context,
     mongodb: &MongoDB,
-    parts: &StatusParts<'_>,
+    report: &Report<'_>,
 ) -> Result<(), ReconcileError> {
     let instance = mongodb.name_any();
-    let local_members: Vec<LocalMemberView> = parts
-        .refs
-        .map(|refs| {
-            let mut slots: Vec<MemberSlot> = refs
-                .services
-                .keys()
-                .chain(refs.stateful_sets.keys())
-                .copied()
-                .collect();
-            slots.sort();
-            slots.dedup();
-            slots
-                .into_iter()
-                .map(|slot| LocalMemberView {
-                    slot,
-                    stateful_set: slot_name(&instance, slot),
-                    node_port: refs.services.get(&slot).and_then(|s| s.node_port),
-                    host: refs.address(slot),
-                })
-                .collect()
-        })
+    let local_members = report
+        .validated
+        .map(|validated| local_member_views(&instance, validated))
         .unwrap_or_default();
-    let db_user_password_fingerprint = mongodb
-        .spec
-        .db_user_spec
-        .password
-        .as_deref()
-        .filter(|_| mongodb.spec.db_user_spec.enable)
-        .map(build::fingerprint);
     let status = compute_status(&StatusInput {
         mongodb,
-        paused: parts.paused,
-        problem: parts.problem,
-        observation: parts.observation,
+        paused: report.paused,
+        problem: report.problem,
+        observation: report.observation,
         local_members: &local_members,
-        step: parts.step,
-        revision: parts.revision.clone(),
-        credentials_from_spec: mongodb.spec.credentials_secret_ref.is_none(),
-        db_user_password_fingerprint,
+        step: report.step,
+        revision: report.revision.clone(),
         now: Time(k8s_openapi::jiff::Timestamp::now()),
     });
     if mongodb.status.as_ref() == Some(&status) {
@@ -677,22 +507,40 @@ async fn write_status(
     }
     let api: Api<MongoDB> =
         Api::namespaced(ctx.client.clone(), &mongodb.namespace().unwrap_or_default());
-    let patch = serde_json::json!({"apiVersion": "middleware.fedstate.io/v1alpha1", "kind": "MongoDB", "status": status});
-    api.patch_status(
-        &instance,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(patch),
-    )
-    .await
-    .map_err(|e| ReconcileError::Kube(e.to_string()))?;
-    Ok(())
+    let patch = serde_json::json!({
+        "apiVersion": "middleware.fedstate.io/v1alpha1",
+        "kind": "MongoDB",
+        "status": status,
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch_status(&instance, &params, &Patch::Apply(patch))
+        .await
+        .map(drop)
+        .map_err(ReconcileError::StatusFailed)
 }
 
-fn slot_name(instance: &str, slot: MemberSlot) -> String {
-    match slot {
-        MemberSlot::Data(index) => build::names::member(instance, index),
-        MemberSlot::Arbiter => build::names::arbiter(instance),
+/// `namespace/name`, the key of the controller's memory.
+fn instance_key(mongodb: &MongoDB) -> String {
+    format!(
+        "{}/{}",
+        mongodb.namespace().unwrap_or_default(),
+        mongodb.name_any()
+    )
+}
+
+/// An error and its sources, joined with ": ".
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
     }
+    text
 }
 
 fn truncate(mut text: String, limit: usize) -> String {

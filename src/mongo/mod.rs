@@ -9,13 +9,14 @@
 //! redacts them in `Debug`, and [`RootCredentials`] does too). No call ever sets
 //! `force`.
 
+mod client_cache;
 pub mod config_doc;
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mongodb::bson::{doc, Bson, Document};
 use mongodb::options::{
@@ -24,7 +25,10 @@ use mongodb::options::{
 use mongodb::Client;
 
 use crate::hostconf::MemberAddress;
-use crate::replset::{MemberState, ReplicaSetConfig};
+use crate::planner::{MemberProbe, ObservedSet};
+use crate::replset::{MemberState, MemberStatus, ReplicaSetConfig};
+use crate::validate::RootCredentials;
+use client_cache::ClientCache;
 use config_doc::{config_from_document, initiate_document, integer, reconfig_document};
 
 /// Error codes (see `replica-set-rules.md`).
@@ -67,24 +71,6 @@ const SERVER_SELECTION_TIMEOUT: Duration = Duration::from_secs(5);
 const DIRECT_SELECTION_TIMEOUT: Duration = Duration::from_secs(2);
 /// TCP connect timeout.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// The root user's name and password. `Debug` never shows the password.
-#[derive(Clone, PartialEq, Eq)]
-pub struct RootCredentials {
-    /// User name.
-    pub username: String,
-    /// Password.
-    pub password: String,
-}
-
-impl fmt::Debug for RootCredentials {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RootCredentials")
-            .field("username", &self.username)
-            .field("password", &"<redacted>")
-            .finish()
-    }
-}
 
 /// What went wrong talking to mongod.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
@@ -138,57 +124,35 @@ impl MongoError {
     }
 }
 
-/// What one member says about itself when asked directly.
+/// The replica set as read through the seed list: what the planner and the
+/// status see, and the raw config document the next reconfig is built from.
 #[derive(Clone, Debug, PartialEq)]
-pub struct MemberAnswer {
-    /// Its replica-set config, when it has one (`None`: code 94, never initiated
-    /// or wiped).
-    pub config: Option<ReplicaSetConfig>,
-    /// Its own state, when it is in a config.
-    pub state: Option<MemberState>,
-    /// The set name it reports (`hello.setName`).
-    pub set_name: Option<String>,
-    /// True when it answers that it is not in its own config (REMOVED).
-    pub removed: bool,
-}
-
-/// The replica set as its members report it through the seed list.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SetObservation {
-    /// The current config, as the primary (or, without one, any member) has it.
-    pub config: ReplicaSetConfig,
-    /// The document behind `config`, edited to build the next reconfig.
+pub struct SetReading {
+    /// The config, primary, member states and commitment.
+    pub set: ObservedSet,
+    /// The document behind `set.config`, edited to build the next reconfig (so
+    /// fields the model does not know are kept).
     pub config_document: Document,
-    /// The primary, if there is one.
-    pub primary: Option<MemberAddress>,
-    /// `replSetGetStatus` members, by host.
-    pub members: BTreeMap<MemberAddress, ObservedMember>,
-    /// The primary reports the current config majority-committed
-    /// (`commitmentStatus`); false without a primary.
-    pub config_committed: bool,
 }
 
-/// One member of `replSetGetStatus`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ObservedMember {
-    /// `_id`.
-    pub id: i64,
-    /// `health == 1`.
-    pub healthy: bool,
-    /// `state`.
-    pub state: MemberState,
-    /// `syncSourceHost`.
-    pub sync_source: String,
-    /// Seconds behind the primary's last applied optime, when both are known.
-    pub lag_secs: Option<i64>,
-    /// `configVersion` the member has installed.
-    pub config_version: Option<i64>,
-}
+/// How long a driver client no pass asked for is kept: longer than the
+/// longest requeue between two passes of an instance, so a client in use is
+/// never dropped between them.
+const CLIENT_IDLE_LIMIT: Duration = Duration::from_secs(300);
 
-/// Clients to the members of one replica set, cached across reconcile passes.
-#[derive(Clone, Default)]
+/// Clients to the members of the replica sets, kept across reconcile passes
+/// and dropped once the passes stop using them.
+#[derive(Clone)]
 pub struct MongoGateway {
-    clients: Arc<Mutex<BTreeMap<ClientKey, Client>>>,
+    clients: Arc<Mutex<ClientCache<ClientKey, Client>>>,
+}
+
+impl Default for MongoGateway {
+    fn default() -> Self {
+        MongoGateway {
+            clients: Arc::new(Mutex::new(ClientCache::new(CLIENT_IDLE_LIMIT))),
+        }
+    }
 }
 
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -224,9 +188,17 @@ impl MongoGateway {
             .clients
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(client) = clients.get(&key) {
-            return Ok(client.clone());
-        }
+        clients.get_or_try_insert(key, Instant::now(), || {
+            Self::new_client(hosts, direct, set_name, credentials)
+        })
+    }
+
+    fn new_client(
+        hosts: &[MemberAddress],
+        direct: bool,
+        set_name: Option<&str>,
+        credentials: &RootCredentials,
+    ) -> Result<Client, MongoError> {
         let credential = Credential::builder()
             .username(credentials.username.clone())
             .password(credentials.password.clone())
@@ -255,18 +227,7 @@ impl MongoGateway {
             .connect_timeout(CONNECT_TIMEOUT)
             .heartbeat_freq(Duration::from_secs(2))
             .build();
-        let client =
-            Client::with_options(options).map_err(|e| MongoError::Protocol(e.to_string()))?;
-        clients.insert(key, client.clone());
-        Ok(client)
-    }
-
-    /// Forgets every cached client (after credentials changed, or on shutdown).
-    pub fn forget_all(&self) {
-        self.clients
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clear();
+        Client::with_options(options).map_err(|e| MongoError::Protocol(e.to_string()))
     }
 
     async fn run(
@@ -302,12 +263,13 @@ impl MongoGateway {
             .map_err(|e| MongoError::from_driver(e, target))
     }
 
-    /// Asks one member, directly, for its config and state.
+    /// Asks one member, directly, what it holds: a config (and which), its set
+    /// name and its state.
     pub async fn ask_member(
         &self,
         member: &MemberAddress,
         credentials: &RootCredentials,
-    ) -> Result<MemberAnswer, MongoError> {
+    ) -> Result<MemberProbe, MongoError> {
         let target = member.to_string();
         let client = self.client(std::slice::from_ref(member), true, None, credentials)?;
         let hello = Self::run(&client, doc! {"hello": 1}, None, &target).await?;
@@ -324,26 +286,27 @@ impl MongoGateway {
                     .ok()
                     .and_then(|status| integer(status.get("myState")))
                     .map(|code| MemberState::from_code(code as i32));
-                let removed = state == Some(MemberState::Removed);
-                Ok(MemberAnswer {
-                    config: Some(config),
+                Ok(MemberProbe {
+                    has_config: true,
+                    replica_set_id: config.settings.replica_set_id,
+                    set_name: Some(config.set_name),
                     state,
-                    set_name,
-                    removed,
                 })
             }
-            Err(error) if error.code() == Some(codes::NOT_YET_INITIALIZED) => Ok(MemberAnswer {
-                config: None,
-                state: None,
+            Err(error) if error.code() == Some(codes::NOT_YET_INITIALIZED) => Ok(MemberProbe {
+                has_config: false,
+                replica_set_id: None,
                 set_name,
-                removed: false,
+                state: None,
             }),
+            // A member that is not in its own config any more: it holds one,
+            // but not one it can show.
             Err(error) if error.code() == Some(codes::INVALID_REPLICA_SET_CONFIG) => {
-                Ok(MemberAnswer {
-                    config: None,
-                    state: Some(MemberState::Removed),
+                Ok(MemberProbe {
+                    has_config: true,
+                    replica_set_id: None,
                     set_name,
-                    removed: true,
+                    state: Some(MemberState::Removed),
                 })
             }
             Err(error) => Err(error),
@@ -358,7 +321,7 @@ impl MongoGateway {
         seeds: &[MemberAddress],
         set_name: &str,
         credentials: &RootCredentials,
-    ) -> Result<SetObservation, MongoError> {
+    ) -> Result<SetReading, MongoError> {
         let target = seed_text(seeds);
         let client = self.client(seeds, false, Some(set_name), credentials)?;
         let primary_preferred =
@@ -401,12 +364,14 @@ impl MongoGateway {
             .clone();
         let config = config_from_document(&config_document)
             .map_err(|e| MongoError::Protocol(e.to_string()))?;
-        Ok(SetObservation {
-            config,
+        Ok(SetReading {
+            set: ObservedSet {
+                config,
+                primary,
+                members,
+                config_committed,
+            },
             config_document,
-            primary,
-            members,
-            config_committed,
         })
     }
 
@@ -551,10 +516,7 @@ fn seed_text(seeds: &[MemberAddress]) -> String {
 /// The primary and members of a `replSetGetStatus` reply.
 fn members_from_status(
     status: &Document,
-) -> (
-    Option<MemberAddress>,
-    BTreeMap<MemberAddress, ObservedMember>,
-) {
+) -> (Option<MemberAddress>, BTreeMap<MemberAddress, MemberStatus>) {
     let entries: Vec<&Document> = status
         .get_array("members")
         .map(|m| m.iter().filter_map(Bson::as_document).collect())
@@ -590,7 +552,7 @@ fn members_from_status(
         };
         members.insert(
             host,
-            ObservedMember {
+            MemberStatus {
                 id: integer(entry.get("_id")).unwrap_or(-1),
                 healthy: entry
                     .get("health")

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 
-use super::tests::{addr, port_of, SET, SET_ID};
+use super::tests::{addr, member_status, port_of, SET, SET_ID};
 use super::world::{Event, World};
 use super::*;
 use crate::replset::{reconfig_problems, voting_changes};
@@ -159,7 +159,7 @@ fn never_below_voting_majority(input: &PlanInput, step: &Step) -> Result<(), Str
         .filter(|m| {
             !before.contains(&m.host)
                 || set
-                    .member_health
+                    .members
                     .get(&m.host)
                     .is_some_and(|h| h.healthy && h.state.can_vote())
         })
@@ -380,7 +380,7 @@ fn arb_member() -> impl Strategy<Value = MemberSpec> {
 /// A config mongod could hold: member 0 a visible voter with priority 1, at
 /// most 7 voters, priority 0 for non-voters and hidden members; the local
 /// members (cluster 0) take indices 0, 1, 2, … in turn.
-fn build_config(specs: &[MemberSpec]) -> (ReplicaSetConfig, BTreeMap<MemberAddress, MemberHealth>) {
+fn build_config(specs: &[MemberSpec]) -> (ReplicaSetConfig, BTreeMap<MemberAddress, MemberStatus>) {
     let mut members: Vec<ConfigMember> = Vec::new();
     let mut health = BTreeMap::new();
     let mut voters = 0;
@@ -420,14 +420,7 @@ fn build_config(specs: &[MemberSpec]) -> (ReplicaSetConfig, BTreeMap<MemberAddre
         } else {
             MemberState::Down
         };
-        health.insert(
-            host,
-            MemberHealth {
-                state,
-                healthy,
-                lag_secs: None,
-            },
-        );
+        health.insert(host, member_status(state, healthy, None));
     }
     let config = ReplicaSetConfig {
         set_name: SET.to_owned(),
@@ -553,7 +546,7 @@ prop_compose! {
         new_timeout in prop::bool::weighted(0.2),
         pvc_delete in any::<bool>(),
     ) -> PlanInput {
-        let (config, mut member_health) = build_config(&members);
+        let (config, mut members) = build_config(&members);
         let vip = VIPS[0];
         let local_in_config = config.members.iter().filter(|m| m.host.host == vip).count();
         let desired = if fresh {
@@ -564,9 +557,9 @@ prop_compose! {
         let primary = primary
             .map(|p| config.members[p % config.members.len()].host.clone())
             .filter(|p| config.member(p).is_some_and(ConfigMember::is_electable));
-        for (host, health) in member_health.iter_mut() {
+        for (host, health) in members.iter_mut() {
             if Some(host) == primary.as_ref() {
-                *health = MemberHealth { state: MemberState::Primary, healthy: true, lag_secs: Some(0) };
+                *health = member_status(MemberState::Primary, true, Some(0));
             } else if health.state == MemberState::Primary {
                 health.state = MemberState::Secondary;
             }
@@ -631,8 +624,7 @@ prop_compose! {
                 config,
                 config_committed: committed && primary.is_some(),
                 primary,
-                member_health,
-                stepped_down_recently,
+                members,
             })
         };
         PlanInput {
@@ -649,6 +641,7 @@ prop_compose! {
             local_members,
             remote_probes,
             observed,
+            stepped_down_recently,
         }
     }
 }

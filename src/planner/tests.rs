@@ -106,7 +106,7 @@ fn config(members: Vec<ConfigMember>) -> ReplicaSetConfig {
 /// Every member healthy; `primary` is PRIMARY, the others SECONDARY (arbiters
 /// ARBITER); the config is committed.
 fn healthy(config: ReplicaSetConfig, primary: &MemberAddress) -> ObservedSet {
-    let member_health = config
+    let members = config
         .members
         .iter()
         .map(|m| {
@@ -117,20 +117,15 @@ fn healthy(config: ReplicaSetConfig, primary: &MemberAddress) -> ObservedSet {
             } else {
                 MemberState::Secondary
             };
-            let health = MemberHealth {
-                state,
-                healthy: true,
-                lag_secs: Some(0),
-            };
+            let health = member_status(state, true, Some(0));
             (m.host.clone(), health)
         })
         .collect();
     ObservedSet {
         config,
         primary: Some(primary.clone()),
-        member_health,
+        members,
         config_committed: true,
-        stepped_down_recently: None,
     }
 }
 
@@ -177,6 +172,23 @@ fn input(desired: u32, local_members: Vec<LocalMemberFacts>, observed: Observed)
         local_members,
         remote_probes: BTreeMap::new(),
         observed,
+        stepped_down_recently: None,
+    }
+}
+
+/// A member as `replSetGetStatus` reports it, with what the planner does not read left empty.
+pub(super) fn member_status(
+    state: MemberState,
+    healthy: bool,
+    lag_secs: Option<i64>,
+) -> MemberStatus {
+    MemberStatus {
+        id: 0,
+        healthy,
+        state,
+        sync_source: String::new(),
+        lag_secs,
+        config_version: None,
     }
 }
 
@@ -592,13 +604,9 @@ fn only_touches_members_with_the_local_vip() {
     // non-voter: neither is this cluster's to add or promote.
     let (facts, mut set) = three_local_in_sync(1);
     set.config.members.push(non_voter(20, remote(2)));
-    set.member_health.insert(
+    set.members.insert(
         remote(2),
-        MemberHealth {
-            state: MemberState::Secondary,
-            healthy: true,
-            lag_secs: Some(0),
-        },
+        member_status(MemberState::Secondary, true, Some(0)),
     );
     let mut input = input(3, facts, Observed::Configured(set));
     input.hostconf = hostconf(&[
@@ -652,8 +660,9 @@ fn removing_the_primary_steps_it_down_first() {
 fn waits_for_a_new_primary_after_stepping_down() {
     let (facts, set) = three_local_in_sync(2);
     let mut set = healthy(set.config, &local(2));
-    set.stepped_down_recently = Some(local(2));
-    let step = plan(&input(2, facts.clone(), Observed::Configured(set.clone())));
+    let mut stepped_down = input(2, facts.clone(), Observed::Configured(set.clone()));
+    stepped_down.stepped_down_recently = Some(local(2));
+    let step = plan(&stepped_down);
     assert_eq!(
         step,
         Step::Wait {
@@ -664,18 +673,17 @@ fn waits_for_a_new_primary_after_stepping_down() {
     );
     set.primary = None;
     set.config_committed = false;
-    assert_eq!(
-        plan(&input(2, facts, Observed::Configured(set))).reason(),
-        "WaitingForNewPrimary"
-    );
+    stepped_down.observed = Observed::Configured(set);
+    assert_eq!(plan(&stepped_down).reason(), "WaitingForNewPrimary");
 }
 
 #[test]
 fn removes_the_old_primary_once_another_member_is_primary() {
     let (facts, set) = three_local_in_sync(2);
-    let mut set = healthy(set.config, &remote(0));
-    set.stepped_down_recently = Some(local(2));
-    let (_, change) = expect_reconfig(plan(&input(2, facts, Observed::Configured(set))));
+    let set = healthy(set.config, &remote(0));
+    let mut input = input(2, facts, Observed::Configured(set));
+    input.stepped_down_recently = Some(local(2));
+    let (_, change) = expect_reconfig(plan(&input));
     assert_eq!(change, Change::RemoveMember { host: local(2) });
 }
 
@@ -702,14 +710,8 @@ fn refuses_a_removal_that_would_break_the_voting_majority() {
     // Removing local 2 leaves 4 voters (majority 3) with only 2 healthy.
     let (facts, mut set) = three_local_in_sync(2);
     for host in [remote(0), remote(1)] {
-        set.member_health.insert(
-            host,
-            MemberHealth {
-                state: MemberState::Down,
-                healthy: false,
-                lag_secs: None,
-            },
-        );
+        set.members
+            .insert(host, member_status(MemberState::Down, false, None));
     }
     assert_eq!(
         plan(&input(2, facts, Observed::Configured(set))),
@@ -820,7 +822,7 @@ fn does_not_promote_a_member_pinned_to_zero_votes_or_not_secondary() {
     let (facts, mut set) = three_local_in_sync(2);
     set.config.members[1] = non_voter(1, local(1));
     set.config.members[2] = non_voter(2, local(2));
-    if let Some(h) = set.member_health.get_mut(&local(2)) {
+    if let Some(h) = set.members.get_mut(&local(2)) {
         h.state = MemberState::Startup2;
     }
     let mut input = input(3, facts, Observed::Configured(set));
@@ -1130,14 +1132,8 @@ fn waits_to_add_a_voter_while_too_few_voters_are_healthy() {
     let members = vec![voter(0, local(0)), voter(1, remote(0)), voter(2, remote(1))];
     let mut set = healthy(config(members), &local(0));
     for host in [remote(0), remote(1)] {
-        set.member_health.insert(
-            host,
-            MemberHealth {
-                state: MemberState::Down,
-                healthy: false,
-                lag_secs: None,
-            },
-        );
+        set.members
+            .insert(host, member_status(MemberState::Down, false, None));
     }
     let facts = vec![
         data(0, Some(member_probe(SET_ID, MemberState::Primary))),

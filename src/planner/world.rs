@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::tests::{port_of, SET};
+use super::tests::{member_status, port_of, SET};
 use super::*;
 use crate::replset::reconfig_problems;
 
@@ -272,7 +272,8 @@ impl World {
             hostconf,
             local_members,
             remote_probes,
-            observed: self.observe(cluster),
+            observed: self.observe(),
+            stepped_down_recently: here.stepped_down.clone(),
         }
     }
 
@@ -296,14 +297,14 @@ impl World {
         }
     }
 
-    fn observe(&self, cluster: usize) -> Observed {
+    fn observe(&self) -> Observed {
         let Some(set) = &self.set else {
             return Observed::Unreachable;
         };
         if !set.config.members.iter().any(|m| self.running(&m.host)) {
             return Observed::Unreachable;
         }
-        let member_health = set
+        let members = set
             .config
             .members
             .iter()
@@ -320,20 +321,15 @@ impl World {
                 } else {
                     MemberState::Secondary
                 };
-                let health = MemberHealth {
-                    state,
-                    healthy: running,
-                    lag_secs: running.then_some(0),
-                };
+                let health = member_status(state, running, running.then_some(0));
                 (m.host.clone(), health)
             })
             .collect();
         Observed::Configured(ObservedSet {
             config: set.config.clone(),
             primary: set.primary.clone(),
-            member_health,
+            members,
             config_committed: set.committed && set.primary.is_some(),
-            stepped_down_recently: self.clusters[cluster].stepped_down.clone(),
         })
     }
 

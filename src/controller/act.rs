@@ -1,0 +1,424 @@
+//! Stage `act` (MongoDB and Kubernetes I/O): carries out the one step the
+//! planner returned — initiate, reconfig, step down, delete a departed member's
+//! StatefulSet — and, once the set is in sync, keeps the operator's users.
+//!
+//! A reconfig is sent to the primary with the observed config version + 1; the
+//! errors another cluster's concurrent change causes (10107, 103, 109, 308) are
+//! retried with exponential backoff and jitter (`backon`).
+
+use std::time::{Duration, Instant};
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use kube::runtime::events::EventType;
+use kube::ResourceExt;
+
+use super::observe::MongoAnswers;
+use super::{apply, Context, Notice};
+use crate::api::MongoDB;
+use crate::build::{self, names};
+use crate::hostconf::MemberAddress;
+use crate::mongo::{codes, MongoError, UserSpec};
+use crate::planner::{PlanInput, Step};
+use crate::validate::Validated;
+
+/// How soon to look again after each kind of step.
+const AFTER_CHANGE: Duration = Duration::from_secs(1);
+const WHILE_WAITING: Duration = Duration::from_secs(3);
+const AFTER_REFUSAL: Duration = Duration::from_secs(30);
+const IN_SYNC: Duration = Duration::from_secs(30);
+
+/// Why a step could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum ActError {
+    /// mongod refused or did not answer.
+    #[error("{step} failed: {source}")]
+    Mongo {
+        /// The step, as a person reads it.
+        step: String,
+        /// What mongod said.
+        #[source]
+        source: MongoError,
+    },
+    /// The API server refused a deletion.
+    #[error("{step} failed: {source}")]
+    Kube {
+        /// The step, as a person reads it.
+        step: String,
+        /// What the API server said.
+        #[source]
+        source: kube::Error,
+    },
+    /// The initiate config lists no member of this cluster (a planner bug).
+    #[error("the initiate config lists no member of this cluster")]
+    NoLocalMemberToInitiate,
+    /// A reconfig was planned without an observed config (a planner bug).
+    #[error("a reconfig was planned without an observed config")]
+    NoObservedConfig,
+}
+
+/// What carrying out the step means for the next pass.
+pub struct Acted {
+    /// When to look again.
+    pub requeue: Duration,
+}
+
+/// Carries out `step`, publishes its Event and remembers what the next passes
+/// need (a primary asked to step down, conflicts in a row); once the set is in
+/// sync and this cluster stays in it, keeps the operator's users. On failure a
+/// Warning Event names the step.
+pub async fn act(
+    ctx: &Context,
+    mongodb: &MongoDB,
+    validated: &Validated,
+    answers: &MongoAnswers,
+    plan_input: &PlanInput,
+    step: &Step,
+    leaving: bool,
+) -> Result<Acted, ActError> {
+    let key = super::instance_key(mongodb);
+    let attempt = ctx.memory(&key).conflicts;
+    let result = carry_out(ctx, mongodb, validated, answers, plan_input, step, attempt).await;
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            let message = error.to_string();
+            ctx.publish(mongodb, EventType::Warning, step.reason(), message)
+                .await;
+            return Err(error);
+        }
+    };
+    if let Some((type_, reason, message)) = outcome.event {
+        ctx.publish(mongodb, type_, reason, message).await;
+    }
+    ctx.remember(&key, |memory| {
+        memory.conflicts = if outcome.conflict {
+            memory.conflicts.saturating_add(1)
+        } else {
+            0
+        };
+        if let Some(host) = &outcome.stepped_down {
+            memory.stepped_down = Some((host.clone(), Instant::now()));
+        }
+    });
+    if *step == Step::InSync && !leaving {
+        ensure_users(ctx, mongodb, validated, answers, &key).await;
+    }
+    Ok(Acted {
+        requeue: outcome.requeue,
+    })
+}
+
+/// What one step did.
+struct Outcome {
+    /// The Event to publish: type, reason, message.
+    event: Option<(EventType, &'static str, String)>,
+    requeue: Duration,
+    stepped_down: Option<MemberAddress>,
+    conflict: bool,
+}
+
+impl Outcome {
+    fn after(requeue: Duration) -> Self {
+        Outcome {
+            event: None,
+            requeue,
+            stepped_down: None,
+            conflict: false,
+        }
+    }
+
+    fn done(reason: &'static str, message: String) -> Self {
+        Outcome {
+            event: Some((EventType::Normal, reason, message)),
+            ..Outcome::after(AFTER_CHANGE)
+        }
+    }
+}
+
+async fn carry_out(
+    ctx: &Context,
+    mongodb: &MongoDB,
+    validated: &Validated,
+    answers: &MongoAnswers,
+    plan_input: &PlanInput,
+    step: &Step,
+    attempt: u32,
+) -> Result<Outcome, ActError> {
+    let credentials = &validated.credentials.root;
+    let set_name = &mongodb.spec.repl_set_name;
+    let seeds = seeds(answers, plan_input);
+    let mongo = |source| ActError::Mongo {
+        step: step.to_string(),
+        source,
+    };
+    match step {
+        Step::Initiate { config } => {
+            let local = config
+                .members
+                .iter()
+                .map(|m| &m.host)
+                .find(|host| host.host == validated.vip)
+                .ok_or(ActError::NoLocalMemberToInitiate)?;
+            ctx.gateway
+                .initiate(local, config, credentials)
+                .await
+                .map_err(mongo)?;
+            let hosts: Vec<String> = config.members.iter().map(|m| m.host.to_string()).collect();
+            let message = format!(
+                "initiated replica set {} on {local} with {}",
+                config.set_name,
+                hosts.join(", ")
+            );
+            Ok(Outcome::done(step.reason(), message))
+        }
+        Step::Reconfig { config, change } => {
+            let reading = answers.reading.as_ref().ok_or(ActError::NoObservedConfig)?;
+            let document = &reading.config_document;
+            let sent = ctx
+                .gateway
+                .reconfig(&seeds, set_name, document, config, credentials)
+                .await;
+            match sent {
+                Ok(()) => {
+                    let from = reading.set.config.version;
+                    let message = format!("{change}: config version {from} → {}", config.version);
+                    Ok(Outcome::done(step.reason(), message))
+                }
+                Err(error)
+                    if error
+                        .code()
+                        .is_some_and(|c| codes::RETRYABLE_RECONFIG.contains(&c)) =>
+                {
+                    tracing::info!(%error, attempt, "reconfig conflicted with another change; retrying");
+                    Ok(Outcome {
+                        conflict: true,
+                        ..Outcome::after(conflict_backoff(attempt))
+                    })
+                }
+                Err(error) => Err(mongo(error)),
+            }
+        }
+        Step::StepDown {
+            primary,
+            step_down_secs,
+            secondary_catch_up_period_secs,
+        } => {
+            let step_down_secs = i64::from(*step_down_secs);
+            let catch_up_secs = i64::from(*secondary_catch_up_period_secs);
+            let sent = ctx
+                .gateway
+                .step_down(&seeds, set_name, step_down_secs, catch_up_secs, credentials)
+                .await;
+            match sent {
+                Ok(()) => Ok(Outcome {
+                    stepped_down: Some(primary.clone()),
+                    ..Outcome::done(
+                        step.reason(),
+                        format!("asked primary {primary} to step down before it leaves the replica set"),
+                    )
+                }),
+                Err(error) if error.code() == Some(codes::EXCEEDED_TIME_LIMIT) => Ok(Outcome {
+                    event: Some((
+                        EventType::Warning,
+                        Notice::StepDownFailed.into(),
+                        format!(
+                            "primary {primary} could not step down: no electable secondary caught up in time ({error})"
+                        ),
+                    )),
+                    ..Outcome::after(WHILE_WAITING)
+                }),
+                Err(error) => Err(mongo(error)),
+            }
+        }
+        Step::DeleteStatefulSet { slot, delete_pvc } => {
+            let namespace = mongodb.namespace().unwrap_or_default();
+            let stateful_set = names::slot(&mongodb.name_any(), *slot);
+            apply::delete_member(&ctx.client, &namespace, &stateful_set, *delete_pvc)
+                .await
+                .map_err(|source| ActError::Kube {
+                    step: step.to_string(),
+                    source,
+                })?;
+            let message = format!("{slot} left the replica set; {step}");
+            Ok(Outcome::done(step.reason(), message))
+        }
+        Step::Wait { .. } => Ok(Outcome::after(WHILE_WAITING)),
+        Step::Refuse { reason } => Ok(Outcome {
+            event: Some((
+                EventType::Warning,
+                reason.reason(),
+                format!("refused: {reason}"),
+            )),
+            ..Outcome::after(AFTER_REFUSAL)
+        }),
+        Step::InSync => Ok(Outcome::after(IN_SYNC)),
+    }
+}
+
+/// The members to reach the set through: those the set reports, else hostconf's.
+fn seeds(answers: &MongoAnswers, plan_input: &PlanInput) -> Vec<MemberAddress> {
+    match &answers.reading {
+        Some(reading) if !reading.set.members.is_empty() => {
+            reading.set.members.keys().cloned().collect()
+        }
+        _ => plan_input
+            .hostconf
+            .members
+            .iter()
+            .map(|m| m.address.clone())
+            .collect(),
+    }
+}
+
+/// The delay before retry `attempt` (0-based) of a conflicting reconfig:
+/// exponential from 500 ms to 30 s, with jitter.
+pub fn conflict_backoff(attempt: u32) -> Duration {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(Duration::from_secs(30))
+        .with_jitter()
+        .without_max_times()
+        .build()
+        .nth(attempt as usize)
+        .unwrap_or(Duration::from_secs(30))
+}
+
+/// The users the operator keeps: clusterAdmin and clusterMonitor, and the
+/// database user when `spec.dbUserSpec` enables one. Passwords are derived from
+/// the root password unless the spec gives the database user's.
+fn operator_users(mongodb: &MongoDB, root_password: &str) -> Vec<UserSpec> {
+    let role = |role: &str, db: &str| (role.to_string(), db.to_string());
+    let admin = build::secrets::ADMIN_USER;
+    let monitor = build::secrets::MONITOR_USER;
+    let mut users = vec![
+        UserSpec {
+            database: "admin".into(),
+            name: admin.into(),
+            password: build::derive_user_password(root_password, admin),
+            roles: vec![role("clusterAdmin", "admin")],
+        },
+        UserSpec {
+            database: "admin".into(),
+            name: monitor.into(),
+            password: build::derive_user_password(root_password, monitor),
+            roles: vec![role("clusterMonitor", "admin"), role("read", "local")],
+        },
+    ];
+    let db_user = &mongodb.spec.db_user_spec;
+    if db_user.enable {
+        let password = db_user
+            .password
+            .clone()
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| build::derive_user_password(root_password, &db_user.user));
+        users.push(UserSpec {
+            database: db_user.name.clone(),
+            name: db_user.user.clone(),
+            password,
+            roles: vec![role("readWrite", &db_user.name)],
+        });
+    }
+    users
+}
+
+/// Creates or updates the operator's users once per change of their passwords
+/// (idempotent, so a restart only repeats it once).
+async fn ensure_users(
+    ctx: &Context,
+    mongodb: &MongoDB,
+    validated: &Validated,
+    answers: &MongoAnswers,
+    key: &str,
+) {
+    let Some(reading) = &answers.reading else {
+        return;
+    };
+    let root = &validated.credentials.root;
+    let users = operator_users(mongodb, &root.password);
+    let identities: Vec<String> = users
+        .iter()
+        .map(|u| format!("{}/{}/{}", u.database, u.name, u.password))
+        .collect();
+    let fingerprint = build::fingerprint(&identities.join("\n"));
+    if ctx.memory(key).users_fingerprint.as_deref() == Some(fingerprint.as_str()) {
+        return;
+    }
+    let seeds: Vec<MemberAddress> = reading.set.members.keys().cloned().collect();
+    let set_name = &mongodb.spec.repl_set_name;
+    for user in &users {
+        if let Err(error) = ctx.gateway.ensure_user(&seeds, set_name, user, root).await {
+            let message = format!("user {} on {}: {error}", user.name, user.database);
+            ctx.publish(
+                mongodb,
+                EventType::Warning,
+                Notice::UserNotReady.into(),
+                message,
+            )
+            .await;
+            return;
+        }
+    }
+    let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
+    let message = format!("users {} are in place", names.join(", "));
+    ctx.publish(
+        mongodb,
+        EventType::Normal,
+        Notice::UsersReady.into(),
+        message,
+    )
+    .await;
+    ctx.remember(key, |m| m.users_fingerprint = Some(fingerprint));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::fixtures;
+
+    #[test]
+    fn conflict_backoff_grows_and_stays_bounded() {
+        let first = conflict_backoff(0);
+        let later = conflict_backoff(8);
+        assert!(
+            first >= Duration::from_millis(500) && first <= Duration::from_secs(2),
+            "{first:?}"
+        );
+        assert!(later > first, "{later:?} after {first:?}");
+        assert!(conflict_backoff(100) <= Duration::from_secs(60));
+    }
+
+    #[test]
+    fn the_operator_keeps_its_two_users_and_the_enabled_database_user() {
+        let mut mongodb = fixtures::mongodb();
+        let names = |users: Vec<UserSpec>| {
+            users
+                .into_iter()
+                .map(|u| format!("{}@{}", u.name, u.database))
+                .collect::<Vec<_>>()
+        };
+        let two = names(operator_users(&mongodb, "root-pw"));
+        assert_eq!(
+            two,
+            vec![
+                format!("{}@admin", build::secrets::ADMIN_USER),
+                format!("{}@admin", build::secrets::MONITOR_USER)
+            ]
+        );
+        mongodb.spec.db_user_spec.enable = true;
+        mongodb.spec.db_user_spec.name = "app".into();
+        mongodb.spec.db_user_spec.user = "writer".into();
+        let users = operator_users(&mongodb, "root-pw");
+        assert_eq!(users[2].name, "writer");
+        assert_eq!(
+            users[2].roles,
+            vec![("readWrite".to_string(), "app".to_string())]
+        );
+        assert_eq!(
+            users[2].password,
+            build::derive_user_password("root-pw", "writer"),
+            "derived without a spec password"
+        );
+        mongodb.spec.db_user_spec.password = Some("given".into());
+        assert_eq!(operator_users(&mongodb, "root-pw")[2].password, "given");
+    }
+}

@@ -1,0 +1,76 @@
+//! Stage `observe` (MongoDB I/O): asks the members what they hold and reads the
+//! replica set through its seeds. Which members to ask and which seeds to use
+//! are decided by the pure [`crate::plan_input`]; nothing here decides.
+
+use std::collections::BTreeMap;
+
+use futures::future::join_all;
+
+use crate::api::MongoDB;
+use crate::hostconf::MemberAddress;
+use crate::mongo::{MongoGateway, SetReading};
+use crate::plan_input::{known_replica_set_id, local_members_to_ask, remote_members_to_ask, seeds};
+use crate::planner::MemberProbe;
+use crate::validate::{RootCredentials, Validated, Wanted};
+
+/// What the members answered this pass.
+pub struct MongoAnswers {
+    /// What each member asked directly answered (absent: it did not answer).
+    pub probes: BTreeMap<MemberAddress, MemberProbe>,
+    /// The replica set as read through the seeds, when it could be.
+    pub reading: Option<SetReading>,
+}
+
+/// Asks the local members (and, while no set is known, the other clusters'),
+/// then reads the set when anything says it exists. Never fails: a member that
+/// does not answer is one the planner waits for.
+pub async fn observe(
+    gateway: &MongoGateway,
+    mongodb: &MongoDB,
+    validated: &Validated,
+    wanted: Wanted,
+) -> MongoAnswers {
+    let credentials = &validated.credentials.root;
+    let known_id = known_replica_set_id(mongodb);
+    let local = local_members_to_ask(validated, wanted);
+    let mut probes = ask(gateway, local, credentials).await;
+    let remote = remote_members_to_ask(validated, known_id, &probes);
+    probes.extend(ask(gateway, remote, credentials).await);
+    let reading = match seeds(validated, known_id, &probes) {
+        Some(seeds) => {
+            let set_name = &mongodb.spec.repl_set_name;
+            match gateway.observe_set(&seeds, set_name, credentials).await {
+                Ok(reading) => Some(reading),
+                Err(error) => {
+                    tracing::info!(%error, "the replica set could not be read");
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    MongoAnswers { probes, reading }
+}
+
+/// Asks each of `members` directly, at once; those that do not answer are left out.
+async fn ask(
+    gateway: &MongoGateway,
+    members: impl IntoIterator<Item = MemberAddress>,
+    credentials: &RootCredentials,
+) -> BTreeMap<MemberAddress, MemberProbe> {
+    let questions = members.into_iter().map(|address| async move {
+        let answer = gateway.ask_member(&address, credentials).await;
+        (address, answer)
+    });
+    join_all(questions)
+        .await
+        .into_iter()
+        .filter_map(|(address, answer)| match answer {
+            Ok(probe) => Some((address, probe)),
+            Err(error) => {
+                tracing::debug!(member = %address, %error, "member did not answer");
+                None
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,372 @@
+//! Stage `observe`, its pure half: which members the pass asks, through which
+//! seeds it reads the replica set, and the planner's [`PlanInput`] assembled
+//! from the checked input and what the members answered.
+//!
+//! The MongoDB I/O half (`controller::observe`) only carries out the questions
+//! decided here; everything the planner sees is put together by
+//! [`plan_input`], so it can be tested without a mongod.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::api::MongoDB;
+use crate::hostconf::MemberAddress;
+use crate::planner::{
+    LocalMemberFacts, MemberProbe, MemberSlot, Observed, ObservedSet, PlanInput, Step,
+};
+use crate::validate::{Validated, Wanted};
+
+/// The local slots a pass looks at: wanted, or still holding a StatefulSet or
+/// a propagated Service.
+pub fn local_slots(validated: &Validated, wanted: Wanted) -> BTreeSet<MemberSlot> {
+    let mut slots: BTreeSet<MemberSlot> = wanted.slots().collect();
+    slots.extend(validated.stateful_sets.keys().copied());
+    slots.extend(validated.services.keys().copied());
+    slots
+}
+
+/// The local members to ask directly: those whose pod runs (a member that
+/// cannot answer would only cost a connection timeout).
+pub fn local_members_to_ask(validated: &Validated, wanted: Wanted) -> BTreeSet<MemberAddress> {
+    local_slots(validated, wanted)
+        .into_iter()
+        .filter(|slot| validated.pod_running(*slot))
+        .filter_map(|slot| validated.address(slot))
+        .collect()
+}
+
+/// The members of other clusters to ask directly: hostconf's, only while there
+/// is no evidence of a set yet — no recorded `replicaSetId` and no local member
+/// holding a config — because only the initiate decision and finding an
+/// existing set need them.
+pub fn remote_members_to_ask(
+    validated: &Validated,
+    known_replica_set_id: Option<&str>,
+    local_probes: &BTreeMap<MemberAddress, MemberProbe>,
+) -> Vec<MemberAddress> {
+    if known_replica_set_id.is_some() || local_probes.values().any(|p| p.has_config) {
+        return Vec::new();
+    }
+    validated
+        .hostconf
+        .members
+        .iter()
+        .map(|m| m.address.clone())
+        .filter(|a| !local_probes.contains_key(a) && a.host != validated.vip)
+        .collect()
+}
+
+/// The seed list to read the set through — members that answered with a
+/// config, then hostconf's — or `None` when nothing says a set exists.
+pub fn seeds(
+    validated: &Validated,
+    known_replica_set_id: Option<&str>,
+    probes: &BTreeMap<MemberAddress, MemberProbe>,
+) -> Option<Vec<MemberAddress>> {
+    let with_config = probes
+        .iter()
+        .filter(|(_, p)| p.has_config)
+        .map(|(a, _)| a.clone());
+    let mut seeds: BTreeSet<MemberAddress> = with_config.collect();
+    if seeds.is_empty() && known_replica_set_id.is_none() {
+        return None;
+    }
+    seeds.extend(validated.hostconf.members.iter().map(|m| m.address.clone()));
+    Some(seeds.into_iter().collect())
+}
+
+/// The planner's input. `probes`: what each member asked directly answered
+/// (absent: no answer); `set`: the replica set as read through the seeds;
+/// `stepped_down_recently`: a primary this operator asked to step down and
+/// that may still be handing over.
+pub fn plan_input(
+    mongodb: &MongoDB,
+    validated: &Validated,
+    wanted: Wanted,
+    probes: &BTreeMap<MemberAddress, MemberProbe>,
+    set: Option<ObservedSet>,
+    stepped_down_recently: Option<MemberAddress>,
+) -> PlanInput {
+    let local_members: Vec<LocalMemberFacts> = local_slots(validated, wanted)
+        .into_iter()
+        .map(|slot| {
+            let address = validated.address(slot);
+            LocalMemberFacts {
+                slot,
+                probe: address.as_ref().and_then(|a| probes.get(a).cloned()),
+                address,
+                stateful_set_exists: validated.stateful_sets.contains_key(&slot),
+                pod_running: validated.pod_running(slot),
+            }
+        })
+        .collect();
+    let local_hosts: BTreeSet<&MemberAddress> = local_members
+        .iter()
+        .filter_map(|m| m.address.as_ref())
+        .collect();
+    let remote_probes = probes
+        .iter()
+        .filter(|(address, _)| !local_hosts.contains(address) && address.host != validated.vip)
+        .map(|(address, probe)| (address.clone(), probe.clone()))
+        .collect();
+    PlanInput {
+        local_vip: validated.vip.clone(),
+        set_name: mongodb.spec.repl_set_name.clone(),
+        desired_members: wanted.members,
+        arbiter_wanted: wanted.arbiter,
+        rs_init: mongodb.spec.rs_init,
+        settings: mongodb.spec.replica_set_settings.clone(),
+        pvc_policy: mongodb.spec.removed_member_pvc_policy,
+        known_replica_set_id: known_replica_set_id(mongodb).map(str::to_string),
+        hostconf: validated.hostconf.clone(),
+        local_members,
+        remote_probes,
+        observed: set.map_or(Observed::Unreachable, Observed::Configured),
+        stepped_down_recently,
+    }
+}
+
+/// Whether this cluster's members are out of the set, as a leaving pass sees
+/// it: the planner has nothing left to do, or no set can be read and no local
+/// member holds a config.
+pub fn has_left(input: &PlanInput, step: &Step) -> bool {
+    let holds_config = |m: &LocalMemberFacts| m.probe.as_ref().is_some_and(|p| p.has_config);
+    *step == Step::InSync
+        || (input.observed == Observed::Unreachable
+            && !input.local_members.iter().any(holds_config))
+}
+
+/// The `replicaSetId` recorded in status: once recorded, the set exists.
+pub fn known_replica_set_id(mongodb: &MongoDB) -> Option<&str> {
+    mongodb
+        .status
+        .as_ref()
+        .and_then(|s| s.replica_set_id.as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::MongoDBStatus;
+    use crate::build::fixtures;
+    use crate::hostconf::HostConf;
+    use crate::validate::{
+        MemberService, MemberStatefulSetFacts, RootCredentials, SharedCredentials,
+    };
+
+    const VIP: &str = "10.0.0.1";
+
+    fn address(host: &str, port: u16) -> MemberAddress {
+        MemberAddress {
+            host: host.into(),
+            port,
+        }
+    }
+
+    fn probe(has_config: bool) -> MemberProbe {
+        MemberProbe {
+            has_config,
+            replica_set_id: has_config.then(|| "id-1".into()),
+            set_name: Some("replset-0".into()),
+            state: None,
+        }
+    }
+
+    /// Local members 0 (Service, running), 1 (Service, StatefulSet, pod not
+    /// running), 3 (StatefulSet only, recorded host); hostconf lists 0, 1 and
+    /// two remote members.
+    fn validated() -> Validated {
+        let service = |port| MemberService {
+            selector: BTreeMap::new(),
+            node_port: Some(port),
+        };
+        let data = "host:'10.0.0.1:30001'\nhost:'10.0.0.1:30002'\nhost:'10.0.0.2:30001'\nhost:'10.0.0.3:30001'";
+        Validated {
+            vip: VIP.into(),
+            hostconf: HostConf::from_config_map_data(&BTreeMap::from([(
+                "datas".to_string(),
+                data.to_string(),
+            )]))
+            .unwrap(),
+            credentials: SharedCredentials {
+                keyfile: "k".into(),
+                root: RootCredentials {
+                    username: "root".into(),
+                    password: "p".into(),
+                },
+            },
+            services: BTreeMap::from([
+                (MemberSlot::Data(0), service(30001)),
+                (MemberSlot::Data(1), service(30002)),
+            ]),
+            stateful_sets: BTreeMap::from([
+                (
+                    MemberSlot::Data(0),
+                    MemberStatefulSetFacts {
+                        recorded_host: None,
+                        pod_running: true,
+                    },
+                ),
+                (
+                    MemberSlot::Data(1),
+                    MemberStatefulSetFacts {
+                        recorded_host: None,
+                        pod_running: false,
+                    },
+                ),
+                (
+                    MemberSlot::Data(3),
+                    MemberStatefulSetFacts {
+                        recorded_host: Some(address(VIP, 30004)),
+                        pod_running: true,
+                    },
+                ),
+            ]),
+        }
+    }
+
+    const TWO: Wanted = Wanted {
+        members: 2,
+        arbiter: false,
+    };
+
+    #[test]
+    fn only_running_local_members_are_asked() {
+        let asked = local_members_to_ask(&validated(), TWO);
+        assert_eq!(
+            asked,
+            BTreeSet::from([address(VIP, 30001), address(VIP, 30004)])
+        );
+    }
+
+    #[test]
+    fn remote_members_are_asked_only_while_no_set_is_known() {
+        let validated = validated();
+        let fresh = BTreeMap::from([(address(VIP, 30001), probe(false))]);
+        let remote = remote_members_to_ask(&validated, None, &fresh);
+        assert_eq!(
+            remote,
+            vec![address("10.0.0.2", 30001), address("10.0.0.3", 30001)]
+        );
+        assert!(remote_members_to_ask(&validated, Some("id-1"), &fresh).is_empty());
+        let configured = BTreeMap::from([(address(VIP, 30001), probe(true))]);
+        assert!(remote_members_to_ask(&validated, None, &configured).is_empty());
+    }
+
+    #[test]
+    fn the_set_is_read_only_with_evidence_of_one() {
+        let validated = validated();
+        let fresh = BTreeMap::from([(address(VIP, 30001), probe(false))]);
+        assert_eq!(seeds(&validated, None, &fresh), None);
+        let recorded = seeds(&validated, Some("id-1"), &fresh).unwrap();
+        assert_eq!(recorded.len(), 4, "hostconf's members: {recorded:?}");
+        let answered = BTreeMap::from([(address(VIP, 30004), probe(true))]);
+        let seeds = seeds(&validated, None, &answered).unwrap();
+        assert!(
+            seeds.contains(&address(VIP, 30004)),
+            "a member that answered with a config is a seed"
+        );
+        assert_eq!(seeds.len(), 5);
+    }
+
+    #[test]
+    fn the_plan_input_separates_local_and_remote_answers() {
+        let mut mongodb = fixtures::mongodb();
+        mongodb.spec.members = 2;
+        mongodb.spec.rs_init = true;
+        mongodb.status = Some(MongoDBStatus {
+            replica_set_id: Some("id-1".into()),
+            ..MongoDBStatus::default()
+        });
+        let probes = BTreeMap::from([
+            (address(VIP, 30001), probe(true)),
+            (address("10.0.0.2", 30001), probe(true)),
+            (address(VIP, 39999), probe(true)),
+        ]);
+        let input = plan_input(
+            &mongodb,
+            &validated(),
+            TWO,
+            &probes,
+            None,
+            Some(address(VIP, 30001)),
+        );
+        assert_eq!(input.local_vip, VIP);
+        assert_eq!(
+            (input.desired_members, input.arbiter_wanted, input.rs_init),
+            (2, false, true)
+        );
+        assert_eq!(input.known_replica_set_id.as_deref(), Some("id-1"));
+        assert_eq!(input.observed, Observed::Unreachable);
+        assert_eq!(input.stepped_down_recently, Some(address(VIP, 30001)));
+        let slots: Vec<MemberSlot> = input.local_members.iter().map(|m| m.slot).collect();
+        assert_eq!(
+            slots,
+            vec![
+                MemberSlot::Data(0),
+                MemberSlot::Data(1),
+                MemberSlot::Data(3)
+            ]
+        );
+        let first = &input.local_members[0];
+        assert!(first.stateful_set_exists && first.pod_running && first.probe.is_some());
+        let second = &input.local_members[1];
+        assert!(second.stateful_set_exists && !second.pod_running && second.probe.is_none());
+        assert_eq!(input.local_members[2].address, Some(address(VIP, 30004)));
+        assert_eq!(
+            input.remote_probes.keys().cloned().collect::<Vec<_>>(),
+            vec![address("10.0.0.2", 30001)],
+            "an unknown address with this cluster's VIP is neither local nor remote"
+        );
+    }
+
+    #[test]
+    fn a_leaving_cluster_has_left_when_in_sync_or_when_nothing_holds_a_config() {
+        let mongodb = fixtures::mongodb();
+        let nothing = Wanted {
+            members: 0,
+            arbiter: false,
+        };
+        let fresh = BTreeMap::from([(address(VIP, 30001), probe(false))]);
+        let unread = plan_input(&mongodb, &validated(), nothing, &fresh, None, None);
+        assert!(has_left(
+            &unread,
+            &Step::Wait {
+                reason: crate::planner::WaitReason::NoPrimary
+            }
+        ));
+        let configured = BTreeMap::from([(address(VIP, 30001), probe(true))]);
+        let still_member = plan_input(&mongodb, &validated(), nothing, &configured, None, None);
+        assert!(!has_left(
+            &still_member,
+            &Step::Wait {
+                reason: crate::planner::WaitReason::NoPrimary
+            }
+        ));
+        assert!(has_left(&still_member, &Step::InSync));
+    }
+
+    #[test]
+    fn an_observed_set_is_handed_over_as_configured() {
+        let set = ObservedSet {
+            config: crate::replset::ReplicaSetConfig {
+                set_name: "replset-0".into(),
+                version: 1,
+                term: None,
+                members: vec![],
+                settings: crate::replset::ConfigSettings::from_desired(&Default::default(), None),
+            },
+            primary: None,
+            members: BTreeMap::new(),
+            config_committed: false,
+        };
+        let input = plan_input(
+            &fixtures::mongodb(),
+            &validated(),
+            TWO,
+            &BTreeMap::new(),
+            Some(set.clone()),
+            None,
+        );
+        assert_eq!(input.observed, Observed::Configured(set));
+    }
+}
