@@ -19,7 +19,7 @@ use crate::build::{self, names};
 use crate::hostconf::MemberAddress;
 use crate::mongo::{codes, MongoError, UserSpec};
 use crate::planner::{PlanInput, Step};
-use crate::validate::Validated;
+use crate::validate::{RootCredentials, Validated};
 
 /// How soon to look again after each kind of step.
 const AFTER_CHANGE: Duration = Duration::from_secs(1);
@@ -345,29 +345,35 @@ async fn ensure_users(
     }
     let seeds: Vec<MemberAddress> = reading.set.members.keys().cloned().collect();
     let set_name = &mongodb.spec.repl_set_name;
-    for user in &users {
-        if let Err(error) = ctx.gateway.ensure_user(&seeds, set_name, user, root).await {
-            let message = format!("user {} on {}: {error}", user.name, user.database);
-            ctx.publish(
-                mongodb,
-                EventType::Warning,
-                Notice::UserNotReady.into(),
-                message,
-            )
-            .await;
-            return;
+    let ensured = ensure_each(ctx, &seeds, set_name, &users, root).await;
+    let (type_, reason, message) = match &ensured {
+        Ok(()) => {
+            let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
+            let message = format!("users {} are in place", names.join(", "));
+            (EventType::Normal, Notice::UsersReady, message)
+        }
+        Err(message) => (EventType::Warning, Notice::UserNotReady, message.clone()),
+    };
+    ctx.publish(mongodb, type_, reason.into(), message).await;
+    if ensured.is_ok() {
+        ctx.remember(key, |m| m.users_fingerprint = Some(fingerprint));
+    }
+}
+
+/// Ensures each user in turn; stops at the first failure, saying which user.
+async fn ensure_each(
+    ctx: &Context,
+    seeds: &[MemberAddress],
+    set_name: &str,
+    users: &[UserSpec],
+    root: &RootCredentials,
+) -> Result<(), String> {
+    for user in users {
+        if let Err(error) = ctx.gateway.ensure_user(seeds, set_name, user, root).await {
+            return Err(format!("user {} on {}: {error}", user.name, user.database));
         }
     }
-    let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
-    let message = format!("users {} are in place", names.join(", "));
-    ctx.publish(
-        mongodb,
-        EventType::Normal,
-        Notice::UsersReady.into(),
-        message,
-    )
-    .await;
-    ctx.remember(key, |m| m.users_fingerprint = Some(fingerprint));
+    Ok(())
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ use crate::validate::RootCredentials;
 use client_cache::ClientCache;
 use config_doc::{config_from_document, initiate_document, integer, reconfig_document};
 
-/// Error codes (see `replica-set-rules.md`).
+/// Error codes the operator handles (`docs/replica-set-rules.md`).
 pub mod codes {
     /// Command needs authentication.
     pub const UNAUTHORIZED: i32 = 13;
