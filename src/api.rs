@@ -31,7 +31,7 @@ pub const VIP_LABEL: &str = "app.multicloudmongodb.io/vip";
 pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 /// Default replica-set name (FedState uses `replset-0`).
 pub const DEFAULT_REPLSET_NAME: &str = "replset-0";
-/// Default mongod image: a supported release (FedState's 3.6 default is refused on purpose).
+/// Default mongod image: a supported release (FedState's `mongo:3.6` is refused in status).
 pub const DEFAULT_IMAGE: &str = "mongo:7.0";
 
 /// Desired state of the MongoDB members hosted in this cluster, and of the
@@ -48,11 +48,29 @@ pub const DEFAULT_IMAGE: &str = "mongo:7.0";
     namespaced,
     status = "MongoDBStatus",
     doc = "A MongoDB replica set spanning the member clusters of a federation; this object describes the members hosted in this cluster.",
-    printcolumn(name = "State", type_ = "string", json_path = ".status.state", description = "Running, Pause, Reconciling, Error or Unknown"),
-    printcolumn(name = "Members", type_ = "string", json_path = ".status.readyMembers", description = "local members ready in the replica set / desired"),
-    printcolumn(name = "Primary", type_ = "string", json_path = ".status.primary", description = "host of the replica set's primary"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    validation = Rule::new("size(self.metadata.name) <= 40").message("metadata.name must be at most 40 characters: member StatefulSets are named <name>-mongodb-<index>"),
+    printcolumn(
+        name = "State",
+        type_ = "string",
+        json_path = ".status.state",
+        description = "Running, Pause, Reconciling, Error or Unknown"
+    ),
+    printcolumn(
+        name = "Members",
+        type_ = "string",
+        json_path = ".status.readyMembers",
+        description = "local members ready in the replica set / desired"
+    ),
+    printcolumn(
+        name = "Primary",
+        type_ = "string",
+        json_path = ".status.primary",
+        description = "host of the replica set's primary"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(
     validation = Rule::new("has(self.credentialsSecretRef) || has(self.rootPassword)").message("set spec.credentialsSecretRef (preferred) or spec.rootPassword"),
@@ -89,11 +107,12 @@ pub struct MongoDBSpec {
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.type is immutable"))]
     pub type_: DeploymentType,
 
-    /// mongod container image. Releases older than 4.4 are refused: they lack the
-    /// safe-reconfig semantics (newlyAdded, one voting change per reconfig) this
-    /// operator relies on.
+    /// mongod container image. Any image is accepted here (FedState's default is
+    /// `mongo:3.6`); the operator refuses releases older than 4.4 in status
+    /// (state `Error`, reason `UnsupportedMongoDBVersion`): they lack the
+    /// safe-reconfig semantics (newlyAdded, one voting change per reconfig) it
+    /// relies on.
     #[serde(default = "default_image")]
-    #[x_kube(validation = Rule::new("!self.matches('^.*:v?([0-3]|4\\\\.[0-3])(\\\\.[0-9]+)*(-[A-Za-z0-9._-]*)?$')").message("MongoDB images older than 4.4 are not supported"))]
     #[schemars(length(min = 1))]
     pub image: String,
 

@@ -14,12 +14,17 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::ResourceExt;
 
-use crate::api::{MongoDB, VIP_LABEL};
+use crate::api::{MongoDB, DEFAULT_IMAGE, VIP_LABEL};
 use crate::build::{
     self, names, BuildContext, BuildError, CredentialsSource, MemberTarget, MEMBER_HOST_ANNOTATION,
 };
 use crate::hostconf::{HostConf, HostConfError, MemberAddress};
 use crate::planner::MemberSlot;
+
+/// The longest StatefulSet name whose pods can be created: the pods carry the
+/// label `controller-revision-hash: <name>-<hash of up to 10 characters>`, and
+/// a label value has at most 63 characters.
+const MAX_STATEFUL_SET_NAME: usize = 52;
 
 /// The shortest and longest keyfile mongod accepts.
 const KEYFILE_LENGTH: std::ops::RangeInclusive<usize> = 6..=1024;
@@ -98,6 +103,31 @@ pub enum InvalidInput {
         /// The keyfile's key.
         key: String,
         /// How many non-blank characters it holds.
+        length: usize,
+    },
+    /// The image runs a MongoDB release older than 4.4.
+    #[error(
+        "spec.image {image} is MongoDB {version}; this operator needs MongoDB 4.4 or later \
+         (safe reconfig: one voting change at a time, newlyAdded members, commitmentStatus). \
+         Set spec.image to a 4.4+ image such as {DEFAULT_IMAGE}; with FedState, set \
+         spec.imageSetting.image of the MultiCloudMongoDB (its webhook defaults to mongo:3.6)"
+    )]
+    UnsupportedMongoDBVersion {
+        /// The image.
+        image: String,
+        /// The version its tag names.
+        version: String,
+    },
+    /// A member StatefulSet's name would be too long for Kubernetes.
+    #[error(
+        "StatefulSet {stateful_set} would be {length} characters long; a StatefulSet name \
+         longer than {MAX_STATEFUL_SET_NAME} makes its pods' controller-revision-hash label \
+         exceed 63 characters, so no pod could be created. Use a shorter MongoDB name"
+    )]
+    NameTooLong {
+        /// The StatefulSet name.
+        stateful_set: String,
+        /// Its length.
         length: usize,
     },
     /// The object itself cannot be built from (no uid, no credentials, …).
@@ -304,6 +334,8 @@ pub fn validate(
 ) -> Result<Validated, InvalidInput> {
     let instance = mongodb.name_any();
     let vip = vip(mongodb.labels())?;
+    supported_image(&mongodb.spec.image)?;
+    member_names_fit(&instance, Wanted::of(mongodb, false))?;
     let hostconf_name = names::hostconf(&instance, mongodb.spec.member_config_ref.as_deref());
     let Some(config_map) = &referenced.hostconf else {
         return Err(InvalidInput::HostconfMissing {
@@ -336,6 +368,48 @@ pub fn vip(labels: &BTreeMap<String, String>) -> Result<String, InvalidInput> {
         });
     }
     Ok(vip.to_string())
+}
+
+/// Refuses images whose tag names a MongoDB release older than 4.4. A tag
+/// that names no version (`latest`, a digest, none) is accepted: the operator
+/// cannot tell, and mongod itself will say.
+pub fn supported_image(image: &str) -> Result<(), InvalidInput> {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    let last_segment = without_digest.rsplit('/').next().unwrap_or(without_digest);
+    let Some((_, tag)) = last_segment.split_once(':') else {
+        return Ok(());
+    };
+    let digits = tag.strip_prefix('v').unwrap_or(tag);
+    let mut numbers = digits
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|part| part.parse::<u32>().ok());
+    let (Some(Some(major)), minor) = (numbers.next(), numbers.next()) else {
+        return Ok(());
+    };
+    let minor = minor.flatten().unwrap_or(0);
+    if (major, minor) < (4, 4) {
+        return Err(InvalidInput::UnsupportedMongoDBVersion {
+            image: image.to_string(),
+            version: tag.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses an instance name whose wanted member StatefulSets would be too
+/// long for their pods to be created.
+pub fn member_names_fit(instance: &str, wanted: Wanted) -> Result<(), InvalidInput> {
+    let too_long = wanted
+        .slots()
+        .map(|slot| names::slot(instance, slot))
+        .find(|name| name.len() > MAX_STATEFUL_SET_NAME);
+    match too_long {
+        Some(stateful_set) => Err(InvalidInput::NameTooLong {
+            length: stateful_set.len(),
+            stateful_set,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// The hostconf ConfigMap's data, parsed.
@@ -787,6 +861,82 @@ mod tests {
         assert_eq!(Wanted::of(&mongodb, true).slots().count(), 0);
         mongodb.spec.members = -1;
         assert_eq!(Wanted::of(&mongodb, false).members, 0);
+    }
+
+    #[test]
+    fn images_older_than_4_4_are_refused_with_what_to_set() {
+        for (image, version) in [
+            ("mongo:3.6", "3.6"),
+            ("fedstate.io/atsctoo/mongo:3.6", "3.6"),
+            ("mongo:4.2.24", "4.2.24"),
+            ("registry:5000/mongo:4.0", "4.0"),
+            ("mongo:v3", "v3"),
+            ("mongo:4.0-bionic", "4.0-bionic"),
+        ] {
+            let error = supported_image(image).unwrap_err();
+            assert_eq!(error.reason(), "UnsupportedMongoDBVersion", "{image}");
+            let message = error.to_string();
+            assert!(
+                message.contains(&format!("spec.image {image} is MongoDB {version}")),
+                "{message}"
+            );
+            assert!(message.contains("4.4 or later"), "{message}");
+            assert!(
+                message.contains("spec.imageSetting.image"),
+                "says where to set it with FedState: {message}"
+            );
+        }
+        for image in [
+            "mongo:4.4",
+            "mongo:7.0.14",
+            "registry:5000/mongo:8.0",
+            "mongo",
+            "mongo:latest",
+            "mongo:30",
+            "mongo@sha256:0123abcd",
+        ] {
+            supported_image(image).unwrap_or_else(|e| panic!("{image}: {e}"));
+        }
+    }
+
+    #[test]
+    fn an_old_image_makes_the_whole_input_invalid() {
+        let mut mongodb = stored(&[(VIP_LABEL, "10.0.0.1")]);
+        mongodb.spec.image = "mongo:3.6".into();
+        let referenced = ReferencedObjects {
+            hostconf: Some(config_map(&[("datas", "host:'10.0.0.1:30001'")])),
+            ..ReferencedObjects::default()
+        };
+        assert_eq!(
+            validate(&mongodb, &referenced).unwrap_err().reason(),
+            "UnsupportedMongoDBVersion"
+        );
+    }
+
+    #[test]
+    fn names_too_long_for_member_statefulsets_are_refused_in_status() {
+        let with_arbiter = Wanted {
+            members: 3,
+            arbiter: true,
+        };
+        assert!(member_names_fit(&"a".repeat(36), with_arbiter).is_ok());
+        let data_only = Wanted {
+            members: 3,
+            arbiter: false,
+        };
+        assert!(
+            member_names_fit(&"a".repeat(42), data_only).is_ok(),
+            "a-…-mongodb-2 is 52"
+        );
+        assert!(member_names_fit(&"a".repeat(43), data_only).is_err());
+        let error = member_names_fit(&"a".repeat(37), with_arbiter).unwrap_err();
+        assert_eq!(error.reason(), "NameTooLong");
+        let message = error.to_string();
+        assert!(
+            message.contains(&format!("{}-mongodb-arbiter", "a".repeat(37))),
+            "{message}"
+        );
+        assert!(message.contains("52"), "{message}");
     }
 
     #[test]

@@ -91,32 +91,25 @@ fn member_counts_outside_zero_to_fifty_are_refused() {
 }
 
 #[test]
-fn images_older_than_4_4_are_refused() {
+fn images_of_every_release_are_accepted_so_fedstates_default_can_be_propagated() {
+    // FedState's webhook defaults the image to mongo:3.6; refusing it here would
+    // stop Karmada from creating the object, with nothing in the member cluster
+    // saying why. The operator refuses releases older than 4.4 in status instead.
     for image in [
         "mongo:3.6",
         "mongo:4.2.24",
         "registry:5000/mongo:4.0",
-        "mongo:3",
-    ] {
-        let mut bad = minimal();
-        bad["spec"]["image"] = json!(image);
-        let error = create(bad).unwrap_err();
-        assert!(
-            error.contains("MongoDB images older than 4.4 are not supported"),
-            "{image}: {error}"
-        );
-    }
-    for image in [
         "mongo:4.4",
         "mongo:7.0.14",
-        "registry:5000/mongo:8.0",
         "mongo",
-        "mongo:30",
     ] {
-        let mut good = minimal();
-        good["spec"]["image"] = json!(image);
-        create(good).unwrap_or_else(|e| panic!("{image} refused: {e}"));
+        let mut any = minimal();
+        any["spec"]["image"] = json!(image);
+        create(any).unwrap_or_else(|e| panic!("{image} refused: {e}"));
     }
+    let mut empty = minimal();
+    empty["spec"]["image"] = json!("");
+    assert!(create(empty).is_err(), "an empty image is still refused");
 }
 
 #[test]
@@ -193,8 +186,8 @@ fn fedstate_immutable_fields_cannot_change() {
 }
 
 #[test]
-fn names_too_long_for_member_statefulsets_are_refused() {
-    let mut bad = minimal();
-    bad["metadata"]["name"] = json!("a".repeat(41));
-    assert!(create(bad).unwrap_err().contains("at most 40 characters"));
+fn long_names_are_accepted_at_admission_like_fedstate_writes_them() {
+    let mut long = minimal();
+    long["metadata"]["name"] = json!("a".repeat(50));
+    create(long).expect("FedState sets no length limit; the operator reports names it cannot use");
 }
