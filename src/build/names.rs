@@ -36,6 +36,13 @@ pub fn hostconf(instance: &str, member_config_ref: Option<&str>) -> String {
     }
 }
 
+/// The instance whose arbiter `object_name` names (`<instance>-mongodb-arbiter`).
+pub fn instance_of_arbiter(object_name: &str) -> Option<&str> {
+    object_name
+        .strip_suffix("-mongodb-arbiter")
+        .filter(|instance| !instance.is_empty())
+}
+
 /// `<name>-mongodb-<index>`: a data member's Service and StatefulSet.
 pub fn member(instance: &str, index: u32) -> String {
     format!("{instance}-mongodb-{index}")
@@ -124,6 +131,14 @@ mod tests {
         ] {
             assert_eq!(slot_of("demo", &slot("demo", s)), Some(s));
         }
+    }
+
+    #[test]
+    fn the_arbiters_instance_is_read_from_its_name() {
+        assert_eq!(instance_of_arbiter(&arbiter("demo")), Some("demo"));
+        assert_eq!(instance_of_arbiter("my-db-mongodb-arbiter"), Some("my-db"));
+        assert_eq!(instance_of_arbiter("-mongodb-arbiter"), None);
+        assert_eq!(instance_of_arbiter("demo-mongodb-0"), None);
     }
 
     #[test]

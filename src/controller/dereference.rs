@@ -1,7 +1,9 @@
 //! Stage `dereference` (Kubernetes I/O): reads everything a `MongoDB` object
 //! refers to — the hostconf ConfigMap, the credentials Secret, the propagated
-//! member Services, and the StatefulSets and pods this operator runs — and
-//! returns them as read. Checking them is the pure `validate` stage's work.
+//! member Services (by the instance label, and the arbiter's by its name, as
+//! FedState does not label it with the instance), and the StatefulSets and pods
+//! this operator runs — and returns them as read. Checking them is the pure
+//! `validate` stage's work.
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
@@ -49,11 +51,21 @@ pub async fn dereference(
     };
 
     let selector = ListParams::default().labels(&format!("{INSTANCE_LABEL}={instance}"));
-    let services = Api::<Service>::namespaced(client.clone(), &namespace)
+    let services_api = Api::<Service>::namespaced(client.clone(), &namespace);
+    let mut services = services_api
         .list(&selector)
         .await
         .map_err(failed("the member Services".to_string()))?
         .items;
+    // FedState's arbiter Service carries `app` but not the instance label.
+    let arbiter = names::arbiter(&instance);
+    if !services.iter().any(|s| s.name_any() == arbiter) {
+        let found = services_api
+            .get_opt(&arbiter)
+            .await
+            .map_err(failed(format!("Service {arbiter}")))?;
+        services.extend(found);
+    }
     let stateful_sets = Api::<StatefulSet>::namespaced(client.clone(), &namespace)
         .list(&selector)
         .await
@@ -72,4 +84,57 @@ pub async fn dereference(
         stateful_sets,
         pods,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Service;
+    use kube::api::PostParams;
+    use serde_json::json;
+
+    use super::*;
+    use crate::build::fixtures;
+    use crate::controller::test_cluster;
+
+    async fn create_service(client: &Client, name: &str, labels: serde_json::Value) {
+        let service: Service = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"type": "NodePort", "selector": {"app": name}, "ports": [{"name": "mongo", "port": 27017, "targetPort": 27017}]},
+        }))
+        .unwrap();
+        Api::<Service>::namespaced(client.clone(), fixtures::NAMESPACE)
+            .create(&PostParams::default(), &service)
+            .await
+            .expect("the Service is created");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fedstates_arbiter_service_is_found_by_its_name() {
+        // FedState labels member Services with the instance label and `app`, but
+        // the arbiter Service only with `app` (pkg/driver/k8s/label.go).
+        let (_server, client) = test_cluster::start().await;
+        let mongodb = fixtures::mongodb();
+        create_service(
+            &client,
+            "demo-mongodb-0",
+            json!({"app.kubernetes.io/instance": "demo", "app": "demo-mongodb-0"}),
+        )
+        .await;
+        create_service(
+            &client,
+            "demo-mongodb-arbiter",
+            json!({"app": "demo-mongodb-arbiter"}),
+        )
+        .await;
+        create_service(
+            &client,
+            "other-mongodb-arbiter",
+            json!({"app": "other-mongodb-arbiter"}),
+        )
+        .await;
+        let referenced = dereference(&client, &mongodb).await.unwrap();
+        let mut names: Vec<String> = referenced.services.iter().map(|s| s.name_any()).collect();
+        names.sort();
+        assert_eq!(names, ["demo-mongodb-0", "demo-mongodb-arbiter"]);
+    }
 }

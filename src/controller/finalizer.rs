@@ -110,42 +110,17 @@ async fn send(
 
 #[cfg(test)]
 mod tests {
-    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-    use std::sync::atomic::{AtomicU8, Ordering};
-
-    use apiserver_sim::{ApiServer, ApiServerHandle};
-    use k8s_openapi::api::core::v1::Namespace;
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use apiserver_sim::ApiServerHandle;
     use kube::api::{DeleteParams, PostParams};
-    use kube::{Client, CustomResourceExt};
 
     use super::*;
     use crate::build::fixtures;
+    use crate::controller::test_cluster;
 
     const OTHER: &str = "example.com/keep-me";
 
-    /// An API server on an address of its own, the MongoDB CRD installed, and
-    /// an API for MongoDB objects in the fixtures' namespace.
     async fn cluster() -> (ApiServerHandle, Api<MongoDB>) {
-        static NEXT: AtomicU8 = AtomicU8::new(1);
-        let last = NEXT.fetch_add(1, Ordering::Relaxed);
-        let pid = std::process::id();
-        let ip = IpAddr::V4(Ipv4Addr::new(127, 91, (pid % 250) as u8, last));
-        let server = ApiServer::start(SocketAddr::new(ip, 0))
-            .await
-            .expect("apiserver-sim starts");
-        let config = kube::Config::new(server.url().parse().expect("a URL"));
-        let client = Client::try_from(config).expect("a client");
-        Api::<CustomResourceDefinition>::all(client.clone())
-            .create(&PostParams::default(), &MongoDB::crd())
-            .await
-            .expect("the CRD is accepted");
-        let namespace: Namespace =
-            serde_json::from_value(json!({"metadata": {"name": fixtures::NAMESPACE}})).unwrap();
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &namespace)
-            .await
-            .expect("the namespace is created");
+        let (server, client) = test_cluster::start().await;
         (server, Api::namespaced(client, fixtures::NAMESPACE))
     }
 

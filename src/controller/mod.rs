@@ -15,6 +15,8 @@ mod apply;
 mod dereference;
 pub mod finalizer;
 mod observe;
+#[cfg(test)]
+mod test_cluster;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -161,9 +163,14 @@ pub async fn run(
     )
     .with_config(config);
     let store = controller.store();
-    let by_instance_label = |object: Service| {
-        let name = object.labels().get(INSTANCE_LABEL)?.clone();
-        Some(ObjectRef::new(&name).within(&object.namespace()?))
+    // Member Services carry the instance label; FedState's arbiter Service only
+    // its name, `<instance>-mongodb-arbiter`.
+    let member_service_of = |service: Service| {
+        let instance = match service.labels().get(INSTANCE_LABEL) {
+            Some(instance) => instance.clone(),
+            None => names::instance_of_arbiter(&service.name_any())?.to_string(),
+        };
+        Some(ObjectRef::new(&instance).within(&service.namespace()?))
     };
     let hostconf_store = store.clone();
     let secret_store = store.clone();
@@ -189,8 +196,8 @@ pub async fn run(
         .owns(scoped::<PodDisruptionBudget>(&client, &namespace), managed)
         .watches(
             scoped::<Service>(&client, &namespace),
-            watcher::Config::default().labels(INSTANCE_LABEL),
-            by_instance_label,
+            watcher::Config::default(),
+            member_service_of,
         )
         .watches(
             scoped::<ConfigMap>(&client, &namespace),
