@@ -120,8 +120,10 @@ pub struct MongoDBSpec {
     #[serde(default = "default_pull_policy")]
     pub image_pull_policy: PullPolicy,
 
-    /// Registry credentials (FedState field). The operator turns them into a
-    /// `kubernetes.io/dockerconfigjson` Secret used as the pods' image pull secret.
+    /// Registry credentials (FedState field). When both `username` and
+    /// `password` are set, the operator turns them into a
+    /// `kubernetes.io/dockerconfigjson` Secret used as the pods' image pull
+    /// secret; otherwise (FedState always sends `{}`) there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_secret: Option<ImagePullSecretSpec>,
 
@@ -247,6 +249,16 @@ pub struct ImagePullSecretSpec {
     /// Registry host the credentials are for.
     #[serde(default = "default_registry")]
     pub registry: String,
+}
+
+impl MongoDBSpec {
+    /// The registry credentials when complete: FedState sends `imagePullSecret:
+    /// {}` for none, and uses them only when both user and password are set.
+    pub fn registry_credentials(&self) -> Option<&ImagePullSecretSpec> {
+        self.image_pull_secret
+            .as_ref()
+            .filter(|r| !r.username.is_empty() && !r.password.is_empty())
+    }
 }
 
 /// CPU and memory limits and requests (Kubernetes quantities).

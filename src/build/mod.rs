@@ -306,6 +306,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn fedstates_empty_image_pull_secret_means_no_pull_secret() {
+        // FedState always sends `imagePullSecret: {}` (a non-pointer struct).
+        let mut mongodb = fixtures::mongodb();
+        mongodb.spec = serde_json::from_value(serde_json::json!({
+            "rootPassword": "x", "imagePullSecret": {}
+        }))
+        .unwrap();
+        let ctx = BuildContext::from_mongodb(&mongodb).unwrap();
+        assert_eq!(image_pull_secret(&ctx), None);
+        let desired = desired_objects(&ctx, "x", &[fixtures::member(0)]).unwrap();
+        assert!(desired
+            .secrets
+            .iter()
+            .all(|s| s.type_.as_deref() != Some("kubernetes.io/dockerconfigjson")));
+        let pod = desired.stateful_sets[0]
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            pod.image_pull_secrets, None,
+            "no empty pull secret attached to the pods"
+        );
+        mongodb.spec.image_pull_secret.as_mut().unwrap().username = "only-a-user".into();
+        let ctx = BuildContext::from_mongodb(&mongodb).unwrap();
+        assert_eq!(
+            image_pull_secret(&ctx),
+            None,
+            "like FedState: both user and password, or none"
+        );
+    }
+
+    #[test]
     fn context_resolves_identity_and_owner_reference_of_stored_object() {
         let mongodb = mongodb();
         let ctx = BuildContext::from_mongodb(&mongodb).unwrap();

@@ -81,7 +81,7 @@ pub(super) fn member_pod_spec(ctx: &BuildContext) -> PodSpec {
         node_selector: user_pod_spec.node_selector,
         tolerations: user_pod_spec.tolerations,
         topology_spread_constraints: user_pod_spec.topology_spread_constraints,
-        image_pull_secrets: spec.image_pull_secret.as_ref().map(|_| {
+        image_pull_secrets: spec.registry_credentials().map(|_| {
             vec![LocalObjectReference {
                 name: names::image_pull_secret(ctx.name()),
             }]

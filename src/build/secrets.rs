@@ -295,9 +295,9 @@ pub fn db_user_secret(
 }
 
 /// `<name>-image-pull`, a `kubernetes.io/dockerconfigjson` Secret, when
-/// `spec.imagePullSecret` is set.
+/// `spec.imagePullSecret` holds a user and a password.
 pub fn image_pull_secret(ctx: &BuildContext) -> Option<Secret> {
-    let registry = ctx.spec().image_pull_secret.as_ref()?;
+    let registry = ctx.spec().registry_credentials()?;
     let data = BTreeMap::from([(
         ".dockerconfigjson".to_string(),
         ByteString(docker_config_json(registry)),
