@@ -139,9 +139,17 @@ pub struct MongoDBSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_spec: Option<MemberPodSpec>,
 
-    /// Extra mongod command-line options, each given as `--<name>=<value>`.
-    /// Options the operator owns (replSet, keyFile, bind_ip, auth, port, dbpath,
-    /// config) are refused.
+    /// mongod configuration-file settings, each named by its dotted path and
+    /// passed to mongod as its command-line option, in the order of their
+    /// names: `net.compression.compressors`, `net.maxIncomingConnections`,
+    /// `operationProfiling.slowOpSampleRate`, `operationProfiling.slowOpThresholdMs`,
+    /// `replication.oplogSizeMB`, `storage.wiredTiger.collectionConfig.blockCompressor`,
+    /// `storage.wiredTiger.engineConfig.cacheSizeGB`, `systemLog.quiet`, and
+    /// `setParameter.<name>`. Any other entry (FedState's sample `LOG_LEVEL`, a
+    /// setting the operator owns such as `replSet` or `keyFile`, a value out of
+    /// range, a name given twice) is never passed to mongod, which would refuse
+    /// to start; it is reported in the `ConfigAccepted` condition and a Warning
+    /// Event. Other settings go in the ConfigMap of `customConfigRef`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub config: Vec<ConfigVar>,
@@ -322,16 +330,13 @@ pub struct MemberPodSpec {
     pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
 }
 
-/// One extra mongod option.
+/// One mongod configuration-file setting (FedState's `ConfigVar`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigVar {
-    /// Option name without dashes, e.g. `wiredTigerCacheSizeGB`.
-    #[schemars(
-        length(min = 1, max = 128),
-        regex(pattern = r"^[A-Za-z][A-Za-z0-9._]*$")
-    )]
-    #[x_kube(validation = Rule::new("!(self.lowerAscii() in ['replset', 'keyfile', 'bind_ip', 'bind_ip_all', 'auth', 'noauth', 'port', 'dbpath', 'config', 'clusterauthmode', 'transitiontoauth'])").message("this mongod option is managed by the operator"))]
+    /// The setting's dotted configuration-file name, e.g.
+    /// `storage.wiredTiger.engineConfig.cacheSizeGB` (see `spec.config`).
+    #[schemars(length(min = 1, max = 256))]
     pub name: String,
     /// Option value.
     #[serde(default)]

@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use crate::api::{
     CurrentInfo, LocalMemberStatus, MongoDB, MongoDBStatus, MongoState, ReplSetMemberStatus,
 };
+use crate::build::mongod_options::mongod_settings;
 use crate::build::{self, names};
 use crate::hostconf::MemberAddress;
 use crate::planner::{MemberSlot, ObservedSet, Step};
@@ -32,6 +33,8 @@ pub enum ConditionType {
     Degraded,
     /// Credentials come from FedState's plain-text `spec.rootPassword`.
     CredentialsFromSpec,
+    /// Every `spec.config` entry is passed to mongod.
+    ConfigAccepted,
 }
 
 impl ConditionType {
@@ -54,6 +57,8 @@ enum StatusReason {
     Healthy,
     PlainTextRootPassword,
     CredentialsSecret,
+    AllSettingsAccepted,
+    SettingsRefused,
     Paused,
     Pending,
 }
@@ -64,13 +69,17 @@ impl StatusReason {
     }
 }
 
-/// The reason of condition `type_` in `status`, if it has one.
-pub fn condition_reason(status: Option<&MongoDBStatus>, type_: ConditionType) -> Option<&str> {
+/// A condition of `status`, if it has it.
+pub fn condition(status: Option<&MongoDBStatus>, type_: ConditionType) -> Option<&Condition> {
     status?
         .conditions
         .iter()
         .find(|c| c.type_ == type_.as_str())
-        .map(|c| c.reason.as_str())
+}
+
+/// The reason of condition `type_` in `status`, if it has one.
+pub fn condition_reason(status: Option<&MongoDBStatus>, type_: ConditionType) -> Option<&str> {
+    condition(status, type_).map(|c| c.reason.as_str())
 }
 
 /// A local member as Kubernetes shows it.
@@ -155,7 +164,7 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
     let mut conditions = Vec::new();
     let mut set = |type_: ConditionType, status: bool, reason: &str, message: String| {
         let previous = &previous.conditions;
-        conditions.push(condition(
+        conditions.push(next_condition(
             previous, type_, status, reason, message, generation, &input.now,
         ));
     };
@@ -255,6 +264,29 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
         credentials_message.to_string(),
     );
 
+    let settings = mongod_settings(&mongodb.spec.config);
+    let accepted = settings.refused.is_empty();
+    let (config_reason, config_message) = if accepted {
+        let message = format!(
+            "{} spec.config settings passed to mongod",
+            mongodb.spec.config.len()
+        );
+        (StatusReason::AllSettingsAccepted, message)
+    } else {
+        let refused: Vec<String> = settings.refused.iter().map(ToString::to_string).collect();
+        let message = format!(
+            "spec.config entries not passed to mongod: {}",
+            refused.join("; ")
+        );
+        (StatusReason::SettingsRefused, message)
+    };
+    set(
+        ConditionType::ConfigAccepted,
+        accepted,
+        config_reason.as_str(),
+        config_message,
+    );
+
     let db_user = &mongodb.spec.db_user_spec;
     let db_user_password_fingerprint = db_user
         .password
@@ -306,7 +338,7 @@ fn activity(input: &StatusInput) -> (&'static str, String) {
     }
 }
 
-fn condition(
+fn next_condition(
     previous: &[Condition],
     type_: ConditionType,
     status: bool,
@@ -633,6 +665,28 @@ mod tests {
         assert!(condition(&status, "Degraded")
             .message
             .contains("ConfigMap demo-hostconf"));
+    }
+
+    #[test]
+    fn refused_config_entries_are_named_in_a_condition() {
+        let mut mongodb = mongodb(1);
+        let accepted = compute_status(&input(&mongodb, None, &[], None, at(1)));
+        assert_eq!(condition(&accepted, "ConfigAccepted").status, "True");
+        mongodb.spec.config = vec![crate::api::ConfigVar {
+            name: "LOG_LEVEL".into(),
+            value: "info".into(),
+        }];
+        let refused = compute_status(&input(&mongodb, None, &[], None, at(2)));
+        let config = condition(&refused, "ConfigAccepted");
+        assert_eq!(
+            (config.status.as_str(), config.reason.as_str()),
+            ("False", "SettingsRefused")
+        );
+        assert!(
+            config.message.contains("LOG_LEVEL (not a setting"),
+            "{}",
+            config.message
+        );
     }
 
     #[test]

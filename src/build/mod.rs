@@ -17,9 +17,11 @@
 //!   fallback), the operator-managed users' Secrets, the database user's Secret
 //!   and the image pull Secret, plus the pure derivations behind them.
 //!
-//! Object names live in [`names`], labels in [`labels`].
+//! Object names live in [`names`], labels in [`labels`]; what `spec.config`
+//! means, in [`mongod_options`].
 
 pub mod labels;
+pub mod mongod_options;
 pub mod names;
 pub mod pdb;
 mod pod;

@@ -19,6 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::labels::{instance_selector, APP_NAME, NAME_LABEL};
+use super::mongod_options::mongod_settings;
 use super::{names, secrets, BuildContext};
 use crate::api::{MongoDBSpec, ResourceSetting};
 
@@ -137,8 +138,9 @@ fn mongod_container(ctx: &BuildContext) -> Container {
 }
 
 /// `mongod --replSet … --bind_ip_all --port … --dbpath … --keyFile … --auth`,
-/// `--config` when a custom configuration is given, then `spec.config` as
-/// `--<name>=<value>`. Only paths, never a secret.
+/// `--config` when a custom configuration is given, then the settings of
+/// `spec.config` the operator accepts ([`mongod_settings`]), ordered by name.
+/// Only paths, never a secret.
 fn mongod_args(spec: &MongoDBSpec) -> Vec<String> {
     let port = MONGODB_PORT.to_string();
     let mut args: Vec<String> = [
@@ -159,11 +161,7 @@ fn mongod_args(spec: &MongoDBSpec) -> Vec<String> {
     if spec.custom_config_ref.is_some() {
         args.extend(["--config".to_string(), CUSTOM_CONFIG_PATH.to_string()]);
     }
-    args.extend(
-        spec.config
-            .iter()
-            .map(|option| format!("--{}={}", option.name, option.value)),
-    );
+    args.extend(mongod_settings(&spec.config).args);
     args
 }
 

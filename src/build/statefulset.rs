@@ -760,23 +760,38 @@ mod tests {
     }
 
     #[test]
-    fn spec_config_options_become_mongod_flags() {
+    fn spec_config_settings_become_mongod_options_in_a_stable_order_and_unknown_ones_never_do() {
         let mut mongodb = mongodb();
+        let entry = |name: &str, value: &str| ConfigVar {
+            name: name.into(),
+            value: value.into(),
+        };
         mongodb.spec.config = vec![
-            ConfigVar {
-                name: "wiredTigerCacheSizeGB".into(),
-                value: "0.5".into(),
-            },
-            ConfigVar {
-                name: "oplogSize".into(),
-                value: "2048".into(),
-            },
+            entry("storage.wiredTiger.engineConfig.cacheSizeGB", "0.5"),
+            entry("LOG_LEVEL", "info"),
+            entry("replication.oplogSizeMB", "2048"),
         ];
+        let first = member_stateful_set(&BuildContext::from_mongodb(&mongodb).unwrap(), &member(0))
+            .unwrap();
         let args = args_of(container(&pod_spec(&mongodb), "mongod"));
-        assert!(args.ends_with(&[
-            "--wiredTigerCacheSizeGB=0.5".to_string(),
-            "--oplogSize=2048".to_string()
-        ]));
+        assert!(
+            args.ends_with(&[
+                "--oplogSize".to_string(),
+                "2048".to_string(),
+                "--wiredTigerCacheSizeGB".to_string(),
+                "0.5".to_string(),
+            ]),
+            "{args:?}"
+        );
+        assert!(!args.iter().any(|a| a.contains("LOG_LEVEL")), "{args:?}");
+        mongodb.spec.config.reverse();
+        let reordered =
+            member_stateful_set(&BuildContext::from_mongodb(&mongodb).unwrap(), &member(0))
+                .unwrap();
+        assert_eq!(
+            first.revision, reordered.revision,
+            "the order FedState sends them in changes nothing"
+        );
     }
 
     #[test]

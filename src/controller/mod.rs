@@ -41,7 +41,7 @@ use crate::mongo::MongoGateway;
 use crate::plan_input::{has_left, plan_input};
 use crate::planner::{plan, ObservedSet, Step};
 use crate::status::{
-    compute_status, condition_reason, local_member_views, ConditionType, StatusInput,
+    compute_status, condition, condition_reason, local_member_views, ConditionType, StatusInput,
 };
 use crate::telemetry::Metrics;
 use crate::validate::{validate, InvalidInput, Validated, Wanted};
@@ -511,6 +511,14 @@ async fn write_status(
     });
     if mongodb.status.as_ref() == Some(&status) {
         return Ok(());
+    }
+    let refused_settings = condition(Some(&status), ConditionType::ConfigAccepted)
+        .filter(|c| c.status == "False")
+        .filter(|c| condition(mongodb.status.as_ref(), ConditionType::ConfigAccepted) != Some(*c));
+    if let Some(refused) = refused_settings {
+        let message = refused.message.clone();
+        ctx.publish(mongodb, EventType::Warning, &refused.reason, message)
+            .await;
     }
     let api: Api<MongoDB> =
         Api::namespaced(ctx.client.clone(), &mongodb.namespace().unwrap_or_default());
