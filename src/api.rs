@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{
     Affinity, PodSecurityContext, Toleration, TopologySpreadConstraint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -455,9 +455,16 @@ pub struct MongoDBStatus {
     pub restart_state: Option<String>,
     /// Every member of the replica set across all clusters, as `replSetGetStatus`
     /// reports them. The control plane deletes the Service of a member that
-    /// disappears from this list.
+    /// disappears from this list, so it is never blanked: while a pass cannot
+    /// read the set, it keeps the last view (with `primary` and
+    /// `currentInfo.members`), and condition `ReplicaSetObserved` is False.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replset: Vec<ReplSetMemberStatus>,
+
+    /// When the view in `replset`, `primary` and `currentInfo.members` was
+    /// first observed as it is (it changes only when the view does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_set_observed_at: Option<Time>,
     /// Revision of the spec last applied to the member StatefulSets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_revision: Option<String>,
@@ -553,7 +560,8 @@ pub struct LocalMemberStatus {
     /// Member host `VIP:NodePort`, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
-    /// Role in the replica set (PRIMARY, SECONDARY, …) or `NotInConfig`.
+    /// Role in the replica set (PRIMARY, SECONDARY, …), `NotInConfig`, or `Unknown`
+    /// when this pass could not read the set.
     pub role: String,
     /// Replication lag behind the primary, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -35,6 +35,8 @@ pub enum ConditionType {
     CredentialsFromSpec,
     /// Every `spec.config` entry is passed to mongod.
     ConfigAccepted,
+    /// This pass read the replica set; False: the view in status is the last one read.
+    ReplicaSetObserved,
 }
 
 impl ConditionType {
@@ -59,6 +61,9 @@ enum StatusReason {
     CredentialsSecret,
     AllSettingsAccepted,
     SettingsRefused,
+    Observed,
+    ObservationStale,
+    NotObserved,
     Paused,
     Pending,
 }
@@ -142,6 +147,7 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
     let previous = mongodb.status.clone().unwrap_or_default();
     let desired = mongodb.spec.members.max(0);
     let ready_local = ready_local_members(input);
+    let view = replica_set_view(input, &previous, ready_local);
     let local_members = local_member_statuses(input);
     let initialized = input.observation.is_some() || previous.replica_set_id.is_some();
     let all_ready = ready_local == desired && !local_members.iter().any(|m| is_leaving(m, desired));
@@ -287,6 +293,31 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
         config_message,
     );
 
+    let (observed_reason, observed_message) = match (input.observation, &view.observed_at) {
+        (Some(_), _) => (
+            StatusReason::Observed,
+            "the replica set was read this pass".to_string(),
+        ),
+        (None, Some(at)) => (
+            StatusReason::ObservationStale,
+            format!(
+                "the replica set could not be read; replset, primary and currentInfo.members \
+                 show the view observed at {}",
+                at.0
+            ),
+        ),
+        (None, None) => (
+            StatusReason::NotObserved,
+            "the replica set has not been read yet".to_string(),
+        ),
+    };
+    set(
+        ConditionType::ReplicaSetObserved,
+        input.observation.is_some(),
+        observed_reason.as_str(),
+        observed_message,
+    );
+
     let db_user = &mongodb.spec.db_user_spec;
     let db_user_password_fingerprint = db_user
         .password
@@ -297,26 +328,64 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
     MongoDBStatus {
         state: Some(state),
         restart_state: Some("NotInProcess".to_string()),
-        replset: replset(input.observation),
+        replset: view.replset,
+        replica_set_observed_at: view.observed_at,
         current_revision: input.revision.clone().or(previous.current_revision),
         current_info: CurrentInfo {
-            members: ready_local,
+            members: view.ready_local,
             db_user_password_fingerprint,
         },
         conditions,
         observed_generation: generation,
-        primary: input
-            .observation
-            .and_then(|o| o.primary.as_ref())
-            .map(ToString::to_string),
+        primary: view.primary,
         config_version: observed_config
             .map(|c| c.version)
             .or(previous.config_version),
         replica_set_id: observed_config
             .and_then(|c| c.settings.replica_set_id.clone())
             .or(previous.replica_set_id),
-        ready_members: Some(format!("{ready_local}/{desired}")),
+        ready_members: Some(format!("{}/{desired}", view.ready_local)),
         local_members,
+    }
+}
+
+/// The replica set as status shows it to the control plane.
+struct ReplicaSetView {
+    replset: Vec<ReplSetMemberStatus>,
+    primary: Option<String>,
+    ready_local: i32,
+    observed_at: Option<Time>,
+}
+
+/// This pass's view when it read the set (with the time it was first seen as
+/// it is), else the last one.
+fn replica_set_view(
+    input: &StatusInput,
+    previous: &MongoDBStatus,
+    ready_local: i32,
+) -> ReplicaSetView {
+    let Some(observation) = input.observation else {
+        return ReplicaSetView {
+            replset: previous.replset.clone(),
+            primary: previous.primary.clone(),
+            ready_local: previous.current_info.members,
+            observed_at: previous.replica_set_observed_at.clone(),
+        };
+    };
+    let replset = replset(Some(observation));
+    let primary = observation.primary.as_ref().map(ToString::to_string);
+    let unchanged = previous.replset == replset
+        && previous.primary == primary
+        && previous.current_info.members == ready_local;
+    let observed_at = match &previous.replica_set_observed_at {
+        Some(at) if unchanged => at.clone(),
+        _ => input.now.clone(),
+    };
+    ReplicaSetView {
+        replset,
+        primary,
+        ready_local,
+        observed_at: Some(observed_at),
     }
 }
 
@@ -405,9 +474,11 @@ fn local_member_statuses(input: &StatusInput) -> Vec<LocalMemberStatus> {
                 pod: format!("{}-0", view.stateful_set),
                 node_port: view.node_port,
                 host: view.host.as_ref().map(ToString::to_string),
-                role: observed
-                    .map(|m| m.state.as_str().to_string())
-                    .unwrap_or_else(|| "NotInConfig".to_string()),
+                role: match (input.observation, observed) {
+                    (_, Some(member)) => member.state.as_str().to_string(),
+                    (Some(_), None) => "NotInConfig".to_string(),
+                    (None, None) => "Unknown".to_string(),
+                },
                 lag_seconds: observed.and_then(|m| m.lag_secs),
             }
         })
@@ -665,6 +736,69 @@ mod tests {
         assert!(condition(&status, "Degraded")
             .message
             .contains("ConfigMap demo-hostconf"));
+    }
+
+    #[test]
+    fn a_pass_that_cannot_read_the_set_keeps_the_last_view_and_says_it_is_stale() {
+        // FedState deletes every member Service whose nodePort no cluster's
+        // replset lists, and Karmada's health check reads currentInfo.members:
+        // a blank view after an election or a timeout would cost members.
+        let mut mongodb = mongodb(2);
+        let observed = observation(&[
+            (30001, MemberState::Primary, true),
+            (30002, MemberState::Secondary, true),
+        ]);
+        let local = views(&[30001, 30002]);
+        let seen = compute_status(&input(
+            &mongodb,
+            Some(&observed),
+            &local,
+            Some(&Step::InSync),
+            at(100),
+        ));
+        assert_eq!(seen.replica_set_observed_at, Some(at(100)));
+        assert_eq!(condition(&seen, "ReplicaSetObserved").status, "True");
+        mongodb.status = Some(seen.clone());
+        let again = compute_status(&input(
+            &mongodb,
+            Some(&observed),
+            &local,
+            Some(&Step::InSync),
+            at(200),
+        ));
+        assert_eq!(again, seen, "the same view observed again changes nothing");
+        mongodb.status = Some(again);
+
+        let wait = Step::Wait {
+            reason: crate::planner::WaitReason::NoPrimary,
+        };
+        let blind = compute_status(&input(&mongodb, None, &local, Some(&wait), at(300)));
+        assert_eq!(blind.replset, seen.replset);
+        assert_eq!(blind.primary, seen.primary);
+        assert_eq!(blind.current_info.members, 2);
+        assert_eq!(blind.replica_set_observed_at, Some(at(100)));
+        let stale = condition(&blind, "ReplicaSetObserved");
+        assert_eq!(
+            (stale.status.as_str(), stale.reason.as_str()),
+            ("False", "ObservationStale")
+        );
+        assert!(
+            stale.message.contains("1970-01-01T00:01:40Z"),
+            "{}",
+            stale.message
+        );
+
+        let problem = InvalidInput::HostconfMissing {
+            name: "demo-hostconf".into(),
+        };
+        let mut failed = input(&mongodb, None, &[], None, at(400));
+        failed.problem = Some(&problem);
+        let failed = compute_status(&failed);
+        assert_eq!(
+            failed.replset, seen.replset,
+            "an input problem does not blank the view either"
+        );
+        assert_eq!(failed.current_info.members, 2);
     }
 
     #[test]
