@@ -149,9 +149,7 @@ mod tests {
     use crate::api::MongoDBStatus;
     use crate::build::fixtures;
     use crate::hostconf::HostConf;
-    use crate::validate::{
-        MemberService, MemberStatefulSetFacts, RootCredentials, SharedCredentials,
-    };
+    use crate::validate::{MemberService, MemberStatefulSetFacts, RootCredentials};
 
     const VIP: &str = "10.0.0.1";
 
@@ -187,12 +185,9 @@ mod tests {
                 data.to_string(),
             )]))
             .unwrap(),
-            credentials: SharedCredentials {
-                keyfile: "k".into(),
-                root: RootCredentials {
-                    username: "root".into(),
-                    password: "p".into(),
-                },
+            root: RootCredentials {
+                username: "root".into(),
+                password: "p".into(),
             },
             services: BTreeMap::from([
                 (MemberSlot::Data(0), service(30001)),

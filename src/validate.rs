@@ -18,8 +18,9 @@ use crate::api::{MongoDB, DEFAULT_IMAGE, VIP_LABEL};
 use crate::build::{
     self, names, BuildContext, BuildError, CredentialsSource, MemberTarget, MEMBER_HOST_ANNOTATION,
 };
-use crate::hostconf::{HostConf, HostConfError, MemberAddress};
+use crate::hostconf::{HostConf, HostConfError, HostConfMember, MemberAddress};
 use crate::planner::MemberSlot;
+use crate::replset::MemberState;
 
 /// The longest StatefulSet name whose pods can be created: the pods carry the
 /// label `controller-revision-hash: <name>-<hash of up to 10 characters>`, and
@@ -42,6 +43,9 @@ pub struct ReferencedObjects {
     pub stateful_sets: Vec<StatefulSet>,
     /// Pods carrying the instance label.
     pub pods: Vec<Pod>,
+    /// The operator's own `clusterAdmin` credentials Secret, read while the
+    /// object is being deleted: leaving must not need the shared credentials.
+    pub operator_credentials: Option<Secret>,
 }
 
 /// Why the input of a pass cannot be used; the variant's name is the bounded
@@ -193,24 +197,6 @@ impl fmt::Debug for RootCredentials {
     }
 }
 
-/// The keyfile and root user every cluster shares.
-#[derive(Clone)]
-pub struct SharedCredentials {
-    /// The keyfile content (checked, never logged).
-    pub keyfile: String,
-    /// The root user.
-    pub root: RootCredentials,
-}
-
-impl fmt::Debug for SharedCredentials {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SharedCredentials")
-            .field("keyfile", &"<redacted>")
-            .field("root", &self.root)
-            .finish()
-    }
-}
-
 /// A propagated member Service, as far as the operator needs it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemberService {
@@ -277,8 +263,10 @@ pub struct Validated {
     pub vip: String,
     /// Every member of the set.
     pub hostconf: HostConf,
-    /// The keyfile and root user.
-    pub credentials: SharedCredentials,
+    /// The user the operator authenticates as: the root user (the keyfile
+    /// beside it checked), or, while leaving without the shared credentials, the
+    /// operator's own clusterAdmin.
+    pub root: RootCredentials,
     /// Propagated member Services by slot.
     pub services: BTreeMap<MemberSlot, MemberService>,
     /// This operator's member StatefulSets by slot.
@@ -327,28 +315,35 @@ impl Validated {
     }
 }
 
-/// Checks everything `mongodb` refers to.
+/// Checks everything `mongodb` refers to. While `leaving`, what only a member
+/// that stays needs is not asked for: a missing or bad hostconf is replaced by
+/// the members status last observed, and missing shared credentials by the
+/// operator's own clusterAdmin user.
 pub fn validate(
     mongodb: &MongoDB,
     referenced: &ReferencedObjects,
+    leaving: bool,
 ) -> Result<Validated, InvalidInput> {
     let instance = mongodb.name_any();
     let vip = vip(mongodb.labels())?;
-    supported_image(&mongodb.spec.image)?;
-    member_names_fit(&instance, Wanted::of(mongodb, false))?;
-    let hostconf_name = names::hostconf(&instance, mongodb.spec.member_config_ref.as_deref());
-    let Some(config_map) = &referenced.hostconf else {
-        return Err(InvalidInput::HostconfMissing {
-            name: hostconf_name,
-        });
+    if !leaving {
+        supported_image(&mongodb.spec.image)?;
+        member_names_fit(&instance, Wanted::of(mongodb, false))?;
+    }
+    let hostconf = match (propagated_hostconf(mongodb, referenced), leaving) {
+        (Ok(hostconf), _) => hostconf,
+        (Err(_), true) => last_observed_members(mongodb),
+        (Err(invalid), false) => return Err(invalid),
     };
-    let hostconf = hostconf(&hostconf_name, config_map.data.as_ref())?;
-    let source = BuildContext::from_mongodb(mongodb)?.credentials().clone();
-    let credentials = shared_credentials(mongodb, &source, referenced.credentials_secret.as_ref())?;
+    let root = match (shared_root_credentials(mongodb, referenced), leaving) {
+        (Ok(root), _) => root,
+        (Err(invalid), true) => operator_admin(referenced).ok_or(invalid)?,
+        (Err(invalid), false) => return Err(invalid),
+    };
     Ok(Validated {
         vip,
         hostconf,
-        credentials,
+        root,
         services: member_services(&instance, &referenced.services),
         stateful_sets: member_stateful_sets(mongodb, &referenced.stateful_sets, &referenced.pods),
     })
@@ -426,14 +421,63 @@ pub fn hostconf(
     })
 }
 
-/// The shared credentials: from the referenced Secret, or derived from
-/// `spec.rootPassword` (FedState's fallback).
-fn shared_credentials(
+/// The propagated hostconf, parsed.
+fn propagated_hostconf(
     mongodb: &MongoDB,
-    source: &CredentialsSource,
-    secret: Option<&Secret>,
-) -> Result<SharedCredentials, InvalidInput> {
-    match source {
+    referenced: &ReferencedObjects,
+) -> Result<HostConf, InvalidInput> {
+    let instance = mongodb.name_any();
+    let name = names::hostconf(&instance, mongodb.spec.member_config_ref.as_deref());
+    match &referenced.hostconf {
+        Some(config_map) => hostconf(&name, config_map.data.as_ref()),
+        None => Err(InvalidInput::HostconfMissing { name }),
+    }
+}
+
+/// The members of the set as status last observed them, standing in for
+/// hostconf while leaving (state 7 is an arbiter).
+fn last_observed_members(mongodb: &MongoDB) -> HostConf {
+    let replset = mongodb.status.iter().flat_map(|s| &s.replset);
+    let members = replset
+        .filter_map(|member| {
+            let address = MemberAddress::parse(&member.name).ok()?;
+            Some(HostConfMember {
+                address,
+                arbiter: member.state == MemberState::Arbiter.code(),
+                votes: None,
+                priority: None,
+                hidden: false,
+                tags: BTreeMap::new(),
+            })
+        })
+        .collect();
+    HostConf { members }
+}
+
+/// The operator's clusterAdmin user, from the Secret it keeps.
+fn operator_admin(referenced: &ReferencedObjects) -> Option<RootCredentials> {
+    let data = referenced.operator_credentials.as_ref()?.data.as_ref()?;
+    let text = |key: &str| {
+        let value = data.get(key)?;
+        String::from_utf8(value.0.clone())
+            .ok()
+            .filter(|v| !v.is_empty())
+    };
+    Some(RootCredentials {
+        username: text(build::secrets::USERNAME_KEY)?,
+        password: text(build::secrets::PASSWORD_KEY)?,
+    })
+}
+
+/// The root user: from the referenced Secret, or derived from
+/// `spec.rootPassword` (FedState's fallback); the keyfile beside it is checked.
+fn shared_root_credentials(
+    mongodb: &MongoDB,
+    referenced: &ReferencedObjects,
+) -> Result<RootCredentials, InvalidInput> {
+    let source = BuildContext::from_mongodb(mongodb)?.credentials().clone();
+    let secret = referenced.credentials_secret.as_ref();
+    match &source {
         CredentialsSource::Referenced {
             secret_name,
             keyfile_key,
@@ -475,12 +519,13 @@ type SecretEntry<'a> = (&'a str, Option<&'a [u8]>);
 
 /// Checks the credentials Secret's values: the keyfile must be 6–1024 base64
 /// characters (mongod refuses anything else), the user and password non-empty.
+/// Returns the root user.
 pub fn credentials(
     secret: &str,
     keyfile: SecretEntry,
     username: SecretEntry,
     password: SecretEntry,
-) -> Result<SharedCredentials, InvalidInput> {
+) -> Result<RootCredentials, InvalidInput> {
     let text = |(key, value): SecretEntry| -> Result<String, InvalidInput> {
         let invalid = |fault| InvalidInput::CredentialsInvalid {
             secret: secret.to_string(),
@@ -511,10 +556,7 @@ pub fn credentials(
     }
     let username = text(username)?;
     let password = text(password)?;
-    Ok(SharedCredentials {
-        keyfile,
-        root: RootCredentials { username, password },
-    })
+    Ok(RootCredentials { username, password })
 }
 
 /// The propagated NodePort Services of this instance's members, by slot.
@@ -630,7 +672,7 @@ mod tests {
             ("username", Some(b"root")),
             ("password", Some(b"pw-123456")),
         );
-        assert_eq!(ok.map(|c| c.root.username).unwrap(), "root");
+        assert_eq!(ok.map(|c| c.username).unwrap(), "root");
         let short = credentials(
             "s",
             ("keyfile", Some(b"abc")),
@@ -756,11 +798,11 @@ mod tests {
         let mongodb = stored(&[]);
         let nothing = ReferencedObjects::default();
         assert_eq!(
-            validate(&mongodb, &nothing).unwrap_err(),
+            validate(&mongodb, &nothing, false).unwrap_err(),
             InvalidInput::VipLabelMissing
         );
         let mongodb = stored(&[(VIP_LABEL, "10.0.0.1")]);
-        let missing = validate(&mongodb, &nothing).unwrap_err();
+        let missing = validate(&mongodb, &nothing, false).unwrap_err();
         assert_eq!(missing.reason(), "HostconfMissing");
         assert!(
             missing.to_string().contains("ConfigMap demo-hostconf "),
@@ -773,7 +815,7 @@ mod tests {
         let mut no_credentials = mongodb.clone();
         no_credentials.spec.root_password = None;
         assert_eq!(
-            validate(&no_credentials, &with_hostconf)
+            validate(&no_credentials, &with_hostconf, false)
                 .unwrap_err()
                 .reason(),
             "MissingCredentials"
@@ -793,6 +835,7 @@ mod tests {
                 "host:'10.0.0.1:30001'\nhost:'10.0.0.1:30002'",
             )])),
             credentials_secret: None,
+            operator_credentials: None,
             services: vec![
                 node_port_service("demo-mongodb-0", 30001),
                 node_port_service("demo-mongodb-headless", 1),
@@ -808,7 +851,7 @@ mod tests {
                 pod("demo-mongodb-1-0", "Pending"),
             ],
         };
-        let validated = validate(&mongodb, &referenced).unwrap();
+        let validated = validate(&mongodb, &referenced, false).unwrap();
         assert_eq!(validated.vip, "10.0.0.1");
         assert_eq!(validated.hostconf.members.len(), 2);
         assert_eq!(
@@ -908,7 +951,7 @@ mod tests {
             ..ReferencedObjects::default()
         };
         assert_eq!(
-            validate(&mongodb, &referenced).unwrap_err().reason(),
+            validate(&mongodb, &referenced, false).unwrap_err().reason(),
             "UnsupportedMongoDBVersion"
         );
     }
@@ -940,16 +983,77 @@ mod tests {
     }
 
     #[test]
+    fn a_leaving_object_needs_neither_hostconf_nor_the_credentials_secret() {
+        // FedState withdraws the MongoDB and hostconf together when a cluster's
+        // share drops to 0: leaving uses what the operator already knows.
+        let mut mongodb = build::fixtures::mongodb_with_secret_ref();
+        mongodb.metadata.labels = Some(BTreeMap::from([(
+            VIP_LABEL.to_string(),
+            "10.0.0.1".to_string(),
+        )]));
+        let member = |name: &str, state: i32| crate::api::ReplSetMemberStatus {
+            id: 0,
+            name: name.into(),
+            health: 1.0,
+            state,
+            state_str: String::new(),
+            sync_source_host: String::new(),
+        };
+        mongodb.status = Some(crate::api::MongoDBStatus {
+            replset: vec![
+                member("10.0.0.1:30001", 1),
+                member("10.0.0.2:30001", 2),
+                member("10.0.0.3:30002", 7),
+            ],
+            ..Default::default()
+        });
+        let admin: Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "demo-admin-credentials"},
+            "stringData": {},
+            "data": {"username": "Y2x1c3RlckFkbWlu", "password": "YWRtaW4tcHc="}
+        }))
+        .unwrap();
+        let referenced = ReferencedObjects {
+            operator_credentials: Some(admin),
+            ..ReferencedObjects::default()
+        };
+        let error = validate(&mongodb, &referenced, false).unwrap_err();
+        assert_eq!(
+            error.reason(),
+            "HostconfMissing",
+            "a member that stays needs hostconf"
+        );
+        let leaving = validate(&mongodb, &referenced, true).expect("leaving goes on");
+        let hosts: Vec<String> = leaving
+            .hostconf
+            .members
+            .iter()
+            .map(|m| m.address.to_string())
+            .collect();
+        assert_eq!(
+            hosts,
+            ["10.0.0.1:30001", "10.0.0.2:30001", "10.0.0.3:30002"]
+        );
+        assert!(
+            leaving.hostconf.members[2].arbiter,
+            "state 7 is the arbiter"
+        );
+        assert_eq!(leaving.root.username, "clusterAdmin");
+        assert_eq!(leaving.root.password, "admin-pw");
+
+        let nothing = ReferencedObjects::default();
+        assert_eq!(
+            validate(&mongodb, &nothing, true).unwrap_err().reason(),
+            "CredentialsSecretMissing"
+        );
+    }
+
+    #[test]
     fn root_credentials_never_show_in_debug_output() {
         let credentials = RootCredentials {
             username: "root".into(),
             password: "s3cr3t-value".into(),
         };
         assert!(!format!("{credentials:?}").contains("s3cr3t-value"));
-        let shared = SharedCredentials {
-            keyfile: "k3yf1le".into(),
-            root: credentials,
-        };
-        assert!(!format!("{shared:?}").contains("k3yf1le"));
     }
 }

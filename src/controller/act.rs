@@ -144,7 +144,7 @@ async fn carry_out(
     step: &Step,
     attempt: u32,
 ) -> Result<Outcome, ActError> {
-    let credentials = &validated.credentials.root;
+    let credentials = &validated.root;
     let set_name = &mongodb.spec.repl_set_name;
     let seeds = seeds(answers, plan_input);
     let mongo = |source| ActError::Mongo {
@@ -333,7 +333,7 @@ async fn ensure_users(
     let Some(reading) = &answers.reading else {
         return;
     };
-    let root = &validated.credentials.root;
+    let root = &validated.root;
     let users = operator_users(mongodb, &root.password);
     let identities: Vec<String> = users
         .iter()

@@ -77,12 +77,26 @@ pub async fn dereference(
         .map_err(failed("the member pods".to_string()))?
         .items;
 
+    // Leaving must not need the shared credentials: the operator's own
+    // clusterAdmin user can take this cluster's members out.
+    let operator_credentials = match mongodb.metadata.deletion_timestamp {
+        Some(_) => {
+            let name = names::admin_credentials_secret(&instance);
+            Api::<Secret>::namespaced(client.clone(), &namespace)
+                .get_opt(&name)
+                .await
+                .map_err(failed(format!("Secret {name}")))?
+        }
+        None => None,
+    };
+
     Ok(ReferencedObjects {
         hostconf,
         credentials_secret,
         services,
         stateful_sets,
         pods,
+        operator_credentials,
     })
 }
 

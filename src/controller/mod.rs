@@ -336,7 +336,7 @@ async fn pass(
     // dereference: read what the object refers to, as it is (Kubernetes I/O).
     let referenced = dereference(&ctx.client, mongodb).await?;
     // validate: check it, or report what the user must fix (pure).
-    let validated = match validate(mongodb, &referenced) {
+    let validated = match validate(mongodb, &referenced, leaving) {
         Ok(validated) => validated,
         Err(invalid) => return report_invalid_input(ctx, mongodb, &invalid, leaving).await,
     };
@@ -417,7 +417,7 @@ fn build_desired(
     }
     let ctx = BuildContext::from_mongodb(mongodb)?;
     let targets = validated.member_targets(wanted);
-    let root_password = &validated.credentials.root.password;
+    let root_password = &validated.root.password;
     Ok(Some(build::desired_objects(&ctx, root_password, &targets)?))
 }
 

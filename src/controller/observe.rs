@@ -30,7 +30,7 @@ pub async fn observe(
     validated: &Validated,
     wanted: Wanted,
 ) -> MongoAnswers {
-    let credentials = &validated.credentials.root;
+    let credentials = &validated.root;
     let known_id = known_replica_set_id(mongodb);
     let local = local_members_to_ask(validated, wanted);
     let mut probes = ask(gateway, local, credentials).await;
