@@ -294,6 +294,7 @@ impl ClusterReport {
             "restartState": "NotInProcess",
             "replset": replset_view(&self.down),
             "currentRevision": "demo-5d8f7c9b6",
+            "replicaSetObservedAt": "2026-11-23T10:00:00Z",
             "currentInfo": {"members": self.healthy_local},
             "conditions": [
                 condition("Ready", if ready { "True" } else { "False" }, if ready { "AllMembersReady" } else { "MembersNotReady" },
@@ -509,13 +510,17 @@ fn reflect_status_keeps_what_the_control_plane_needs_and_drops_local_details() {
         "replicaSetId",
         "readyMembers",
         "observedGeneration",
+        // FedState's control plane reads each cluster's currentRevision from the
+        // ResourceBinding (pkg/controller/multicloudmongodb/core.go).
+        "currentRevision",
+        "replicaSetObservedAt",
     ] {
         assert_eq!(
             reflected[field], written[field],
             "status.{field} is reflected unchanged"
         );
     }
-    for local in ["localMembers", "restartState", "currentRevision"] {
+    for local in ["localMembers", "restartState"] {
         assert!(
             reflected.get(local).is_none(),
             "status.{local} stays in the member cluster"
