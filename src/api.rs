@@ -36,6 +36,9 @@ pub const DEFAULT_IMAGE: &str = "mongo:7.0";
 
 /// Desired state of the MongoDB members hosted in this cluster, and of the
 /// cross-cluster replica set they belong to.
+// kube's printcolumn(...) lists repeat `type_ = "string"`, which clippy takes
+// for a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "middleware.fedstate.io",

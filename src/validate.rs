@@ -80,7 +80,7 @@ pub enum InvalidInput {
         name: String,
         /// What is wrong, with the key and line.
         #[source]
-        source: HostConfError,
+        source: Box<HostConfError>,
     },
     /// The credentials Secret does not exist.
     #[error("Secret {name} (spec.credentialsSecretRef) does not exist yet")]
@@ -416,7 +416,7 @@ pub fn hostconf(
     HostConf::from_config_map_data(data.unwrap_or(&empty)).map_err(|source| {
         InvalidInput::HostconfInvalid {
             name: config_map.to_string(),
-            source,
+            source: Box::new(source),
         }
     })
 }
