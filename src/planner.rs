@@ -5,31 +5,39 @@
 //! (Kubernetes objects, hostconf, what each member answered, the config read
 //! from the primary), calls [`plan`], executes the returned [`Step`] and plans
 //! again on its next pass. Every step is computed from the live config, so a
-//! crash between two steps is harmless (invariant 9).
+//! crash between two steps is harmless (`docs/replica-set-rules.md`,
+//! `same-input-same-step`).
 //!
-//! The rules (`shared/design/contract.md`, *Who changes the replica-set config*,
-//! and the *Safety invariants* of `shared/design/replica-set-rules.md`):
+//! The rules, and the invariants named below, are written down in
+//! `docs/replica-set-rules.md`; each invariant has a property test of the same
+//! name in `planner/properties.rs`.
 //!
 //! - Only this cluster's members (host = this cluster's VIP) are added, promoted
-//!   or removed; other clusters' members are only counted.
+//!   or removed; other clusters' members are only counted
+//!   (`only-local-members-change`).
 //! - **Initiate** only in the `rsInit` cluster, only when no replica-set id is
 //!   recorded, no member that answered has a config, every desired local member
-//!   answers, and a majority of hostconf's data members answered.
+//!   answers, and a majority of hostconf's data members answered
+//!   (`never-initiate-twice`).
 //! - Every **reconfig** starts from the observed config, raises its version by
 //!   one, makes at most one voting change, passes
-//!   [`reconfig_problems`](crate::replset::reconfig_problems), and is planned only
+//!   [`reconfig_problems`], and is planned only
 //!   with a primary, a majority-committed config and no `newlyAdded` member. The
-//!   step cannot express `force`.
-//! - Order of work: delete the StatefulSets of members already out of the config,
-//!   then remove unwanted members (highest index first, the arbiter last; step a
-//!   primary down first, once a healthy electable secondary that stays in the
-//!   set can take over), then add wanted members (index order, the arbiter
-//!   last), then promote non-voters, then bring `settings` in line.
+//!   step cannot express `force` (`one-voting-change-per-reconfig`,
+//!   `reconfig-accepted-without-force`, `config-within-mongodb-limits`).
+//! - Order of work: delete the StatefulSets of members already out of the config
+//!   (`never-delete-a-member-in-the-config`), then remove unwanted members
+//!   (highest index first, the arbiter last; step a primary down first, once a
+//!   healthy electable secondary that stays in the set can take over:
+//!   `step-down-before-removing-the-primary`), then add wanted members (index
+//!   order, the arbiter last; never one holding another set:
+//!   `never-add-a-member-of-another-set`), then promote non-voters, then bring
+//!   `settings` in line.
 //! - **Votes**: at most seven members vote; a member pinned to 0 votes in
 //!   hostconf never does. When hostconf spans at least three clusters
 //!   (distinct VIPs), a member is given a vote — at initiate, on joining, on
 //!   promotion — only if afterwards its cluster holds no majority of the
-//!   voters, arbiters counted with their cluster (invariant 8,
+//!   voters, arbiters counted with their cluster (`no-cluster-gains-a-vote-majority`,
 //!   [`cluster_holds_no_majority`]). Initiate hands the votes round-robin
 //!   across clusters and keeps the longest balanced run of that order; it
 //!   waits while only one cluster's members could vote. A member that may not
@@ -38,13 +46,13 @@
 //!   vote, is refused. With one or two clusters votes stay first-come (local
 //!   members first at initiate): two sites cannot be balanced (one holds a
 //!   majority or they tie), so losing a site may need the manual forced
-//!   reconfig however the votes are split (invariant 8).
+//!   reconfig however the votes are split.
 //!   Votes are never taken away, so removals (or a config written before the
 //!   rule) can still leave a cluster with a majority; votes given to other
-//!   clusters then dilute it.
+//!   clusters then dilute it (*What is not enforced* in the same document).
 //! - A reconfig whose resulting config would have fewer healthy voters than a
 //!   majority of its voters is refused (removal) or waited on (addition,
-//!   promotion, settings).
+//!   promotion, settings) (`keep-a-healthy-voting-majority`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -183,7 +191,7 @@ pub struct ObservedSet {
 }
 
 /// The one thing to do next.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, strum::IntoStaticStr, strum::VariantNames)]
 pub enum Step {
     /// `replSetInitiate` with this config, on a local member listed in it.
     Initiate { config: ReplicaSetConfig },
@@ -211,7 +219,7 @@ pub enum Step {
 }
 
 /// What a reconfig changes.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, strum::IntoStaticStr, strum::VariantNames)]
 pub enum Change {
     AddMember { host: MemberAddress },
     PromoteMember { host: MemberAddress },
@@ -231,21 +239,15 @@ impl fmt::Display for Change {
 }
 
 impl Step {
-    /// A bounded PascalCase name (Event reason, metric label).
+    /// A bounded PascalCase name (Event reason, metric label): the variant's
+    /// name, or for a reconfig, a wait or a refusal the name of its
+    /// [`Change`], [`WaitReason`] or [`Refusal`].
     pub fn reason(&self) -> &'static str {
         match self {
-            Step::Initiate { .. } => "Initiate",
-            Step::Reconfig { change, .. } => match change {
-                Change::AddMember { .. } => "AddMember",
-                Change::PromoteMember { .. } => "PromoteMember",
-                Change::RemoveMember { .. } => "RemoveMember",
-                Change::UpdateSettings => "UpdateSettings",
-            },
-            Step::StepDown { .. } => "StepDown",
-            Step::DeleteStatefulSet { .. } => "DeleteStatefulSet",
+            Step::Reconfig { change, .. } => change.into(),
             Step::Wait { reason } => reason.reason(),
             Step::Refuse { reason } => reason.reason(),
-            Step::InSync => "InSync",
+            step => step.into(),
         }
     }
 }
@@ -280,7 +282,7 @@ impl fmt::Display for Step {
 }
 
 /// Why the planner waits.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum WaitReason {
     #[error("the replica set has no primary")]
     NoPrimary,
@@ -324,30 +326,15 @@ pub enum WaitReason {
 }
 
 impl WaitReason {
-    /// A bounded PascalCase name (Event and condition reason).
+    /// A bounded PascalCase name (Event and condition reason): the variant's
+    /// name.
     pub fn reason(&self) -> &'static str {
-        match self {
-            WaitReason::NoPrimary => "NoPrimary",
-            WaitReason::ConfigNotCommitted => "ConfigNotCommitted",
-            WaitReason::NewlyAddedMemberSyncing { .. } => "NewlyAddedMemberSyncing",
-            WaitReason::PodNotRunning { .. } => "PodNotRunning",
-            WaitReason::MemberAddressUnknown { .. } => "MemberAddressUnknown",
-            WaitReason::MemberNotAnswering { .. } => "MemberNotAnswering",
-            WaitReason::MemberIdentityUnknown { .. } => "MemberIdentityUnknown",
-            WaitReason::WaitingForNewPrimary { .. } => "WaitingForNewPrimary",
-            WaitReason::NoElectableSecondary { .. } => "NoElectableSecondary",
-            WaitReason::NotEnoughHealthyVoters { .. } => "NotEnoughHealthyVoters",
-            WaitReason::ReplicaSetUnreachable { .. } => "ReplicaSetUnreachable",
-            WaitReason::ExistingConfigUnreadable { .. } => "ExistingConfigUnreadable",
-            WaitReason::AwaitingInitiate => "AwaitingInitiate",
-            WaitReason::TooFewMembersAnswering { .. } => "TooFewMembersAnswering",
-            WaitReason::VotersInOneCluster { .. } => "VotersInOneCluster",
-        }
+        self.into()
     }
 }
 
 /// Why the planner refuses; each needs a human (or a spec change).
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum Refusal {
     #[error(
         "removing {host} would leave {healthy} healthy voters, fewer than the \
@@ -403,24 +390,10 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// A bounded PascalCase name (Event and condition reason).
+    /// A bounded PascalCase name (Event and condition reason): the variant's
+    /// name.
     pub fn reason(&self) -> &'static str {
-        match self {
-            Refusal::WouldBreakVotingMajority { .. } => "WouldBreakVotingMajority",
-            Refusal::MemberHoldsAnotherReplicaSet { .. } => "MemberHoldsAnotherReplicaSet",
-            Refusal::MemberSetNameMismatch { .. } => "MemberSetNameMismatch",
-            Refusal::SetNameMismatch { .. } => "SetNameMismatch",
-            Refusal::ReplicaSetIdMismatch { .. } => "ReplicaSetIdMismatch",
-            Refusal::InvalidConfig { .. } => "InvalidConfig",
-            Refusal::TooManyMembers { .. } => "TooManyMembers",
-            Refusal::NoVoteForArbiter { .. } => "NoVoteForArbiter",
-            Refusal::ArbiterVoteWouldGiveClusterMajority { .. } => {
-                "ArbiterVoteWouldGiveClusterMajority"
-            }
-            Refusal::NothingToInitiate => "NothingToInitiate",
-            Refusal::UnaccountedLocalMember { .. } => "UnaccountedLocalMember",
-            Refusal::StatefulSetAddressUnknown { .. } => "StatefulSetAddressUnknown",
-        }
+        self.into()
     }
 }
 
@@ -504,8 +477,9 @@ impl PlanInput {
     }
 
     /// Whether `host` may be given a vote on top of `config`'s voters: fewer
-    /// than seven vote, and afterwards its cluster holds no majority
-    /// (invariant 8).
+    /// than seven vote (`config-within-mongodb-limits`), and afterwards its
+    /// cluster holds no majority (`docs/replica-set-rules.md`,
+    /// `no-cluster-gains-a-vote-majority`).
     fn vote_is_free(&self, config: &ReplicaSetConfig, host: &MemberAddress) -> bool {
         config.voting_member_count() < MAX_VOTERS
             && cluster_holds_no_majority(
@@ -525,6 +499,8 @@ impl LocalMemberFacts {
 
 // ---------------------------------------------------------------- initiate
 
+/// The initial config, when this cluster may initiate: never a second time
+/// (`docs/replica-set-rules.md`, `never-initiate-twice`).
 fn plan_initiate(input: &PlanInput) -> ControlFlow<Step, ReplicaSetConfig> {
     if let Some(id) = &input.known_replica_set_id {
         return Break(wait(WaitReason::ReplicaSetUnreachable {
@@ -619,7 +595,8 @@ fn plan_initiate(input: &PlanInput) -> ControlFlow<Step, ReplicaSetConfig> {
 /// From three clusters on they go round-robin across clusters — the arbiter's
 /// cluster first, then by VIP; within a cluster its arbiter first, then in
 /// `listed` order — and the longest run of that order in which no cluster
-/// holds a majority gets them (invariant 8). A single cluster can never be
+/// holds a majority gets them (`docs/replica-set-rules.md`,
+/// `no-cluster-gains-a-vote-majority`). A single cluster can never be
 /// balanced: then initiate waits for members of other clusters.
 fn initial_voters(
     input: &PlanInput,
@@ -784,7 +761,8 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
 }
 
 /// Deletes the StatefulSet of an unwanted member once the primary's committed
-/// config shows it out of the set.
+/// config shows it out of the set (`docs/replica-set-rules.md`,
+/// `never-delete-a-member-in-the-config`).
 fn delete_departed(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     let departed = input.local_members.iter().find(|m| {
         !input.is_wanted(m.slot)
@@ -807,7 +785,8 @@ fn delete_departed(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
 }
 
 /// What must hold before any reconfig: a primary, a committed config, and no
-/// member still flagged `newlyAdded`.
+/// member still flagged `newlyAdded` (`docs/replica-set-rules.md`,
+/// `one-voting-change-per-reconfig`).
 fn check_reconfig_allowed(set: &ObservedSet) -> ControlFlow<Step, &MemberAddress> {
     let Some(primary) = set.primary.as_ref() else {
         return Break(wait(WaitReason::NoPrimary));
@@ -824,7 +803,8 @@ fn check_reconfig_allowed(set: &ObservedSet) -> ControlFlow<Step, &MemberAddress
 }
 
 /// Removes the unwanted member with the highest index (the arbiter last),
-/// stepping it down first when it is the primary.
+/// stepping it down first when it is the primary (`docs/replica-set-rules.md`,
+/// `step-down-before-removing-the-primary`).
 fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     let mut unwanted: Vec<(MemberSlot, &MemberAddress)> = input
         .local_members
@@ -953,7 +933,8 @@ fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
 }
 
 /// A member that holds a config may join only with this set's `replicaSetId`
-/// (invariant 11); one that holds none joins and re-syncs.
+/// (`docs/replica-set-rules.md`, `never-add-a-member-of-another-set`); one
+/// that holds none joins and re-syncs.
 fn check_same_replica_set(
     host: &MemberAddress,
     probe: &MemberProbe,
@@ -1034,8 +1015,9 @@ fn update_settings(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
 }
 
 /// What this cluster cannot fix on its own: a local-VIP host in the config that
-/// no local member accounts for, and an unwanted StatefulSet whose address is
-/// unknown.
+/// no local member accounts for (`docs/replica-set-rules.md`,
+/// `only-local-members-change`), and an unwanted StatefulSet whose address is
+/// unknown (`never-delete-a-member-in-the-config`).
 fn report_leftovers(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     let known = |host: &MemberAddress| {
         input
@@ -1063,7 +1045,8 @@ fn report_leftovers(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     Continue(())
 }
 
-/// The observed config with its version raised by one, ready to be changed.
+/// The observed config with its version raised by one, ready to be changed
+/// (`docs/replica-set-rules.md`, `reconfig-accepted-without-force`).
 fn next_version(config: &ReplicaSetConfig) -> ReplicaSetConfig {
     ReplicaSetConfig {
         version: config.version.saturating_add(1),
@@ -1072,7 +1055,8 @@ fn next_version(config: &ReplicaSetConfig) -> ReplicaSetConfig {
 }
 
 /// Healthy voters in `config` (by the observed health; `joining` counts as
-/// healthy since it just answered), and how many a majority of its voters needs.
+/// healthy since it just answered), and how many a majority of its voters needs
+/// (`docs/replica-set-rules.md`, `keep-a-healthy-voting-majority`).
 fn healthy_voters_after(
     config: &ReplicaSetConfig,
     set: &ObservedSet,
@@ -1091,6 +1075,8 @@ fn healthy_voters_after(
     (healthy, config.majority())
 }
 
+/// Waits unless the healthy voters of `config` are a majority
+/// (`keep-a-healthy-voting-majority`).
 fn check_healthy_majority(
     config: &ReplicaSetConfig,
     set: &ObservedSet,
@@ -1103,12 +1089,281 @@ fn check_healthy_majority(
     Continue(())
 }
 
-/// The reconfig step, or a refusal naming what mongod would reject.
+/// The reconfig step, or a refusal naming what mongod would reject
+/// (`docs/replica-set-rules.md`: `reconfig-accepted-without-force`,
+/// `one-voting-change-per-reconfig`, `config-within-mongodb-limits`).
 fn checked_reconfig(old: &ReplicaSetConfig, config: ReplicaSetConfig, change: Change) -> Step {
     let problems = reconfig_problems(old, &config);
     if problems.is_empty() {
         Step::Reconfig { config, change }
     } else {
         refuse(Refusal::InvalidConfig { problems })
+    }
+}
+
+#[cfg(test)]
+mod reason_names {
+    //! The reasons are derived from the variant names (strum); these tests pin
+    //! that down, one sample of every variant.
+
+    use strum::VariantNames;
+
+    use super::*;
+
+    fn host() -> MemberAddress {
+        MemberAddress {
+            host: "10.0.0.1".to_owned(),
+            port: 30000,
+        }
+    }
+
+    fn is_pascal_case_ascii(name: &str) -> bool {
+        name.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+            && name.chars().all(|c| c.is_ascii_alphanumeric())
+    }
+
+    /// Every sample's reason is its expected name, the names are exactly the
+    /// enum's variants, and all are PascalCase ASCII.
+    fn check(samples: &[(&'static str, &'static str)], variants: &[&str]) {
+        for (reason, expected) in samples {
+            assert_eq!(reason, expected);
+            assert!(is_pascal_case_ascii(reason), "{reason}");
+        }
+        let mut named: Vec<&str> = samples.iter().map(|(reason, _)| *reason).collect();
+        let mut variants = variants.to_vec();
+        named.sort_unstable();
+        variants.sort_unstable();
+        assert_eq!(named, variants, "one sample per variant");
+    }
+
+    #[test]
+    fn every_wait_reason_is_its_variant_name() {
+        let slot = MemberSlot::Data(1);
+        let samples = [
+            (WaitReason::NoPrimary, "NoPrimary"),
+            (WaitReason::ConfigNotCommitted, "ConfigNotCommitted"),
+            (
+                WaitReason::NewlyAddedMemberSyncing { host: host() },
+                "NewlyAddedMemberSyncing",
+            ),
+            (WaitReason::PodNotRunning { slot }, "PodNotRunning"),
+            (
+                WaitReason::MemberAddressUnknown { slot },
+                "MemberAddressUnknown",
+            ),
+            (
+                WaitReason::MemberNotAnswering { slot, host: host() },
+                "MemberNotAnswering",
+            ),
+            (
+                WaitReason::MemberIdentityUnknown { host: host() },
+                "MemberIdentityUnknown",
+            ),
+            (
+                WaitReason::WaitingForNewPrimary {
+                    old_primary: host(),
+                },
+                "WaitingForNewPrimary",
+            ),
+            (
+                WaitReason::NoElectableSecondary { primary: host() },
+                "NoElectableSecondary",
+            ),
+            (
+                WaitReason::NotEnoughHealthyVoters {
+                    healthy: 1,
+                    needed: 2,
+                },
+                "NotEnoughHealthyVoters",
+            ),
+            (
+                WaitReason::ReplicaSetUnreachable {
+                    replica_set_id: "id".to_owned(),
+                },
+                "ReplicaSetUnreachable",
+            ),
+            (
+                WaitReason::ExistingConfigUnreadable { host: host() },
+                "ExistingConfigUnreadable",
+            ),
+            (WaitReason::AwaitingInitiate, "AwaitingInitiate"),
+            (
+                WaitReason::TooFewMembersAnswering {
+                    answered: 1,
+                    needed: 2,
+                },
+                "TooFewMembersAnswering",
+            ),
+            (
+                WaitReason::VotersInOneCluster {
+                    vip: "10.0.0.1".to_owned(),
+                },
+                "VotersInOneCluster",
+            ),
+        ];
+        let reasons: Vec<(&'static str, &'static str)> = samples
+            .into_iter()
+            .map(|(reason, name)| {
+                assert_eq!(
+                    Step::Wait {
+                        reason: reason.clone()
+                    }
+                    .reason(),
+                    name
+                );
+                (reason.reason(), name)
+            })
+            .collect();
+        check(&reasons, WaitReason::VARIANTS);
+    }
+
+    #[test]
+    fn every_refusal_is_its_variant_name() {
+        let text = || "x".to_owned();
+        let samples = [
+            (
+                Refusal::WouldBreakVotingMajority {
+                    host: host(),
+                    healthy: 1,
+                    needed: 2,
+                },
+                "WouldBreakVotingMajority",
+            ),
+            (
+                Refusal::MemberHoldsAnotherReplicaSet {
+                    host: host(),
+                    member_replica_set_id: text(),
+                    replica_set_id: text(),
+                },
+                "MemberHoldsAnotherReplicaSet",
+            ),
+            (
+                Refusal::MemberSetNameMismatch {
+                    host: host(),
+                    member_set_name: text(),
+                    set_name: text(),
+                },
+                "MemberSetNameMismatch",
+            ),
+            (
+                Refusal::SetNameMismatch {
+                    observed: text(),
+                    desired: text(),
+                },
+                "SetNameMismatch",
+            ),
+            (
+                Refusal::ReplicaSetIdMismatch {
+                    observed: text(),
+                    recorded: text(),
+                },
+                "ReplicaSetIdMismatch",
+            ),
+            (
+                Refusal::InvalidConfig {
+                    problems: vec![ConfigProblem::NoVoters],
+                },
+                "InvalidConfig",
+            ),
+            (Refusal::TooManyMembers { host: host() }, "TooManyMembers"),
+            (
+                Refusal::NoVoteForArbiter { host: host() },
+                "NoVoteForArbiter",
+            ),
+            (
+                Refusal::ArbiterVoteWouldGiveClusterMajority { host: host() },
+                "ArbiterVoteWouldGiveClusterMajority",
+            ),
+            (Refusal::NothingToInitiate, "NothingToInitiate"),
+            (
+                Refusal::UnaccountedLocalMember { host: host() },
+                "UnaccountedLocalMember",
+            ),
+            (
+                Refusal::StatefulSetAddressUnknown {
+                    slot: MemberSlot::Arbiter,
+                },
+                "StatefulSetAddressUnknown",
+            ),
+        ];
+        let reasons: Vec<(&'static str, &'static str)> = samples
+            .into_iter()
+            .map(|(reason, name)| {
+                assert_eq!(
+                    Step::Refuse {
+                        reason: reason.clone()
+                    }
+                    .reason(),
+                    name
+                );
+                (reason.reason(), name)
+            })
+            .collect();
+        check(&reasons, Refusal::VARIANTS);
+    }
+
+    #[test]
+    fn every_step_and_change_is_named_by_its_variant() {
+        let config = ReplicaSetConfig {
+            set_name: "rs0".to_owned(),
+            version: 1,
+            term: None,
+            members: Vec::new(),
+            settings: ConfigSettings::from_desired(&ReplicaSetSettings::default(), None),
+        };
+        let changes = [
+            (Change::AddMember { host: host() }, "AddMember"),
+            (Change::PromoteMember { host: host() }, "PromoteMember"),
+            (Change::RemoveMember { host: host() }, "RemoveMember"),
+            (Change::UpdateSettings, "UpdateSettings"),
+        ];
+        let reasons: Vec<(&'static str, &'static str)> = changes
+            .into_iter()
+            .map(|(change, name)| {
+                let step = Step::Reconfig {
+                    config: config.clone(),
+                    change,
+                };
+                (step.reason(), name)
+            })
+            .collect();
+        check(&reasons, Change::VARIANTS);
+
+        // The steps that name themselves; a reconfig, a wait and a refusal are
+        // named by what they carry (above).
+        let steps = [
+            (
+                Step::Initiate {
+                    config: config.clone(),
+                },
+                "Initiate",
+            ),
+            (
+                Step::StepDown {
+                    primary: host(),
+                    step_down_secs: STEP_DOWN_SECS,
+                    secondary_catch_up_period_secs: SECONDARY_CATCH_UP_PERIOD_SECS,
+                },
+                "StepDown",
+            ),
+            (
+                Step::DeleteStatefulSet {
+                    slot: MemberSlot::Data(0),
+                    delete_pvc: false,
+                },
+                "DeleteStatefulSet",
+            ),
+            (Step::InSync, "InSync"),
+        ];
+        let mut named = Vec::new();
+        for (step, name) in steps {
+            assert_eq!(step.reason(), name);
+            named.push(name);
+        }
+        named.extend(["Reconfig", "Wait", "Refuse"]);
+        named.sort_unstable();
+        let mut variants = Step::VARIANTS.to_vec();
+        variants.sort_unstable();
+        assert_eq!(named, variants, "one sample per variant");
     }
 }

@@ -3,12 +3,12 @@
 //! [`ReplicaSetConfig`] mirrors the document `replSetGetConfig` returns and
 //! `replSetInitiate` / `replSetReconfig` take (conversion to and from BSON lives
 //! with the MongoDB I/O). The functions here are pure: [`ReplicaSetConfig::validate`]
-//! checks the *Config rules* of `shared/design/replica-set-rules.md`,
+//! checks the *Config rules* of `docs/replica-set-rules.md`,
 //! [`reconfig_problems`] adds the checks mongod makes on a non-forced reconfig,
 //! [`voting_changes`] counts what MongoDB calls voting changes (at most one
 //! per reconfig), and [`cluster_holds_no_majority`] is the operator's own rule
-//! that no single cluster holds a majority of the votes (invariant 8 of the
-//! *Safety invariants*).
+//! that no single cluster holds a majority of the votes (invariant
+//! `no-cluster-gains-a-vote-majority` of the same document).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -310,7 +310,8 @@ impl ReplicaSetConfig {
         (0..).find(|id| !used.contains(id)).unwrap_or_default()
     }
 
-    /// What breaks MongoDB's config rules (empty when the config is valid).
+    /// What breaks MongoDB's config rules (empty when the config is valid;
+    /// `docs/replica-set-rules.md`, `config-within-mongodb-limits`).
     pub fn validate(&self) -> Vec<ConfigProblem> {
         let mut problems = Vec::new();
         if self.set_name.is_empty() {
@@ -412,7 +413,8 @@ fn is_localhost(host: &MemberAddress) -> bool {
 
 /// How many voting members one config change adds or removes: a host counts
 /// when it has a vote on one side and not on the other (added or removed with a
-/// vote, or its votes changed between 0 and 1).
+/// vote, or its votes changed between 0 and 1). At most one is allowed
+/// (`docs/replica-set-rules.md`, `one-voting-change-per-reconfig`).
 pub fn voting_changes(old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> usize {
     let votes = |config: &ReplicaSetConfig| -> BTreeSet<MemberAddress> {
         config.voters().map(|m| m.host.clone()).collect()
@@ -420,8 +422,9 @@ pub fn voting_changes(old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> usize {
     votes(old).symmetric_difference(&votes(new)).count()
 }
 
-/// Invariant 8 (*no single cluster should hold a majority of votes*): whether
-/// the cluster whose VIP is `vip` holds at most half of `voters`, the hosts
+/// The rule behind `no-cluster-gains-a-vote-majority`
+/// (`docs/replica-set-rules.md`): whether the cluster whose VIP is `vip`
+/// holds at most half of `voters`, the hosts
 /// that have a vote (arbiters and `newlyAdded` voters included; a member's
 /// cluster is the host part of its address). To ask whether a member may be
 /// given a vote, pass the voters *with* that member and its VIP: a vote for
@@ -432,8 +435,8 @@ pub fn voting_changes(old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> usize {
 /// [`MIN_CLUSTERS_FOR_VOTE_BALANCE`] clusters (`cluster_count`): a single
 /// cluster holds every vote anyway, and with two sites losing either one can
 /// leave the other without a majority, which needs the manual forced reconfig
-/// whatever the split (`shared/design/replica-set-rules.md`), so votes stay
-/// first-come there.
+/// whatever the split (*What is not enforced* in `docs/replica-set-rules.md`),
+/// so votes stay first-come there.
 pub fn cluster_holds_no_majority<'a>(
     voters: impl IntoIterator<Item = &'a MemberAddress>,
     vip: &str,
@@ -454,7 +457,8 @@ pub fn cluster_holds_no_majority<'a>(
 /// config rules on `new`, plus version + 1, the same set name and
 /// `replicaSetId`, kept hosts keeping their `_id` and `arbiterOnly`, and at most
 /// one voting change. (mongod only demands an increasing version; this operator
-/// always raises it by exactly one.)
+/// always raises it by exactly one.) The planner sends only configs without
+/// problems (`docs/replica-set-rules.md`, `reconfig-accepted-without-force`).
 pub fn reconfig_problems(old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> Vec<ConfigProblem> {
     let mut problems = new.validate();
     if new.version != old.version.saturating_add(1) {

@@ -1,5 +1,7 @@
-//! Property tests of the planner, one per safety invariant of
-//! `shared/design/replica-set-rules.md`, in two kinds:
+//! Property tests of the planner, one per invariant of
+//! `docs/replica-set-rules.md` (the test `invariant_<name>` checks the
+//! invariant `<name>`, and the `INVARIANTS` table names each checker the same
+//! way), in two kinds:
 //!
 //! - **single inputs**: random configs, health, probes and desired counts; each
 //!   returned step is checked against the invariant;
@@ -7,6 +9,10 @@
 //!   every cluster's planner acts in turn, interleaved with failures, elections,
 //!   commits and spec changes; every invariant is checked after every step, and
 //!   fault-free runs must converge to `InSync` everywhere.
+//!
+//! The checkers judge with their own small helpers and with mongod's rules as
+//! [`world`](super::world) writes them again, never with the planner's or
+//! `replset`'s helpers; the tests at the end show that each can reject a step.
 
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
@@ -14,9 +20,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 
 use super::tests::{addr, member_status, port_of, SET, SET_ID};
-use super::world::{Event, World};
+use super::world::{
+    config_rule_breaks, electable, lists, reconfig_rule_breaks, voting_hosts, Event, World,
+};
 use super::*;
-use crate::replset::{reconfig_problems, voting_changes};
 
 const VIPS: [&str; 3] = ["10.0.0.1", "10.0.0.2", "10.0.0.3"];
 
@@ -25,40 +32,47 @@ const VIPS: [&str; 3] = ["10.0.0.1", "10.0.0.2", "10.0.0.3"];
 /// An invariant: `Err` says how `step` breaks it for `input`.
 type Invariant = fn(&PlanInput, &Step) -> Result<(), String>;
 
+/// Every invariant of `docs/replica-set-rules.md`, by its name there.
 const INVARIANTS: [(&str, Invariant); 11] = [
     (
-        "one voting change per reconfig",
+        "one-voting-change-per-reconfig",
         one_voting_change_per_reconfig,
     ),
-    ("never a forced reconfig", never_forced_reconfig),
-    ("never a second initiate", never_second_initiate),
-    ("never below a voting majority", never_below_voting_majority),
     (
-        "never removes an unstepped primary",
-        never_removes_an_unstepped_primary,
+        "reconfig-accepted-without-force",
+        reconfig_accepted_without_force,
     ),
-    ("never more than seven voters", never_more_than_seven_voters),
+    ("never-initiate-twice", never_initiate_twice),
     (
-        "no cluster gains a majority of the votes",
-        no_cluster_gains_a_majority_of_votes,
+        "keep-a-healthy-voting-majority",
+        keep_a_healthy_voting_majority,
     ),
     (
-        "never deletes the StatefulSet or PVC of a member in the config",
-        never_deletes_a_member_in_config,
+        "step-down-before-removing-the-primary",
+        step_down_before_removing_the_primary,
+    ),
+    ("config-within-mongodb-limits", config_within_mongodb_limits),
+    (
+        "no-cluster-gains-a-vote-majority",
+        no_cluster_gains_a_vote_majority,
     ),
     (
-        "never adds a member of another set",
-        never_adds_a_member_of_another_set,
+        "never-delete-a-member-in-the-config",
+        never_delete_a_member_in_the_config,
     ),
     (
-        "only this cluster's members change",
-        only_local_members_change,
+        "never-add-a-member-of-another-set",
+        never_add_a_member_of_another_set,
     ),
-    (
-        "one step per call, idempotent",
-        one_step_per_call_and_idempotent,
-    ),
+    ("only-local-members-change", only_local_members_change),
+    ("same-input-same-step", same_input_same_step),
 ];
+
+// The checkers judge from the raw fields of the input and the step, with the
+// small helpers below and mongod's rules as `world` writes them again; none
+// calls a helper of the planner or of `replset` (`is_local`, `is_wanted`,
+// `facts`, `reconfig_problems`, `voting_changes`, `validate`, `majority` …),
+// so a bug in one of those fails a property instead of hiding in it.
 
 fn observed_set(input: &PlanInput) -> Result<&ObservedSet, String> {
     match &input.observed {
@@ -75,15 +89,86 @@ fn ensure(ok: bool, why: impl FnOnce() -> String) -> Result<(), String> {
     }
 }
 
-/// Invariant 1: at most one voting change, and only from a committed config
-/// with a primary and no `newlyAdded` member.
+/// Whether `host` is in this cluster: its host part is the VIP (an IPv6 VIP
+/// may be written in brackets).
+fn host_is_local(input: &PlanInput, host: &MemberAddress) -> bool {
+    let vip = input
+        .local_vip
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    host.host == vip
+}
+
+/// Whether the spec wants `slot`: data members `0..spec.members`, the arbiter
+/// when `spec.arbiter`.
+fn slot_wanted(input: &PlanInput, slot: MemberSlot) -> bool {
+    match slot {
+        MemberSlot::Data(index) => index < input.desired_members,
+        MemberSlot::Arbiter => input.arbiter_wanted,
+    }
+}
+
+/// The local members at `host`.
+fn local_at<'a>(
+    input: &'a PlanInput,
+    host: &'a MemberAddress,
+) -> impl Iterator<Item = &'a LocalMemberFacts> + 'a {
+    input
+        .local_members
+        .iter()
+        .filter(move |m| m.address.as_ref() == Some(host))
+}
+
+/// Whether `host` is a local member this cluster no longer wants.
+fn leaving(input: &PlanInput, host: &MemberAddress) -> bool {
+    local_at(input, host).any(|m| !slot_wanted(input, m.slot))
+}
+
+/// Every answer a member gave when asked directly, local and remote.
+fn answers(input: &PlanInput) -> BTreeMap<&MemberAddress, &MemberProbe> {
+    let mut answers: BTreeMap<&MemberAddress, &MemberProbe> = input.remote_probes.iter().collect();
+    for m in &input.local_members {
+        if let (Some(address), Some(probe)) = (&m.address, &m.probe) {
+            answers.insert(address, probe);
+        }
+    }
+    answers
+}
+
+/// Whether a member in this state takes part in elections.
+fn state_votes(state: MemberState) -> bool {
+    use MemberState::*;
+    match state {
+        Primary | Secondary | Recovering | Startup2 | Arbiter | Rollback => true,
+        Startup | Unknown | Down | Removed => false,
+    }
+}
+
+fn votes_of(config: &ReplicaSetConfig) -> usize {
+    config.members.iter().filter(|m| m.votes > 0).count()
+}
+
+/// The config a step sends, if any.
+fn config_sent(step: &Step) -> Option<&ReplicaSetConfig> {
+    match step {
+        Step::Initiate { config } | Step::Reconfig { config, .. } => Some(config),
+        _ => None,
+    }
+}
+
+/// `one-voting-change-per-reconfig`: at most one host gains or loses a vote,
+/// and only from a committed config with a primary and no `newlyAdded` member.
 fn one_voting_change_per_reconfig(input: &PlanInput, step: &Step) -> Result<(), String> {
     let Step::Reconfig { config, .. } = step else {
         return Ok(());
     };
     let set = observed_set(input)?;
-    let changes = voting_changes(&set.config, config);
-    ensure(changes <= 1, || format!("{changes} voting changes"))?;
+    let before = voting_hosts(&set.config);
+    let after = voting_hosts(config);
+    let changed: Vec<_> = before.symmetric_difference(&after).collect();
+    ensure(changed.len() <= 1, || {
+        format!("{} voting changes: {changed:?}", changed.len())
+    })?;
     ensure(set.primary.is_some(), || {
         "reconfig without a primary".to_owned()
     })?;
@@ -93,10 +178,11 @@ fn one_voting_change_per_reconfig(input: &PlanInput, step: &Step) -> Result<(), 
     })
 }
 
-/// Invariant 2: a step cannot say `force` (the type has no such field); what
-/// it sends is the observed config at version + 1 that mongod accepts
-/// without force.
-fn never_forced_reconfig(input: &PlanInput, step: &Step) -> Result<(), String> {
+/// `reconfig-accepted-without-force`: a step cannot say `force` (the type has
+/// no such field); what it sends is the observed config at version + 1, sent
+/// with a primary and a committed config, that passes mongod's non-forced
+/// reconfig rules, keeping the primary in the set and electable.
+fn reconfig_accepted_without_force(input: &PlanInput, step: &Step) -> Result<(), String> {
     let Step::Reconfig { config, .. } = step else {
         return Ok(());
     };
@@ -104,15 +190,28 @@ fn never_forced_reconfig(input: &PlanInput, step: &Step) -> Result<(), String> {
     ensure(config.version == set.config.version + 1, || {
         format!("version {} after {}", config.version, set.config.version)
     })?;
-    let problems = reconfig_problems(&set.config, config);
-    ensure(problems.is_empty(), || {
-        format!("mongod would reject: {problems:?}")
+    ensure(set.config_committed, || {
+        "308: the observed config is not committed".to_owned()
+    })?;
+    let primary = set.primary.as_ref().ok_or("10107: no primary")?;
+    let kept = config.members.iter().find(|m| &m.host == primary);
+    ensure(kept.is_some_and(electable), || {
+        format!(
+            "primary {primary} would not be electable in {:?}",
+            config.members
+        )
+    })?;
+    let breaks = reconfig_rule_breaks(&set.config, config);
+    ensure(breaks.is_empty(), || {
+        format!("mongod would reject it without force: {breaks:?}")
     })
 }
 
-/// Invariant 3: initiate only when nobody has a config, nothing is recorded,
-/// in the rsInit cluster, with members that all answered without a config.
-fn never_second_initiate(input: &PlanInput, step: &Step) -> Result<(), String> {
+/// `never-initiate-twice`: initiate only in the rsInit cluster, with no
+/// recorded replicaSetId and no observed config, when no member that answered
+/// holds a config; it lists only members that answered without one, at least
+/// one of them local.
+fn never_initiate_twice(input: &PlanInput, step: &Step) -> Result<(), String> {
     let Step::Initiate { config } = step else {
         return Ok(());
     };
@@ -125,8 +224,7 @@ fn never_second_initiate(input: &PlanInput, step: &Step) -> Result<(), String> {
     ensure(input.observed == Observed::Unreachable, || {
         "initiate while a config is observed".to_owned()
     })?;
-    let mut answers: BTreeMap<&MemberAddress, &MemberProbe> = input.remote_probes.iter().collect();
-    answers.extend(input.local_members.iter().filter_map(|m| m.answer()));
+    let answers = answers(input);
     ensure(answers.values().all(|p| !p.has_config), || {
         "initiate while a member has a config".to_owned()
     })?;
@@ -136,14 +234,15 @@ fn never_second_initiate(input: &PlanInput, step: &Step) -> Result<(), String> {
         })?;
     }
     ensure(
-        config.members.iter().any(|m| input.is_local(&m.host)),
+        config.members.iter().any(|m| host_is_local(input, &m.host)),
         || "no local member to run replSetInitiate on".to_owned(),
     )
 }
 
-/// Invariant 4: one member at a time, and the resulting config keeps a
-/// majority of healthy voters (a joining member counts, it just answered).
-fn never_below_voting_majority(input: &PlanInput, step: &Step) -> Result<(), String> {
+/// `keep-a-healthy-voting-majority`: one member added or removed at a time,
+/// and the voters of the config sent that are healthy (observed healthy in a
+/// voting state, or joining after answering just now) are a majority of them.
+fn keep_a_healthy_voting_majority(input: &PlanInput, step: &Step) -> Result<(), String> {
     let Step::Reconfig { config, .. } = step else {
         return Ok(());
     };
@@ -154,29 +253,35 @@ fn never_below_voting_majority(input: &PlanInput, step: &Step) -> Result<(), Str
     ensure(changed <= 1, || {
         format!("{changed} members added or removed at once")
     })?;
-    let healthy = config
-        .voters()
-        .filter(|m| {
-            !before.contains(&m.host)
-                || set
-                    .members
-                    .get(&m.host)
-                    .is_some_and(|h| h.healthy && h.state.can_vote())
-        })
+    let healthy = |host: &MemberAddress| {
+        if before.contains(host) {
+            set.members
+                .get(host)
+                .is_some_and(|s| s.healthy && state_votes(s.state))
+        } else {
+            local_at(input, host).any(|m| m.pod_running && m.probe.is_some())
+        }
+    };
+    let voters = votes_of(config);
+    let healthy_voters = config
+        .members
+        .iter()
+        .filter(|m| m.votes > 0 && healthy(&m.host))
         .count();
-    ensure(healthy >= config.majority(), || {
-        format!("{healthy} healthy voters, {} needed", config.majority())
+    ensure(2 * healthy_voters > voters, || {
+        format!("{healthy_voters} of {voters} voters healthy, no majority")
     })
 }
 
-/// Invariant 5: the primary is stepped down, never removed; a step-down is
-/// sent to the observed primary.
-fn never_removes_an_unstepped_primary(input: &PlanInput, step: &Step) -> Result<(), String> {
+/// `step-down-before-removing-the-primary`: no reconfig drops the observed
+/// primary; a step-down goes to the observed primary, a local member that is
+/// leaving, once a healthy electable SECONDARY that stays can take over.
+fn step_down_before_removing_the_primary(input: &PlanInput, step: &Step) -> Result<(), String> {
     match step {
         Step::Reconfig { config, .. } => {
             let set = observed_set(input)?;
             let primary = set.primary.as_ref().ok_or("reconfig without a primary")?;
-            ensure(config.contains(primary), || {
+            ensure(lists(config, primary), || {
                 format!("removes primary {primary}")
             })
         }
@@ -185,31 +290,49 @@ fn never_removes_an_unstepped_primary(input: &PlanInput, step: &Step) -> Result<
             ensure(set.primary.as_ref() == Some(primary), || {
                 format!("steps down {primary}, which is not the primary")
             })?;
-            ensure(input.is_local(primary), || {
+            ensure(host_is_local(input, primary), || {
                 "steps down a remote member".to_owned()
+            })?;
+            ensure(leaving(input, primary), || {
+                format!("steps down {primary}, which is not leaving")
+            })?;
+            let listed = |h: &MemberAddress| input.hostconf.members.iter().any(|m| &m.address == h);
+            let successor = set.config.members.iter().find(|m| {
+                &m.host != primary
+                    && electable(m)
+                    && !m.newly_added
+                    && listed(&m.host)
+                    && !leaving(input, &m.host)
+                    && set
+                        .members
+                        .get(&m.host)
+                        .is_some_and(|s| s.healthy && s.state == MemberState::Secondary)
+            });
+            ensure(successor.is_some(), || {
+                format!("steps down {primary} with no healthy electable secondary that stays")
             })
         }
         _ => Ok(()),
     }
 }
 
-/// Invariant 6: ≤ 7 voters, ≤ 50 members, non-voters/hidden/arbiters at
-/// priority 0 — every config sent passes the config rules.
-fn never_more_than_seven_voters(_: &PlanInput, step: &Step) -> Result<(), String> {
-    let config = match step {
-        Step::Initiate { config } | Step::Reconfig { config, .. } => config,
-        _ => return Ok(()),
+/// `config-within-mongodb-limits`: every config sent passes MongoDB's config
+/// rules (≤ 7 voters, ≤ 50 members, priority 0 for non-voters, hidden members
+/// and arbiters …); an initiate's has version 1 and the set's name.
+fn config_within_mongodb_limits(input: &PlanInput, step: &Step) -> Result<(), String> {
+    let Some(config) = config_sent(step) else {
+        return Ok(());
     };
-    ensure(config.voting_member_count() <= 7, || {
-        format!("{} voters", config.voting_member_count())
-    })?;
-    ensure(config.members.len() <= 50, || {
-        format!("{} members", config.members.len())
-    })?;
-    let problems = config.validate();
-    ensure(problems.is_empty(), || {
-        format!("invalid config: {problems:?}")
-    })
+    if let Step::Initiate { .. } = step {
+        ensure(config.version == 1, || {
+            format!("initiate with version {}", config.version)
+        })?;
+        ensure(config.set_name == input.set_name, || {
+            format!("initiate of set {}", config.set_name)
+        })?;
+    }
+    let breaks = config_rule_breaks(config);
+    ensure(breaks.is_empty(), || format!("invalid config: {breaks:?}"))
 }
 
 /// How many clusters (distinct VIPs) hostconf spans.
@@ -236,26 +359,21 @@ fn majority_cluster(config: &ReplicaSetConfig) -> Option<String> {
         .map(|(vip, _)| vip.to_owned())
 }
 
-/// Invariant 8: with three clusters or more in hostconf, a step that gives a
-/// vote (initiate, or a reconfig after which some host votes that did not)
-/// leaves no cluster holding a majority of the votes — unless one already
-/// held it in the observed config: votes are never taken away, only diluted.
-fn no_cluster_gains_a_majority_of_votes(input: &PlanInput, step: &Step) -> Result<(), String> {
+/// `no-cluster-gains-a-vote-majority`: with three clusters or more in
+/// hostconf, a step that gives a vote (initiate, or a reconfig after which
+/// some host votes that did not) leaves no cluster holding a majority of the
+/// votes — unless one already held it in the observed config: votes are never
+/// taken away, only diluted.
+fn no_cluster_gains_a_vote_majority(input: &PlanInput, step: &Step) -> Result<(), String> {
     if clusters_in_hostconf(input) < 3 {
         return Ok(());
     }
-    let voters = |c: &ReplicaSetConfig| -> BTreeSet<MemberAddress> {
-        c.members
-            .iter()
-            .filter(|m| m.votes > 0)
-            .map(|m| m.host.clone())
-            .collect()
-    };
     let config = match step {
         Step::Initiate { config } => config,
         Step::Reconfig { config, .. } => {
             let old = &observed_set(input)?.config;
-            if voters(config).is_subset(&voters(old)) || majority_cluster(old).is_some() {
+            if voting_hosts(config).is_subset(&voting_hosts(old)) || majority_cluster(old).is_some()
+            {
                 return Ok(());
             }
             config
@@ -266,14 +384,15 @@ fn no_cluster_gains_a_majority_of_votes(input: &PlanInput, step: &Step) -> Resul
         format!(
             "cluster {:?} holds a majority of the votes of {:?}",
             majority_cluster(config),
-            voters(config)
+            voting_hosts(config)
         )
     })
 }
 
-/// Invariant 10: a StatefulSet (and PVC) is deleted only for an unwanted
-/// member whose address is known and absent from a committed config.
-fn never_deletes_a_member_in_config(input: &PlanInput, step: &Step) -> Result<(), String> {
+/// `never-delete-a-member-in-the-config`: a StatefulSet (and PVC) is deleted
+/// only for a slot the spec no longer wants, whose address is known and
+/// absent from a committed config read with a primary.
+fn never_delete_a_member_in_the_config(input: &PlanInput, step: &Step) -> Result<(), String> {
     let Step::DeleteStatefulSet { slot, .. } = step else {
         return Ok(());
     };
@@ -281,19 +400,27 @@ fn never_deletes_a_member_in_config(input: &PlanInput, step: &Step) -> Result<()
     ensure(set.primary.is_some() && set.config_committed, || {
         "deletes without a primary's committed config".to_owned()
     })?;
-    ensure(!input.is_wanted(*slot), || format!("deletes wanted {slot}"))?;
-    let address = input
-        .facts(*slot)
-        .and_then(|f| f.address.as_ref())
+    ensure(!slot_wanted(input, *slot), || {
+        format!("deletes wanted {slot}")
+    })?;
+    let mut addresses = input
+        .local_members
+        .iter()
+        .filter(|m| m.slot == *slot)
+        .map(|m| m.address.as_ref());
+    let address = addresses
+        .next()
+        .flatten()
         .ok_or("deletes a member whose address is unknown")?;
-    ensure(!set.config.contains(address), || {
+    ensure(!lists(&set.config, address), || {
         format!("deletes {address}, still in the config")
     })
 }
 
-/// Invariant 11: a member joins only when it answered with no config or with
-/// this set's replicaSetId and name.
-fn never_adds_a_member_of_another_set(input: &PlanInput, step: &Step) -> Result<(), String> {
+/// `never-add-a-member-of-another-set`: a member joins only when it is a local
+/// member whose pod runs and that answered with no config, or with this set's
+/// name and replicaSetId.
+fn never_add_a_member_of_another_set(input: &PlanInput, step: &Step) -> Result<(), String> {
     let Step::Reconfig { config, .. } = step else {
         return Ok(());
     };
@@ -302,19 +429,16 @@ fn never_adds_a_member_of_another_set(input: &PlanInput, step: &Step) -> Result<
     for joined in config
         .members
         .iter()
-        .filter(|m| !set.config.contains(&m.host))
+        .filter(|m| !lists(&set.config, &m.host))
     {
-        let probe = input
-            .local_members
-            .iter()
+        let probe = local_at(input, &joined.host)
             .filter(|m| m.pod_running)
-            .filter_map(|m| m.answer())
-            .find(|(a, _)| *a == &joined.host)
-            .map(|(_, p)| p)
+            .find_map(|m| m.probe.as_ref())
             .ok_or_else(|| format!("adds {} without its answer", joined.host))?;
-        ensure(probe.set_name.as_ref().is_none_or(|n| n == SET), || {
-            format!("adds {} of another set name", joined.host)
-        })?;
+        ensure(
+            probe.set_name.as_ref().is_none_or(|n| n == &input.set_name),
+            || format!("adds {} of another set name", joined.host),
+        )?;
         ensure(
             !probe.has_config
                 || (probe.replica_set_id.is_some() && probe.replica_set_id.as_ref() == set_id),
@@ -324,29 +448,36 @@ fn never_adds_a_member_of_another_set(input: &PlanInput, step: &Step) -> Result<
     Ok(())
 }
 
-/// Only this cluster's members are added, removed, promoted or stepped down.
+/// `only-local-members-change`: a reconfig leaves every remote member as
+/// observed, and a step-down targets a local member.
 fn only_local_members_change(input: &PlanInput, step: &Step) -> Result<(), String> {
-    let Step::Reconfig { config, .. } = step else {
-        return Ok(());
-    };
-    let set = observed_set(input)?;
-    let remote = |c: &ReplicaSetConfig| -> Vec<ConfigMember> {
-        let mut members: Vec<ConfigMember> = c
-            .members
-            .iter()
-            .filter(|m| !input.is_local(&m.host))
-            .cloned()
-            .collect();
-        members.sort_by(|a, b| a.host.cmp(&b.host));
-        members
-    };
-    ensure(remote(&set.config) == remote(config), || {
-        "a remote member changed".to_owned()
-    })
+    match step {
+        Step::Reconfig { config, .. } => {
+            let set = observed_set(input)?;
+            let remote = |c: &ReplicaSetConfig| -> Vec<ConfigMember> {
+                let mut members: Vec<ConfigMember> = c
+                    .members
+                    .iter()
+                    .filter(|m| !host_is_local(input, &m.host))
+                    .cloned()
+                    .collect();
+                members.sort_by(|a, b| a.host.cmp(&b.host));
+                members
+            };
+            ensure(remote(&set.config) == remote(config), || {
+                "a remote member changed".to_owned()
+            })
+        }
+        Step::StepDown { primary, .. } => ensure(host_is_local(input, primary), || {
+            format!("steps down remote {primary}")
+        }),
+        _ => Ok(()),
+    }
 }
 
-/// Invariant 9: the same input gives the same step.
-fn one_step_per_call_and_idempotent(input: &PlanInput, step: &Step) -> Result<(), String> {
+/// `same-input-same-step`: planning again on the same input gives the same
+/// step.
+fn same_input_same_step(input: &PlanInput, step: &Step) -> Result<(), String> {
     let again = plan(&input.clone());
     ensure(&again == step, || format!("{step:?} then {again:?}"))
 }
@@ -556,7 +687,7 @@ prop_compose! {
         };
         let primary = primary
             .map(|p| config.members[p % config.members.len()].host.clone())
-            .filter(|p| config.member(p).is_some_and(ConfigMember::is_electable));
+            .filter(|p| config.members.iter().any(|m| &m.host == p && electable(m)));
         for (host, health) in members.iter_mut() {
             if Some(host) == primary.as_ref() {
                 *health = member_status(MemberState::Primary, true, Some(0));
@@ -572,7 +703,7 @@ prop_compose! {
             .filter_map(|(index, &(listed, address_known, sts, running, roll))| {
                 let slot = MemberSlot::Data(index as u32);
                 let address = addr(vip, port_of(slot));
-                let in_config = !fresh && config.contains(&address);
+                let in_config = !fresh && lists(&config, &address);
                 let relevant = listed || (index as u32) < desired || in_config;
                 let running = sts && running;
                 relevant.then(|| LocalMemberFacts {
@@ -663,57 +794,57 @@ proptest! {
     }
 
     #[test]
-    fn invariant_never_forced_reconfig(input in arb_input()) {
+    fn invariant_reconfig_accepted_without_force(input in arb_input()) {
         let step = plan(&input);
-        prop_assert_eq!(never_forced_reconfig(&input, &step), Ok(()));
+        prop_assert_eq!(reconfig_accepted_without_force(&input, &step), Ok(()));
     }
 
     #[test]
-    fn invariant_never_second_initiate(input in arb_input()) {
+    fn invariant_never_initiate_twice(input in arb_input()) {
         let step = plan(&input);
-        prop_assert_eq!(never_second_initiate(&input, &step), Ok(()));
+        prop_assert_eq!(never_initiate_twice(&input, &step), Ok(()));
     }
 
     #[test]
-    fn invariant_never_below_voting_majority(input in arb_input()) {
+    fn invariant_keep_a_healthy_voting_majority(input in arb_input()) {
         let step = plan(&input);
-        prop_assert_eq!(never_below_voting_majority(&input, &step), Ok(()));
+        prop_assert_eq!(keep_a_healthy_voting_majority(&input, &step), Ok(()));
     }
 
     #[test]
-    fn invariant_never_removes_an_unstepped_primary(input in arb_input()) {
+    fn invariant_step_down_before_removing_the_primary(input in arb_input()) {
         let step = plan(&input);
-        prop_assert_eq!(never_removes_an_unstepped_primary(&input, &step), Ok(()));
+        prop_assert_eq!(step_down_before_removing_the_primary(&input, &step), Ok(()));
     }
 
     #[test]
-    fn invariant_never_more_than_seven_voters(input in arb_input()) {
+    fn invariant_config_within_mongodb_limits(input in arb_input()) {
         let step = plan(&input);
-        prop_assert_eq!(never_more_than_seven_voters(&input, &step), Ok(()));
+        prop_assert_eq!(config_within_mongodb_limits(&input, &step), Ok(()));
     }
 
     #[test]
-    fn invariant_never_deletes_statefulset_or_pvc_of_a_member_in_config(input in arb_input()) {
+    fn invariant_never_delete_a_member_in_the_config(input in arb_input()) {
         let step = plan(&input);
-        prop_assert_eq!(never_deletes_a_member_in_config(&input, &step), Ok(()));
+        prop_assert_eq!(never_delete_a_member_in_the_config(&input, &step), Ok(()));
     }
 
     #[test]
-    fn invariant_never_adds_a_member_holding_another_replica_set(input in arb_input()) {
+    fn invariant_never_add_a_member_of_another_set(input in arb_input()) {
         let step = plan(&input);
-        prop_assert_eq!(never_adds_a_member_of_another_set(&input, &step), Ok(()));
+        prop_assert_eq!(never_add_a_member_of_another_set(&input, &step), Ok(()));
     }
 
     #[test]
-    fn invariant_only_this_clusters_members_change(input in arb_input()) {
+    fn invariant_only_local_members_change(input in arb_input()) {
         let step = plan(&input);
         prop_assert_eq!(only_local_members_change(&input, &step), Ok(()));
     }
 
     #[test]
-    fn invariant_one_step_per_call_and_idempotent(input in arb_input()) {
+    fn invariant_same_input_same_step(input in arb_input()) {
         let step = plan(&input);
-        prop_assert_eq!(one_step_per_call_and_idempotent(&input, &step), Ok(()));
+        prop_assert_eq!(same_input_same_step(&input, &step), Ok(()));
     }
 }
 
@@ -726,10 +857,10 @@ proptest! {
     })]
 
     #[test]
-    fn invariant_no_cluster_holds_a_majority_of_votes(input in arb_input()) {
+    fn invariant_no_cluster_gains_a_vote_majority(input in arb_input()) {
         prop_assume!(clusters_in_hostconf(&input) >= 3);
         let step = plan(&input);
-        prop_assert_eq!(no_cluster_gains_a_majority_of_votes(&input, &step), Ok(()));
+        prop_assert_eq!(no_cluster_gains_a_vote_majority(&input, &step), Ok(()));
     }
 }
 
@@ -812,7 +943,7 @@ fn plan_checked(world: &mut World, cluster: usize) -> Result<(PlanInput, Step), 
             world
                 .set
                 .as_ref()
-                .is_none_or(|s| !s.config.contains(&address)),
+                .is_none_or(|s| !lists(&s.config, &address)),
             || format!("deletes {address}, which is in the live config"),
         )?;
     }
@@ -932,11 +1063,11 @@ fn check_converged(world: &World) -> Result<(), String> {
     ensure(hosts == desired, || {
         format!("config {hosts:?}, desired {desired:?}")
     })?;
-    let voters = set.config.voting_member_count();
+    let voters = votes_of(&set.config);
     let clusters: BTreeSet<&str> = desired.iter().map(|a| a.host.as_str()).collect();
     match majority_cluster(&set.config) {
         Some(vip) if clusters.len() >= 3 => {
-            let votes_of = |vip: &str| {
+            let votes_in = |vip: &str| {
                 set.config
                     .members
                     .iter()
@@ -944,7 +1075,7 @@ fn check_converged(world: &World) -> Result<(), String> {
                     .count()
             };
             let promotable = set.config.members.iter().find(|m| {
-                m.votes == 0 && voters < 7 && (votes_of(&m.host.host) + 1) * 2 <= voters + 1
+                m.votes == 0 && voters < 7 && (votes_in(&m.host.host) + 1) * 2 <= voters + 1
             });
             ensure(promotable.is_none(), || {
                 format!("{promotable:?} could vote; cluster {vip} holds a majority")
@@ -1037,7 +1168,7 @@ proptest! {
         // (NoVoteForArbiter): the control plane takes it back.
         for cluster in 0..CLUSTERS {
             let address = world.address(cluster, MemberSlot::Arbiter);
-            let in_config = world.set.as_ref().is_some_and(|s| s.config.contains(&address));
+            let in_config = world.set.as_ref().is_some_and(|s| lists(&s.config, &address));
             if world.clusters[cluster].arbiter && !in_config {
                 world.apply_event(&Event::SetArbiter { cluster, wanted: false });
             }
@@ -1155,5 +1286,402 @@ fn random_runs_reach_every_kind_of_membership_step() {
         "InSync",
     ] {
         assert!(seen.contains_key(kind), "no {kind} in {seen:?}");
+    }
+}
+
+// ---------------------------------------------- the checkers can say no
+
+/// Each checker rejects a step that breaks its invariant: a checker that
+/// accepts everything would let every property above pass.
+mod checkers_reject_bad_steps {
+    use super::*;
+
+    fn local(index: u32) -> MemberAddress {
+        addr(VIPS[0], port_of(MemberSlot::Data(index)))
+    }
+
+    fn remote(cluster: usize) -> MemberAddress {
+        addr(VIPS[cluster], port_of(MemberSlot::Data(0)))
+    }
+
+    fn voter(id: i64, host: MemberAddress) -> ConfigMember {
+        ConfigMember {
+            id,
+            host,
+            arbiter_only: false,
+            votes: 1,
+            priority: 1.0,
+            hidden: false,
+            tags: BTreeMap::new(),
+            newly_added: false,
+        }
+    }
+
+    fn this_set() -> MemberProbe {
+        MemberProbe {
+            has_config: true,
+            replica_set_id: Some(SET_ID.to_owned()),
+            set_name: Some(SET.to_owned()),
+            state: Some(MemberState::Secondary),
+        }
+    }
+
+    fn empty() -> MemberProbe {
+        MemberProbe {
+            has_config: false,
+            replica_set_id: None,
+            set_name: None,
+            state: None,
+        }
+    }
+
+    fn running(index: u32, probe: MemberProbe) -> LocalMemberFacts {
+        LocalMemberFacts {
+            slot: MemberSlot::Data(index),
+            address: Some(local(index)),
+            stateful_set_exists: true,
+            pod_running: true,
+            probe: Some(probe),
+        }
+    }
+
+    /// Three clusters; the config holds local members 0 (primary) and 1 and
+    /// one member of each other cluster, all voting and healthy. This cluster
+    /// wants a third member, which runs and answered empty: the planner adds
+    /// it without a vote (with one, this cluster would hold 3 of 5).
+    fn fixture() -> PlanInput {
+        let hosts = [local(0), local(1), remote(1), remote(2)];
+        let config = ReplicaSetConfig {
+            set_name: SET.to_owned(),
+            version: 7,
+            term: Some(3),
+            members: (0..)
+                .zip(hosts.iter().cloned())
+                .map(|(id, h)| voter(id, h))
+                .collect(),
+            settings: ConfigSettings::from_desired(
+                &ReplicaSetSettings::default(),
+                Some(SET_ID.to_owned()),
+            ),
+        };
+        let members = hosts
+            .iter()
+            .map(|h| {
+                let state = if *h == local(0) {
+                    MemberState::Primary
+                } else {
+                    MemberState::Secondary
+                };
+                (h.clone(), member_status(state, true, Some(0)))
+            })
+            .collect();
+        let listed = hosts.iter().cloned().chain([local(2)]);
+        PlanInput {
+            local_vip: VIPS[0].to_owned(),
+            set_name: SET.to_owned(),
+            desired_members: 3,
+            arbiter_wanted: false,
+            rs_init: true,
+            settings: ReplicaSetSettings::default(),
+            pvc_policy: PvcPolicy::Retain,
+            known_replica_set_id: Some(SET_ID.to_owned()),
+            hostconf: HostConf {
+                members: listed
+                    .map(|address| HostConfMember {
+                        address,
+                        arbiter: false,
+                        votes: None,
+                        priority: None,
+                        hidden: false,
+                        tags: BTreeMap::new(),
+                    })
+                    .collect(),
+            },
+            local_members: vec![
+                running(0, this_set()),
+                running(1, this_set()),
+                running(2, empty()),
+            ],
+            remote_probes: BTreeMap::new(),
+            observed: Observed::Configured(ObservedSet {
+                config,
+                primary: Some(local(0)),
+                members,
+                config_committed: true,
+            }),
+            stepped_down_recently: None,
+        }
+    }
+
+    fn set_of(input: &mut PlanInput) -> &mut ObservedSet {
+        match &mut input.observed {
+            Observed::Configured(set) => set,
+            Observed::Unreachable => unreachable!("the fixture has a set"),
+        }
+    }
+
+    /// The observed config at the next version, changed by `edit`.
+    fn reconfig(input: &PlanInput, edit: impl FnOnce(&mut ReplicaSetConfig)) -> Step {
+        let Observed::Configured(set) = &input.observed else {
+            unreachable!("the fixture has a set");
+        };
+        let mut config = set.config.clone();
+        config.version += 1;
+        edit(&mut config);
+        Step::Reconfig {
+            config,
+            change: Change::UpdateSettings,
+        }
+    }
+
+    fn add_local_2_voting(config: &mut ReplicaSetConfig) {
+        config.members.push(voter(4, local(2)));
+    }
+
+    fn add_local_2_passive(config: &mut ReplicaSetConfig) {
+        config.members.push(ConfigMember {
+            votes: 0,
+            priority: 0.0,
+            ..voter(4, local(2))
+        });
+    }
+
+    fn rejects(invariant: Invariant, input: &PlanInput, step: &Step) {
+        assert!(invariant(input, step).is_err(), "accepted {step:?}");
+    }
+
+    #[test]
+    fn the_fixture_plans_a_step_every_checker_accepts() {
+        let input = fixture();
+        let step = plan(&input);
+        let Step::Reconfig { config, change } = &step else {
+            panic!("{step:?}");
+        };
+        assert_eq!(change, &Change::AddMember { host: local(2) });
+        assert_eq!(config.members.last().map(|m| m.votes), Some(0));
+        assert_eq!(check_all(&input, &step), Ok(()));
+    }
+
+    #[test]
+    fn host_is_local_compares_with_the_vip_without_brackets() {
+        let mut input = fixture();
+        assert!(host_is_local(&input, &local(0)));
+        assert!(!host_is_local(&input, &remote(1)));
+        input.local_vip = "[fd00::1]".to_owned();
+        assert!(host_is_local(&input, &addr("fd00::1", 30000)));
+    }
+
+    #[test]
+    fn two_voting_changes_are_rejected() {
+        let input = fixture();
+        let two = reconfig(&input, |c| {
+            add_local_2_voting(c);
+            c.members.retain(|m| m.host != remote(2));
+        });
+        rejects(one_voting_change_per_reconfig, &input, &two);
+        rejects(reconfig_accepted_without_force, &input, &two);
+        assert!(reconfig_rule_breaks(
+            &observed_set(&input).unwrap().config,
+            config_sent(&two).unwrap()
+        )
+        .iter()
+        .any(|b| b.contains("2 voting changes")));
+    }
+
+    #[test]
+    fn a_reconfig_before_commit_is_rejected() {
+        let mut input = fixture();
+        set_of(&mut input).config_committed = false;
+        let add = reconfig(&input, add_local_2_passive);
+        rejects(one_voting_change_per_reconfig, &input, &add);
+        rejects(reconfig_accepted_without_force, &input, &add);
+    }
+
+    #[test]
+    fn a_reconfig_mongod_needs_force_for_is_rejected() {
+        let input = fixture();
+        let skipped_version = reconfig(&input, |c| c.version += 1);
+        let changed_id = reconfig(&input, |c| c.members[1].id = 9);
+        let other_set = reconfig(&input, |c| {
+            c.settings.replica_set_id = Some("other".to_owned())
+        });
+        let unelectable_primary = reconfig(&input, |c| c.members[0].priority = 0.0);
+        for step in [skipped_version, changed_id, other_set, unelectable_primary] {
+            rejects(reconfig_accepted_without_force, &input, &step);
+        }
+    }
+
+    #[test]
+    fn a_second_initiate_is_rejected() {
+        let input = fixture();
+        let config = observed_set(&input).unwrap().config.clone();
+        let again = Step::Initiate {
+            config: ReplicaSetConfig {
+                version: 1,
+                ..config
+            },
+        };
+        rejects(never_initiate_twice, &input, &again);
+        // Nothing observed, but member 0 answered with a config.
+        let mut unseen = fixture();
+        unseen.observed = Observed::Unreachable;
+        unseen.known_replica_set_id = None;
+        rejects(never_initiate_twice, &unseen, &again);
+    }
+
+    #[test]
+    fn a_reconfig_without_a_healthy_voting_majority_is_rejected() {
+        let mut input = fixture();
+        for host in [remote(1), remote(2)] {
+            set_of(&mut input)
+                .members
+                .insert(host, member_status(MemberState::Down, false, None));
+        }
+        // Without member 1, the voters are 0 (healthy) and the two remote ones (down).
+        let remove = reconfig(&input, |c| c.members.retain(|m| m.host != local(1)));
+        rejects(keep_a_healthy_voting_majority, &input, &remove);
+        let two_at_once = reconfig(&fixture(), |c| c.members.truncate(2));
+        rejects(keep_a_healthy_voting_majority, &fixture(), &two_at_once);
+    }
+
+    #[test]
+    fn removing_or_wrongly_stepping_down_the_primary_is_rejected() {
+        let mut input = fixture();
+        let remove_primary = reconfig(&input, |c| c.members.retain(|m| m.host != local(0)));
+        rejects(
+            step_down_before_removing_the_primary,
+            &input,
+            &remove_primary,
+        );
+        let step_down = |primary| Step::StepDown {
+            primary,
+            step_down_secs: STEP_DOWN_SECS,
+            secondary_catch_up_period_secs: SECONDARY_CATCH_UP_PERIOD_SECS,
+        };
+        // Not the primary; then the primary, but it stays wanted.
+        rejects(
+            step_down_before_removing_the_primary,
+            &input,
+            &step_down(local(1)),
+        );
+        rejects(
+            step_down_before_removing_the_primary,
+            &input,
+            &step_down(local(0)),
+        );
+        // The primary leaves, but nobody that stays is a healthy secondary.
+        input.desired_members = 0;
+        for host in [local(1), remote(1), remote(2)] {
+            set_of(&mut input)
+                .members
+                .insert(host, member_status(MemberState::Down, false, None));
+        }
+        rejects(
+            step_down_before_removing_the_primary,
+            &input,
+            &step_down(local(0)),
+        );
+    }
+
+    #[test]
+    fn a_config_beyond_mongodb_limits_is_rejected() {
+        let input = fixture();
+        let eight_voters = reconfig(&input, |c| {
+            c.members = (0..8u16)
+                .map(|i| voter(i64::from(i), addr(VIPS[usize::from(i) % 3], 30000 + i)))
+                .collect();
+        });
+        rejects(config_within_mongodb_limits, &input, &eight_voters);
+        let passive_with_priority = reconfig(&input, |c| {
+            c.members.push(ConfigMember {
+                votes: 0,
+                ..voter(4, local(2))
+            })
+        });
+        rejects(config_within_mongodb_limits, &input, &passive_with_priority);
+        let hidden_with_priority = reconfig(&input, |c| c.members[1].hidden = true);
+        rejects(config_within_mongodb_limits, &input, &hidden_with_priority);
+        assert!(config_rule_breaks(config_sent(&eight_voters).unwrap())
+            .contains(&"8 voters".to_owned()));
+    }
+
+    #[test]
+    fn a_vote_giving_a_cluster_the_majority_is_rejected() {
+        let input = fixture();
+        let third_local_voter = reconfig(&input, add_local_2_voting);
+        rejects(no_cluster_gains_a_vote_majority, &input, &third_local_voter);
+    }
+
+    #[test]
+    fn deleting_a_member_still_in_the_config_is_rejected() {
+        let mut input = fixture();
+        let delete = Step::DeleteStatefulSet {
+            slot: MemberSlot::Data(1),
+            delete_pvc: true,
+        };
+        rejects(never_delete_a_member_in_the_config, &input, &delete);
+        // Unwanted now, but still in the config.
+        input.desired_members = 1;
+        rejects(never_delete_a_member_in_the_config, &input, &delete);
+    }
+
+    #[test]
+    fn adding_a_member_of_another_set_is_rejected() {
+        let mut input = fixture();
+        input.local_members[2].probe = Some(MemberProbe {
+            replica_set_id: Some("another-set".to_owned()),
+            ..this_set()
+        });
+        let add = reconfig(&input, add_local_2_passive);
+        rejects(never_add_a_member_of_another_set, &input, &add);
+        input.local_members[2].probe = Some(MemberProbe {
+            set_name: Some("replset-9".to_owned()),
+            has_config: false,
+            replica_set_id: None,
+            state: None,
+        });
+        rejects(never_add_a_member_of_another_set, &input, &add);
+    }
+
+    #[test]
+    fn changing_a_remote_member_is_rejected() {
+        let input = fixture();
+        let remote_priority = reconfig(&input, |c| c.members[2].priority = 2.0);
+        rejects(only_local_members_change, &input, &remote_priority);
+        let remote_step_down = Step::StepDown {
+            primary: remote(1),
+            step_down_secs: STEP_DOWN_SECS,
+            secondary_catch_up_period_secs: SECONDARY_CATCH_UP_PERIOD_SECS,
+        };
+        rejects(only_local_members_change, &input, &remote_step_down);
+    }
+
+    #[test]
+    fn another_step_for_the_same_input_is_rejected() {
+        rejects(same_input_same_step, &fixture(), &Step::InSync);
+    }
+
+    #[test]
+    fn the_model_of_mongod_refuses_what_mongod_refuses() {
+        let mut world = World::new(&[2, 1, 1], false, PvcPolicy::Retain);
+        assert_eq!(converge(&mut world, ROUNDS).map(|_| ()), Ok(()));
+        let live = world.set.as_ref().map(|s| s.config.clone()).unwrap();
+        // Two voters of other clusters removed at once.
+        let mut two = live.clone();
+        two.version += 1;
+        two.members.retain(|m| m.host.host == VIPS[0]);
+        let step = Step::Reconfig {
+            config: two,
+            change: Change::UpdateSettings,
+        };
+        assert!(world.execute(0, &step).is_err());
+        let again = Step::Initiate {
+            config: ReplicaSetConfig {
+                version: 1,
+                ..live.clone()
+            },
+        };
+        assert!(world.execute(0, &again).is_err());
+        assert_eq!(world.set.as_ref().map(|s| &s.config), Some(&live));
     }
 }

@@ -2,14 +2,14 @@
 //! several clusters (each with its VIP, `spec.members` and the controller's
 //! memory), one StatefulSet/pod/PVC per member, and one replica set that
 //! accepts or rejects initiate, reconfig and step-down the way mongod does
-//! (`shared/design/replica-set-rules.md`). Each cluster's [`PlanInput`] is built
+//! (Part 1 of `docs/replica-set-rules.md`, written again at the end of this
+//! file without the code under test). Each cluster's [`PlanInput`] is built
 //! from the model, as the controller would gather it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::tests::{member_status, port_of, SET};
 use super::*;
-use crate::replset::reconfig_problems;
 
 /// One member cluster.
 #[derive(Clone, Debug)]
@@ -191,7 +191,7 @@ impl World {
 
     /// Voters (not `newlyAdded`) that run, and how many make a majority.
     fn running_voters(&self, config: &ReplicaSetConfig) -> (usize, usize) {
-        let voting: Vec<&ConfigMember> = config.members.iter().filter(|m| m.votes_now()).collect();
+        let voting: Vec<&ConfigMember> = config.members.iter().filter(|m| votes_now(m)).collect();
         let running = voting.iter().filter(|m| self.running(&m.host)).count();
         (running, voting.len() / 2 + 1)
     }
@@ -200,7 +200,7 @@ impl World {
         config
             .members
             .iter()
-            .filter(|m| m.is_electable() && !m.newly_added && self.running(&m.host))
+            .filter(|m| electable(m) && !m.newly_added && self.running(&m.host))
             .map(|m| m.host.clone())
             .collect()
     }
@@ -217,7 +217,7 @@ impl World {
     pub fn input_for(&self, cluster: usize) -> PlanInput {
         let here = &self.clusters[cluster];
         let config = self.set.as_ref().map(|s| &s.config);
-        let in_config = |a: &MemberAddress| config.is_some_and(|c| c.contains(a));
+        let in_config = |a: &MemberAddress| config.is_some_and(|c| lists(c, a));
         let local_members = self
             .nodes
             .iter()
@@ -278,10 +278,13 @@ impl World {
     }
 
     fn probe(&self, host: &MemberAddress, node: &Node) -> MemberProbe {
-        let member = self
-            .set
-            .as_ref()
-            .and_then(|s| s.config.member(host).map(|m| (s, m)));
+        let member = self.set.as_ref().and_then(|s| {
+            s.config
+                .members
+                .iter()
+                .find(|m| &m.host == host)
+                .map(|m| (s, m))
+        });
         let state = match member {
             Some((s, _)) if s.primary.as_ref() == Some(host) => Some(MemberState::Primary),
             Some((_, m)) if m.arbiter_only => Some(MemberState::Arbiter),
@@ -389,8 +392,8 @@ impl World {
         if self.set.is_some() {
             return Err("23: already initialized".to_owned());
         }
-        let problems = config.validate();
-        if config.version != 1 || !problems.is_empty() {
+        let problems = config_rule_breaks(config);
+        if config.version != 1 || config.set_name != SET || !problems.is_empty() {
             return Err(format!("93: {problems:?}"));
         }
         for m in &config.members {
@@ -423,16 +426,20 @@ impl World {
         if !set.committed {
             return Err("308: current config not committed".to_owned());
         }
-        let problems = reconfig_problems(&set.config, new);
+        let problems = reconfig_rule_breaks(&set.config, new);
         if !problems.is_empty() {
             return Err(format!("103: {problems:?}"));
         }
-        if !new.contains(&primary) {
-            return Err("74: the primary is not in the new config".to_owned());
+        match new.members.iter().find(|m| m.host == primary) {
+            None => return Err("74: the primary is not in the new config".to_owned()),
+            Some(m) if !electable(m) => {
+                return Err("104: the primary would not be electable".to_owned())
+            }
+            Some(_) => {}
         }
         let mut installed = new.clone();
         for m in installed.members.iter_mut() {
-            m.newly_added |= m.is_voter() && !set.config.contains(&m.host);
+            m.newly_added |= m.votes > 0 && !lists(&set.config, &m.host);
         }
         let (running, needed) = self.running_voters(&installed);
         if running < needed {
@@ -563,7 +570,7 @@ impl World {
         let Some(set) = &self.set else {
             return Ok(());
         };
-        let problems = set.config.validate();
+        let problems = config_rule_breaks(&set.config);
         if !problems.is_empty() {
             return Err(format!("the live config is invalid: {problems:?}"));
         }
@@ -577,7 +584,7 @@ impl World {
             }
         }
         if let Some(p) = &set.primary {
-            if !set.config.contains(p) {
+            if !lists(&set.config, p) {
                 return Err(format!("primary {p} is not in the config"));
             }
         }
@@ -591,4 +598,129 @@ impl World {
         self.apply_event(&Event::ClearNewlyAdded);
         self.apply_event(&Event::Commit);
     }
+}
+
+// ------------------------------------------- mongod's rules, written again here
+
+// The model accepts or rejects a step by these, and the property checkers judge
+// by them: they restate the rules of `docs/replica-set-rules.md` (Part 1)
+// without the code under test (`ReplicaSetConfig::validate`,
+// `replset::reconfig_problems`, `voting_changes`, `voters`, `majority` …).
+
+/// The hosts that have a vote in `config` (`newlyAdded` voters included).
+pub(super) fn voting_hosts(config: &ReplicaSetConfig) -> BTreeSet<&MemberAddress> {
+    config
+        .members
+        .iter()
+        .filter(|m| m.votes > 0)
+        .map(|m| &m.host)
+        .collect()
+}
+
+/// Whether `config` lists `host`.
+pub(super) fn lists(config: &ReplicaSetConfig, host: &MemberAddress) -> bool {
+    config.members.iter().any(|m| &m.host == host)
+}
+
+/// Whether a member can be elected: it holds data, votes, is visible and has a
+/// priority above 0.
+pub(super) fn electable(m: &ConfigMember) -> bool {
+    !m.arbiter_only && m.votes == 1 && !m.hidden && m.priority > 0.0
+}
+
+/// Whether a member votes in elections now (a `newlyAdded` voter does not).
+fn votes_now(m: &ConfigMember) -> bool {
+    m.votes > 0 && !m.newly_added
+}
+
+/// What in `config` breaks MongoDB's config rules (empty: mongod accepts it).
+pub(super) fn config_rule_breaks(config: &ReplicaSetConfig) -> Vec<String> {
+    let mut breaks = Vec::new();
+    let mut check = |ok: bool, why: String| {
+        if !ok {
+            breaks.push(why);
+        }
+    };
+    let members = &config.members;
+    check(!config.set_name.is_empty(), "no set name".to_owned());
+    check(config.version >= 1, format!("version {}", config.version));
+    check(
+        (1..=50).contains(&members.len()),
+        format!("{} members", members.len()),
+    );
+    let voters = members.iter().filter(|m| m.votes > 0).count();
+    check((1..=7).contains(&voters), format!("{voters} voters"));
+    check(
+        members.iter().any(|m| !m.arbiter_only && m.priority > 0.0),
+        "no member can become primary".to_owned(),
+    );
+    let ids: BTreeSet<i64> = members.iter().map(|m| m.id).collect();
+    check(
+        ids.len() == members.len(),
+        "an _id is used twice".to_owned(),
+    );
+    let hosts: BTreeSet<&MemberAddress> = members.iter().map(|m| &m.host).collect();
+    check(
+        hosts.len() == members.len(),
+        "a host is listed twice".to_owned(),
+    );
+    let loopback =
+        |h: &MemberAddress| h.host == "localhost" || h.host.starts_with("127.") || h.host == "::1";
+    let loopbacks = members.iter().filter(|m| loopback(&m.host)).count();
+    check(
+        loopbacks == 0 || loopbacks == members.len(),
+        "loopback and other hosts mixed".to_owned(),
+    );
+    for m in members {
+        let host = &m.host;
+        check(m.id >= 0, format!("{host} has _id {}", m.id));
+        check(m.votes <= 1, format!("{host} has {} votes", m.votes));
+        check(
+            (0.0..=1000.0).contains(&m.priority),
+            format!("{host} has priority {}", m.priority),
+        );
+        if m.arbiter_only {
+            check(m.votes == 1, format!("arbiter {host} does not vote"));
+            check(m.priority == 0.0, format!("arbiter {host} has a priority"));
+        } else if m.priority > 0.0 {
+            check(m.votes == 1, format!("non-voter {host} has a priority"));
+            check(!m.hidden, format!("hidden {host} has a priority"));
+        }
+    }
+    breaks
+}
+
+/// What mongod would reject in `new` as a non-forced reconfig of `old`: the
+/// config rules, then version + 1 (mongod asks only for a higher version; the
+/// operator always sends exactly the next), the same set name and
+/// replicaSetId, the same `_id` and `arbiterOnly` for every host kept, and at
+/// most one host that gains or loses a vote.
+pub(super) fn reconfig_rule_breaks(old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> Vec<String> {
+    let mut breaks = config_rule_breaks(new);
+    if new.version != old.version + 1 {
+        breaks.push(format!("version {} after {}", new.version, old.version));
+    }
+    if new.set_name != old.set_name {
+        breaks.push(format!("set name {} after {}", new.set_name, old.set_name));
+    }
+    if new.settings.replica_set_id != old.settings.replica_set_id {
+        breaks.push("another replicaSetId".to_owned());
+    }
+    for m in &new.members {
+        if let Some(before) = old.members.iter().find(|b| b.host == m.host) {
+            if before.id != m.id {
+                breaks.push(format!("{} changed _id {} to {}", m.host, before.id, m.id));
+            }
+            if before.arbiter_only != m.arbiter_only {
+                breaks.push(format!("{} changed arbiterOnly", m.host));
+            }
+        }
+    }
+    let changes = voting_hosts(old)
+        .symmetric_difference(&voting_hosts(new))
+        .count();
+    if changes > 1 {
+        breaks.push(format!("{changes} voting changes"));
+    }
+    breaks
 }
