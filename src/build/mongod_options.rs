@@ -4,7 +4,7 @@
 //! names so that the pod template does not change when the control plane
 //! sends them in another order (FedState sends a Go map's random order).
 //!
-//! Only the settings listed in [`SETTINGS`] and `setParameter.<name>` are
+//! Only the settings listed in `SETTINGS` and `setParameter.<name>` are
 //! passed to mongod. Anything else — an unknown name (FedState's sample sends
 //! `LOG_LEVEL`), a value out of range, a setting the operator owns (`--replSet`,
 //! `--keyFile`, `--port` …) — is never passed: mongod refuses unknown options

@@ -3,7 +3,7 @@
 //!
 //! `dereference` → `validate` → `build` → `apply` → `observe` → `plan` → `act` → `status`
 //!
-//! [`pass`] lists them; each stage is a module here (I/O) or a pure module of
+//! `pass` lists them; each stage is a module here (I/O) or a pure module of
 //! the crate ([`crate::validate`], [`crate::build`], [`crate::plan_input`],
 //! [`crate::planner`], [`crate::status`]). One replica-set step per pass; the
 //! next pass is triggered by the change it caused (watched objects) or by a
