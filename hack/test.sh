@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# The project's test command: installs the third-party clients the fidelity
-# tests use, then runs every test of the workspace.
+# The project's test command: the gates (format, clippy, docs), then every test
+# of the workspace, with the third-party clients the fidelity tests use
+# installed first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(hack/test-tools.sh)"
 export HOME="${HOME:-/tmp}"
+
+echo "== gate: cargo fmt --check" >&2
+cargo fmt --all --check
+echo "== gate: cargo clippy -D warnings" >&2
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== gate: cargo doc, warnings denied" >&2
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+echo "== tests" >&2
 cargo test --workspace --locked "$@"

@@ -830,7 +830,7 @@ fn does_not_promote_a_member_pinned_to_zero_votes_or_not_secondary() {
     assert_eq!(plan(&input), Step::InSync);
 }
 
-// ------------------------------------------------- votes across clusters (invariant 8)
+// ------------------------ votes across clusters (no-cluster-gains-a-vote-majority)
 
 /// An initiate input: `local_count` local members and the `remote` members,
 /// every one of them listed in hostconf and answering without a config.

@@ -1,6 +1,6 @@
 //! HTTP front end: request parsing (paths, `?&`-style query strings, Accept and
 //! Content-Type negotiation), routing to discovery, OpenAPI and resource
-//! handlers, and response encoding (JSON, Table, PartialObjectMetadata[List],
+//! handlers, and response encoding (JSON, Table, PartialObjectMetadata(List),
 //! Status errors).
 
 use std::collections::HashMap;
