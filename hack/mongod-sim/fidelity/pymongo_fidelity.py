@@ -15,11 +15,12 @@ import pymongo
 from pymongo.errors import OperationFailure, WTimeoutError
 from pymongo.write_concern import WriteConcern
 
+from fidelity_common import wait
+
 HOSTS = os.environ["MMO_HOSTS"].split(",")
 CONTROL = os.environ["MMO_CONTROL"]
 USER = os.environ["MMO_ROOT_USER"]
 PASSWORD = os.environ["MMO_ROOT_PASSWORD"]
-DEADLINE = 30.0
 
 
 def control(*words):
@@ -32,19 +33,6 @@ def direct(host, auth=True, mechanism="SCRAM-SHA-256"):
     if auth:
         kwargs.update(username=USER, password=PASSWORD, authSource="admin", authMechanism=mechanism)
     return pymongo.MongoClient(f"mongodb://{host}/", **kwargs)
-
-
-def wait(what, cond):
-    start = time.monotonic()
-    while True:
-        try:
-            if cond():
-                return
-        except (OperationFailure, pymongo.errors.ConnectionFailure):
-            pass
-        if time.monotonic() - start > DEADLINE:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def expect_code(code, fn):

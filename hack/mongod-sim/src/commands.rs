@@ -207,10 +207,12 @@ async fn hello(
         body.get_document("topologyVersion"),
         num(body.get("maxAwaitTimeMS")),
     ) {
+        // Subscribe before reading the counter so a change in between wakes us.
         let mut watch = member.topology_watch();
+        let current = *watch.borrow_and_update();
         let same_process = tv.get_object_id("processId").ok() == Some(member.process_id());
         let counter = tv.get_i64("counter").ok();
-        if same_process && counter == Some(*watch.borrow_and_update()) {
+        if same_process && counter == Some(current) {
             let wait = secs(max_wait.min(600_000.0) / 1000.0);
             let _ = tokio::time::timeout(wait, watch.changed()).await;
         }

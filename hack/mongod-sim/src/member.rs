@@ -363,9 +363,13 @@ impl Member {
         })
     }
 
+    /// A topology change: the counter goes up and waiting awaitable hellos answer.
+    /// `send_replace`, not `send`: `send` leaves the value unchanged when nobody is
+    /// subscribed at that moment, and a later awaitable hello would then compare the
+    /// client's (current) counter with a stale one and answer at once, forever.
     pub(crate) fn bump_topology(&self, inner: &mut Inner) {
         inner.topology_counter += 1;
-        let _ = self.topology.send(inner.topology_counter);
+        self.topology.send_replace(inner.topology_counter);
     }
 
     /// Re-derives self host and role from the installed config.

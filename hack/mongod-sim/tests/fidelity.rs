@@ -151,6 +151,19 @@ fn mongosh_rs_helpers_initiate_status_add_reconfig_stepdown() {
     run_script(cmd, "MONGOSH FIDELITY OK");
 }
 
+#[test]
+fn pymongo_awaitable_hello_is_held_by_every_member_of_an_idle_set() {
+    let Some(python) = tool("MMO_PYTHON") else {
+        return;
+    };
+    let hosts: Vec<String> = (1..=5).map(|i| format!("127.74.0.{i}:27017")).collect();
+    let _sim = start_sim(&hosts, &[]);
+    let mut cmd = Command::new(python);
+    cmd.arg(script("pymongo_awaitable_hello.py"))
+        .env("MMO_HOSTS", hosts.join(","));
+    run_script(cmd, "AWAITABLE HELLO FIDELITY OK");
+}
+
 /// One HTTP request to the control interface; returns (status line, body).
 fn http(control: &str, path: &str) -> (String, String) {
     use std::io::{Read, Write};

@@ -17,13 +17,7 @@ async fn awaitable_hello_holds_until_topology_change_or_timeout() {
     let set = Set::start(81, 1, |_| {}).await;
     let c = set.direct(&set.hosts[0], "").await;
     let admin = c.database("admin");
-    let tv = admin
-        .run_command(doc! {"hello": 1})
-        .await
-        .unwrap()
-        .get_document("topologyVersion")
-        .unwrap()
-        .clone();
+    let tv = topology_version(&admin).await;
 
     let start = Instant::now();
     let r = admin
@@ -75,6 +69,50 @@ async fn awaitable_hello_holds_until_topology_change_or_timeout() {
             .unwrap()
             > tv.get_i64("counter").unwrap()
     );
+}
+
+/// Topology changes that happen while no awaitable hello waits (here: initiate,
+/// election, every member's role) must still leave each member holding the next
+/// awaitable hello: the clients here poll, so nobody waits while the set forms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn awaitable_hello_is_held_after_topology_changes_nobody_waited_for() {
+    let set = Set::start(88, 3, |_| {}).await;
+    let poll = "&serverMonitoringMode=poll";
+    set.initiate_via(poll).await;
+    for host in &set.hosts {
+        let admin = set.direct(host, poll).await.database("admin");
+        let mut held = None;
+        for _ in 0..3 {
+            let tv = topology_version(&admin).await;
+            let start = Instant::now();
+            let r = admin
+                .run_command(
+                    doc! {"hello": 1, "topologyVersion": tv.clone(), "maxAwaitTimeMS": 400_i64},
+                )
+                .await
+                .unwrap();
+            if r.get_document("topologyVersion").unwrap() == &tv {
+                held = Some(start.elapsed());
+                break;
+            }
+        }
+        let held = held.unwrap_or_else(|| panic!("{host}: topologyVersion kept changing"));
+        assert!(
+            held >= Duration::from_millis(350),
+            "{host} answered an awaitable hello after {held:?} with an unchanged topologyVersion"
+        );
+    }
+}
+
+/// The member's current `topologyVersion`, from a plain hello.
+async fn topology_version(admin: &mongodb::Database) -> Document {
+    admin
+        .run_command(doc! {"hello": 1})
+        .await
+        .unwrap()
+        .get_document("topologyVersion")
+        .unwrap()
+        .clone()
 }
 
 fn op_msg(request_id: i32, flags: u32, body: &Document, checksum: bool) -> Vec<u8> {

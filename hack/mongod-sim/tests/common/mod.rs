@@ -87,7 +87,12 @@ impl Set {
 
     /// Initiates all members and waits for a primary and every member SECONDARY/PRIMARY.
     pub async fn initiate(&self) -> String {
-        let c = self.direct(&self.hosts[0], "").await;
+        self.initiate_via("").await
+    }
+
+    /// [`Set::initiate`] through a client with extra URI options `extra`.
+    pub async fn initiate_via(&self, extra: &str) -> String {
+        let c = self.direct(&self.hosts[0], extra).await;
         c.database("admin")
             .run_command(doc! {"replSetInitiate": self.config(&self.hosts)})
             .await
