@@ -66,6 +66,7 @@ enum StatusReason {
     NotObserved,
     Paused,
     Pending,
+    NoPrimary,
 }
 
 impl StatusReason {
@@ -159,7 +160,7 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
         MongoState::Pause
     } else if blocked {
         MongoState::Error
-    } else if in_sync && all_ready {
+    } else if in_sync && all_ready && has_primary(input) {
         MongoState::Running
     } else {
         MongoState::Reconciling
@@ -389,6 +390,11 @@ fn replica_set_view(
     }
 }
 
+/// Whether this pass saw a primary in the set.
+fn has_primary(input: &StatusInput) -> bool {
+    input.observation.is_some_and(|o| o.primary.is_some())
+}
+
 /// The reason and message of what the pass is doing or stuck on.
 fn activity(input: &StatusInput) -> (&'static str, String) {
     if input.paused {
@@ -399,6 +405,10 @@ fn activity(input: &StatusInput) -> (&'static str, String) {
         return (problem.reason(), problem.to_string());
     }
     match input.step {
+        Some(Step::InSync) if !has_primary(input) => {
+            let message = "the replica set has no primary: writes are refused".to_string();
+            (StatusReason::NoPrimary.as_str(), message)
+        }
         Some(step) => (step.reason(), step.to_string()),
         None => {
             let message = "the replica set has not been observed yet".to_string();
@@ -799,6 +809,30 @@ mod tests {
             "an input problem does not blank the view either"
         );
         assert_eq!(failed.current_info.members, 2);
+    }
+
+    #[test]
+    fn a_set_without_a_primary_is_never_running() {
+        // Seen in the demo: Running 2/2 while the set had no primary.
+        let mongodb = mongodb(2);
+        let observed = observation(&[
+            (30001, MemberState::Secondary, true),
+            (30002, MemberState::Secondary, true),
+        ]);
+        let local = views(&[30001, 30002]);
+        let status = compute_status(&input(
+            &mongodb,
+            Some(&observed),
+            &local,
+            Some(&Step::InSync),
+            at(1),
+        ));
+        assert_eq!(status.state, Some(MongoState::Reconciling));
+        let ready = condition(&status, "Ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "NoPrimary")
+        );
     }
 
     #[test]
