@@ -1069,7 +1069,7 @@ fn healthy_voters_after(
                 || set
                     .members
                     .get(&m.host)
-                    .is_some_and(|h| h.healthy && h.state.can_vote())
+                    .is_some_and(MemberStatus::counts_towards_majority)
         })
         .count();
     (healthy, config.majority())

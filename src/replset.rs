@@ -164,19 +164,6 @@ impl MemberState {
             MemberState::Removed => "REMOVED",
         }
     }
-
-    /// Whether a member in this state takes part in elections (casts votes).
-    pub fn can_vote(self) -> bool {
-        matches!(
-            self,
-            MemberState::Primary
-                | MemberState::Secondary
-                | MemberState::Recovering
-                | MemberState::Startup2
-                | MemberState::Arbiter
-                | MemberState::Rollback
-        )
-    }
 }
 
 /// One member as `replSetGetStatus` reports it.
@@ -196,6 +183,20 @@ pub struct MemberStatus {
     pub lag_secs: Option<i64>,
     /// `configVersion` the member has installed.
     pub config_version: Option<i64>,
+}
+
+impl MemberStatus {
+    /// Whether mongod counts this member towards a majority of healthy voters
+    /// (a voter in the config): up, and PRIMARY, SECONDARY or ARBITER. A member
+    /// in initial sync (STARTUP2), RECOVERING or ROLLBACK answers heartbeats but
+    /// does not count (`docs/replica-set-rules.md`, `keep-a-healthy-voting-majority`).
+    pub fn counts_towards_majority(&self) -> bool {
+        self.healthy
+            && matches!(
+                self.state,
+                MemberState::Primary | MemberState::Secondary | MemberState::Arbiter
+            )
+    }
 }
 
 impl fmt::Display for MemberState {

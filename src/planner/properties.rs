@@ -136,11 +136,13 @@ fn answers(input: &PlanInput) -> BTreeMap<&MemberAddress, &MemberProbe> {
 }
 
 /// Whether a member in this state takes part in elections.
-fn state_votes(state: MemberState) -> bool {
+/// mongod counts a voter towards a healthy majority only when it is up and
+/// PRIMARY, SECONDARY or ARBITER (not while syncing, recovering or rolling back).
+fn state_counts_towards_majority(state: MemberState) -> bool {
     use MemberState::*;
     match state {
-        Primary | Secondary | Recovering | Startup2 | Arbiter | Rollback => true,
-        Startup | Unknown | Down | Removed => false,
+        Primary | Secondary | Arbiter => true,
+        Recovering | Startup2 | Rollback | Startup | Unknown | Down | Removed => false,
     }
 }
 
@@ -257,7 +259,7 @@ fn keep_a_healthy_voting_majority(input: &PlanInput, step: &Step) -> Result<(), 
         if before.contains(host) {
             set.members
                 .get(host)
-                .is_some_and(|s| s.healthy && state_votes(s.state))
+                .is_some_and(|s| s.healthy && state_counts_towards_majority(s.state))
         } else {
             local_at(input, host).any(|m| m.pod_running && m.probe.is_some())
         }

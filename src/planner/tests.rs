@@ -726,6 +726,33 @@ fn refuses_a_removal_that_would_break_the_voting_majority() {
 }
 
 #[test]
+fn members_still_syncing_do_not_count_as_healthy_voters() {
+    // STARTUP2 (initial sync), RECOVERING and ROLLBACK members answer
+    // heartbeats but mongod does not count them towards a removal's majority.
+    for state in [
+        MemberState::Startup2,
+        MemberState::Recovering,
+        MemberState::Rollback,
+    ] {
+        let (facts, mut set) = three_local_in_sync(2);
+        for host in [remote(0), remote(1)] {
+            set.members.insert(host, member_status(state, true, None));
+        }
+        assert_eq!(
+            plan(&input(2, facts, Observed::Configured(set))),
+            Step::Refuse {
+                reason: Refusal::WouldBreakVotingMajority {
+                    host: local(2),
+                    healthy: 2,
+                    needed: 3
+                }
+            },
+            "{state:?}"
+        );
+    }
+}
+
+#[test]
 fn deletes_the_statefulset_only_after_the_member_left_the_config() {
     let (mut facts, mut set) = three_local_in_sync(2);
     set.config.members.retain(|m| m.host != local(2));
