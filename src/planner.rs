@@ -753,11 +753,17 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     }
     delete_departed(input, set)?;
     remove_unwanted(input, set)?;
-    add_wanted(input, set)?;
+    // A wanted member that is not ready yet holds up neither the next one,
+    // nor promotions, nor settings; its wait is reported once nothing else is
+    // left to do.
+    let waiting_member = add_wanted(input, set)?;
     promote_non_voters(input, set)?;
     update_settings(input, set)?;
     report_leftovers(input, set)?;
-    Continue(())
+    match waiting_member {
+        Some(wait) => Break(wait),
+        None => Continue(()),
+    }
 }
 
 /// Deletes the StatefulSet of an unwanted member once the primary's committed
@@ -880,22 +886,32 @@ fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
 }
 
 /// Adds the first wanted member (index order, the arbiter last) that is not in
-/// the config yet, once it runs and answers as a member that may join.
-fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+/// the config yet and runs and answers as a member that may join. A member not
+/// ready yet is passed over; the first such wait is returned for the caller to
+/// report once nothing else can be done.
+fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step, Option<Step>> {
     let set_id = set
         .config
         .settings
         .replica_set_id
         .as_ref()
         .or(input.known_replica_set_id.as_ref());
+    let mut first_wait = None;
     for slot in input.wanted_slots() {
         let Some(address) = input.facts(slot).and_then(|f| f.address.as_ref()) else {
-            return Break(wait(WaitReason::MemberAddressUnknown { slot }));
+            first_wait.get_or_insert(wait(WaitReason::MemberAddressUnknown { slot }));
+            continue;
         };
         if set.config.contains(address) {
             continue;
         }
-        let (host, probe) = ready_to_join(input, slot)?;
+        let (host, probe) = match ready_to_join(input, slot) {
+            Continue(ready) => ready,
+            Break(not_ready) => {
+                first_wait.get_or_insert(not_ready);
+                continue;
+            }
+        };
         check_set_name(input, host, probe)?;
         check_same_replica_set(host, probe, set_id)?;
         check_reconfig_allowed(set)?;
@@ -929,7 +945,7 @@ fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
             Change::AddMember { host: host.clone() },
         ));
     }
-    Continue(())
+    Continue(first_wait)
 }
 
 /// A member that holds a config may join only with this set's `replicaSetId`

@@ -726,6 +726,42 @@ fn refuses_a_removal_that_would_break_the_voting_majority() {
 }
 
 #[test]
+fn an_unready_wanted_member_does_not_block_the_next_one() {
+    // Members 0 and 1 are in the set; member 2's pod is not running, member 3
+    // answers: member 3 is added rather than everything waiting on member 2.
+    let (mut facts, set) = three_local_in_sync(2);
+    let mut set = set;
+    set.config.members.retain(|m| m.host != local(2));
+    set.members.remove(&local(2));
+    facts[2].pod_running = false;
+    facts[2].probe = None;
+    facts.push(data(3, Some(empty_probe())));
+    let (_, change) = expect_reconfig(plan(&input(
+        4,
+        facts.clone(),
+        Observed::Configured(set.clone()),
+    )));
+    assert_eq!(change, Change::AddMember { host: local(3) });
+
+    // Once member 3 is in, the set waits on member 2 and says so.
+    let mut set = set;
+    set.config.members.push(voter(3, local(3)));
+    set.members.insert(
+        local(3),
+        member_status(MemberState::Secondary, true, Some(0)),
+    );
+    facts[3].probe = Some(member_probe(SET_ID, MemberState::Secondary));
+    assert_eq!(
+        plan(&input(4, facts, Observed::Configured(set))),
+        Step::Wait {
+            reason: WaitReason::PodNotRunning {
+                slot: MemberSlot::Data(2)
+            }
+        }
+    );
+}
+
+#[test]
 fn members_still_syncing_do_not_count_as_healthy_voters() {
     // STARTUP2 (initial sync), RECOVERING and ROLLBACK members answer
     // heartbeats but mongod does not count them towards a removal's majority.
