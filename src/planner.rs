@@ -193,8 +193,13 @@ pub struct ObservedSet {
 /// The one thing to do next.
 #[derive(Clone, Debug, PartialEq, strum::IntoStaticStr, strum::VariantNames)]
 pub enum Step {
-    /// `replSetInitiate` with this config, on a local member listed in it.
-    Initiate { config: ReplicaSetConfig },
+    /// `replSetInitiate` with this config, sent to `on`: a local member listed
+    /// in it that can be elected (mongod refuses an initiate received by an
+    /// arbiter, a non-voter, a priority-0 or a hidden member with code 93).
+    Initiate {
+        config: ReplicaSetConfig,
+        on: MemberAddress,
+    },
     /// `replSetReconfig` (never `force`: the step has no way to say it) with this
     /// full config, whose version is the observed one + 1.
     Reconfig {
@@ -255,9 +260,9 @@ impl Step {
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Step::Initiate { config } => write!(
+            Step::Initiate { config, on } => write!(
                 f,
-                "initiate replica set {} with {} members",
+                "initiate replica set {} with {} members on {on}",
                 config.set_name,
                 config.members.len()
             ),
@@ -378,6 +383,11 @@ pub enum Refusal {
     #[error("this cluster wants no member, so it has nothing to initiate")]
     NothingToInitiate,
     #[error(
+        "no member of this cluster could be elected in the initial config (arbiter, \
+         votes 0, priority 0 or hidden), and mongod refuses an initiate sent to one"
+    )]
+    NoElectableLocalMember,
+    #[error(
         "{host} is in the config with this cluster's VIP, but no Service or \
          StatefulSet of this instance has that address"
     )]
@@ -413,7 +423,7 @@ fn join(problems: &[ConfigProblem]) -> String {
 pub fn plan(input: &PlanInput) -> Step {
     match &input.observed {
         Observed::Unreachable => match plan_initiate(input) {
-            Continue(config) => Step::Initiate { config },
+            Continue((config, on)) => Step::Initiate { config, on },
             Break(step) => step,
         },
         Observed::Configured(set) => match plan_membership(input, set) {
@@ -501,7 +511,7 @@ impl LocalMemberFacts {
 
 /// The initial config, when this cluster may initiate: never a second time
 /// (`docs/replica-set-rules.md`, `never-initiate-twice`).
-fn plan_initiate(input: &PlanInput) -> ControlFlow<Step, ReplicaSetConfig> {
+fn plan_initiate(input: &PlanInput) -> ControlFlow<Step, (ReplicaSetConfig, MemberAddress)> {
     if let Some(id) = &input.known_replica_set_id {
         return Break(wait(WaitReason::ReplicaSetUnreachable {
             replica_set_id: id.clone(),
@@ -583,7 +593,14 @@ fn plan_initiate(input: &PlanInput) -> ControlFlow<Step, ReplicaSetConfig> {
     if !problems.is_empty() {
         return Break(refuse(Refusal::InvalidConfig { problems }));
     }
-    Continue(config)
+    let electable_local = config
+        .members
+        .iter()
+        .find(|m| input.is_local(&m.host) && m.is_electable());
+    let Some(on) = electable_local.map(|m| m.host.clone()) else {
+        return Break(refuse(Refusal::NoElectableLocalMember));
+    };
+    Continue((config, on))
 }
 
 /// The members of the initial config (`listed`: address and whether it is an
@@ -1291,6 +1308,7 @@ mod reason_names {
                 "ArbiterVoteWouldGiveClusterMajority",
             ),
             (Refusal::NothingToInitiate, "NothingToInitiate"),
+            (Refusal::NoElectableLocalMember, "NoElectableLocalMember"),
             (
                 Refusal::UnaccountedLocalMember { host: host() },
                 "UnaccountedLocalMember",
@@ -1351,6 +1369,7 @@ mod reason_names {
             (
                 Step::Initiate {
                     config: config.clone(),
+                    on: host(),
                 },
                 "Initiate",
             ),

@@ -48,9 +48,6 @@ pub enum ActError {
         #[source]
         source: kube::Error,
     },
-    /// The initiate config lists no member of this cluster (a planner bug).
-    #[error("the initiate config lists no member of this cluster")]
-    NoLocalMemberToInitiate,
     /// A reconfig was planned without an observed config (a planner bug).
     #[error("a reconfig was planned without an observed config")]
     NoObservedConfig,
@@ -152,20 +149,14 @@ async fn carry_out(
         source,
     };
     match step {
-        Step::Initiate { config } => {
-            let local = config
-                .members
-                .iter()
-                .map(|m| &m.host)
-                .find(|host| host.host == validated.vip)
-                .ok_or(ActError::NoLocalMemberToInitiate)?;
+        Step::Initiate { config, on } => {
             ctx.gateway
-                .initiate(local, config, credentials)
+                .initiate(on, config, credentials)
                 .await
                 .map_err(mongo)?;
             let hosts: Vec<String> = config.members.iter().map(|m| m.host.to_string()).collect();
             let message = format!(
-                "initiated replica set {} on {local} with {}",
+                "initiated replica set {} on {on} with {}",
                 config.set_name,
                 hosts.join(", ")
             );

@@ -153,7 +153,7 @@ fn votes_of(config: &ReplicaSetConfig) -> usize {
 /// The config a step sends, if any.
 fn config_sent(step: &Step) -> Option<&ReplicaSetConfig> {
     match step {
-        Step::Initiate { config } | Step::Reconfig { config, .. } => Some(config),
+        Step::Initiate { config, .. } | Step::Reconfig { config, .. } => Some(config),
         _ => None,
     }
 }
@@ -214,9 +214,16 @@ fn reconfig_accepted_without_force(input: &PlanInput, step: &Step) -> Result<(),
 /// holds a config; it lists only members that answered without one, at least
 /// one of them local.
 fn never_initiate_twice(input: &PlanInput, step: &Step) -> Result<(), String> {
-    let Step::Initiate { config } = step else {
+    let Step::Initiate { config, on } = step else {
         return Ok(());
     };
+    ensure(host_is_local(input, on), || {
+        format!("replSetInitiate sent to {on}, not a member of this cluster")
+    })?;
+    ensure(
+        config.members.iter().any(|m| &m.host == on && electable(m)),
+        || format!("replSetInitiate sent to {on}, which cannot be elected: mongod answers 93"),
+    )?;
     ensure(input.rs_init, || {
         "initiate outside the rsInit cluster".to_owned()
     })?;
@@ -371,7 +378,7 @@ fn no_cluster_gains_a_vote_majority(input: &PlanInput, step: &Step) -> Result<()
         return Ok(());
     }
     let config = match step {
-        Step::Initiate { config } => config,
+        Step::Initiate { config, .. } => config,
         Step::Reconfig { config, .. } => {
             let old = &observed_set(input)?.config;
             if voting_hosts(config).is_subset(&voting_hosts(old)) || majority_cluster(old).is_some()
@@ -1522,6 +1529,7 @@ mod checkers_reject_bad_steps {
                 version: 1,
                 ..config
             },
+            on: addr(VIPS[0], 30000),
         };
         rejects(never_initiate_twice, &input, &again);
         // Nothing observed, but member 0 answered with a config.
@@ -1682,6 +1690,7 @@ mod checkers_reject_bad_steps {
                 version: 1,
                 ..live.clone()
             },
+            on: addr(VIPS[0], 30000),
         };
         assert!(world.execute(0, &again).is_err());
         assert_eq!(world.set.as_ref().map(|s| &s.config), Some(&live));

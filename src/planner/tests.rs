@@ -211,7 +211,7 @@ fn expect_reconfig(step: Step) -> (ReplicaSetConfig, Change) {
 
 fn expect_initiate(step: Step) -> ReplicaSetConfig {
     match step {
-        Step::Initiate { config } => config,
+        Step::Initiate { config, .. } => config,
         other => panic!("expected an initiate, got {other:?}"),
     }
 }
@@ -998,6 +998,40 @@ fn refuses_an_arbiter_whose_vote_would_give_its_cluster_a_majority() {
             }
         }
     );
+}
+
+#[test]
+fn initiate_runs_on_an_electable_local_member_even_when_the_arbiter_sorts_first() {
+    // mongod answers 93 to replSetInitiate sent to a member that cannot be
+    // elected (arbiter, votes 0, priority 0, hidden).
+    let mut input = initiate_input(2, &[remote(0), remote(1)]);
+    input.arbiter_wanted = true;
+    let mut arbiter = running(MemberSlot::Arbiter, Some(empty_probe()));
+    arbiter.address = Some(addr(VIP, 20000));
+    input.local_members.push(arbiter);
+    input.hostconf.members.push(HostConfMember {
+        address: addr(VIP, 20000),
+        arbiter: true,
+        votes: None,
+        priority: None,
+        hidden: false,
+        tags: BTreeMap::new(),
+    });
+    input.hostconf.members[0].priority = Some(0.0);
+    let Step::Initiate { config, on } = plan(&input) else {
+        panic!("expected an initiate");
+    };
+    assert_eq!(
+        config.members[0].host,
+        addr(VIP, 20000),
+        "the arbiter sorts first"
+    );
+    assert_eq!(
+        on,
+        local(1),
+        "local 0 has priority 0, the arbiter cannot be elected"
+    );
+    assert!(config.member(&on).is_some_and(ConfigMember::is_electable));
 }
 
 #[test]

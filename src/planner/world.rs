@@ -351,7 +351,7 @@ impl World {
     /// why mongod rejected it (nothing changed then).
     pub fn execute(&mut self, cluster: usize, step: &Step) -> Result<(), String> {
         match step {
-            Step::Initiate { config } => self.initiate(config),
+            Step::Initiate { config, on } => self.initiate(config, on),
             Step::Reconfig { config, .. } => self.reconfig(config),
             Step::StepDown { primary, .. } => {
                 let set = self.set.as_ref().ok_or("no replica set")?;
@@ -388,13 +388,17 @@ impl World {
         }
     }
 
-    fn initiate(&mut self, config: &ReplicaSetConfig) -> Result<(), String> {
+    fn initiate(&mut self, config: &ReplicaSetConfig, on: &MemberAddress) -> Result<(), String> {
         if self.set.is_some() {
             return Err("23: already initialized".to_owned());
         }
         let problems = config_rule_breaks(config);
         if config.version != 1 || config.set_name != SET || !problems.is_empty() {
             return Err(format!("93: {problems:?}"));
+        }
+        let receiver = config.members.iter().find(|m| &m.host == on);
+        if !receiver.is_some_and(|m| electable(m)) {
+            return Err(format!("93: {on} is not electable in the initial config"));
         }
         for m in &config.members {
             let node = self.nodes.get(&m.host).filter(|n| n.running());
