@@ -1030,9 +1030,14 @@ fn promote_non_voters(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step>
     Continue(())
 }
 
-/// Brings `settings` to the spec's values, keeping `replicaSetId`.
+/// Brings `settings` to the spec's values, keeping `replicaSetId` — in the
+/// rsInit cluster only: the settings belong to the whole set, and two clusters
+/// whose specs differ (a propagation lag, an override) would otherwise revert
+/// each other without end (`docs/replica-set-rules.md`,
+/// `settings-written-by-the-rs-init-cluster-only`). The others report the
+/// difference in status.
 fn update_settings(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
-    if set.config.settings.matches(&input.settings) {
+    if !input.rs_init || set.config.settings.matches(&input.settings) {
         return Continue(());
     }
     check_reconfig_allowed(set)?;

@@ -37,6 +37,9 @@ pub enum ConditionType {
     ConfigAccepted,
     /// This pass read the replica set; False: the view in status is the last one read.
     ReplicaSetObserved,
+    /// The set's settings are `spec.replicaSetSettings` (only the rsInit
+    /// cluster writes them; the others report a difference here).
+    SettingsMatch,
 }
 
 impl ConditionType {
@@ -64,6 +67,8 @@ enum StatusReason {
     Observed,
     ObservationStale,
     NotObserved,
+    SettingsInPlace,
+    SettingsDiffer,
     Paused,
     Pending,
     NoPrimary,
@@ -319,6 +324,14 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
         observed_message,
     );
 
+    let (settings_match, settings_reason, settings_message) = settings_condition(input);
+    set(
+        ConditionType::SettingsMatch,
+        settings_match,
+        settings_reason.as_str(),
+        settings_message,
+    );
+
     let db_user = &mongodb.spec.db_user_spec;
     let db_user_password_fingerprint = db_user
         .password
@@ -388,6 +401,40 @@ fn replica_set_view(
         ready_local,
         observed_at: Some(observed_at),
     }
+}
+
+/// Whether the set's settings are this cluster's `spec.replicaSetSettings`.
+fn settings_condition(input: &StatusInput) -> (bool, StatusReason, String) {
+    let spec = &input.mongodb.spec;
+    let desired = &spec.replica_set_settings;
+    let Some(observation) = input.observation else {
+        let message = "the replica set has not been read this pass".to_string();
+        return (true, StatusReason::NotObserved, message);
+    };
+    let actual = &observation.config.settings;
+    if actual.matches(desired) {
+        let message = "the replica set's settings are spec.replicaSetSettings".to_string();
+        return (true, StatusReason::SettingsInPlace, message);
+    }
+    let writer = if spec.rs_init {
+        "this rsInit cluster is bringing them in line"
+    } else {
+        "only the rsInit cluster writes them; this cluster changes nothing"
+    };
+    let message = format!(
+        "spec.replicaSetSettings (electionTimeoutMillis {}, heartbeatIntervalMillis {}, \
+         catchUpTimeoutMillis {}, chainingAllowed {}) differ from the replica set's \
+         ({}, {}, {}, {}): {writer}",
+        desired.election_timeout_millis,
+        desired.heartbeat_interval_millis,
+        desired.catch_up_timeout_millis,
+        desired.chaining_allowed,
+        actual.election_timeout_millis,
+        actual.heartbeat_interval_millis,
+        actual.catch_up_timeout_millis,
+        actual.chaining_allowed,
+    );
+    (false, StatusReason::SettingsDiffer, message)
 }
 
 /// Whether this pass saw a primary in the set.
@@ -809,6 +856,41 @@ mod tests {
             "an input problem does not blank the view either"
         );
         assert_eq!(failed.current_info.members, 2);
+    }
+
+    #[test]
+    fn settings_that_differ_from_the_set_are_reported() {
+        let mut mongodb = mongodb(1);
+        let observed = observation(&[(30001, MemberState::Primary, true)]);
+        let local = views(&[30001]);
+        let same = compute_status(&input(
+            &mongodb,
+            Some(&observed),
+            &local,
+            Some(&Step::InSync),
+            at(1),
+        ));
+        assert_eq!(condition(&same, "SettingsMatch").status, "True");
+        mongodb.spec.replica_set_settings.election_timeout_millis = 30_000;
+        let differ = compute_status(&input(
+            &mongodb,
+            Some(&observed),
+            &local,
+            Some(&Step::InSync),
+            at(2),
+        ));
+        let settings = condition(&differ, "SettingsMatch");
+        assert_eq!(
+            (settings.status.as_str(), settings.reason.as_str()),
+            ("False", "SettingsDiffer")
+        );
+        assert!(
+            settings
+                .message
+                .contains("only the rsInit cluster writes them"),
+            "{}",
+            settings.message
+        );
     }
 
     #[test]

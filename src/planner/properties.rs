@@ -33,7 +33,7 @@ const VIPS: [&str; 3] = ["10.0.0.1", "10.0.0.2", "10.0.0.3"];
 type Invariant = fn(&PlanInput, &Step) -> Result<(), String>;
 
 /// Every invariant of `docs/replica-set-rules.md`, by its name there.
-const INVARIANTS: [(&str, Invariant); 11] = [
+const INVARIANTS: [(&str, Invariant); 12] = [
     (
         "one-voting-change-per-reconfig",
         one_voting_change_per_reconfig,
@@ -65,6 +65,10 @@ const INVARIANTS: [(&str, Invariant); 11] = [
         never_add_a_member_of_another_set,
     ),
     ("only-local-members-change", only_local_members_change),
+    (
+        "settings-written-by-the-rs-init-cluster-only",
+        settings_written_by_the_rs_init_cluster_only,
+    ),
     ("same-input-same-step", same_input_same_step),
 ];
 
@@ -455,6 +459,36 @@ fn never_add_a_member_of_another_set(input: &PlanInput, step: &Step) -> Result<(
         )?;
     }
     Ok(())
+}
+
+/// `settings-written-by-the-rs-init-cluster-only`: a reconfig planned outside
+/// the rsInit cluster sends the observed settings unchanged.
+fn settings_written_by_the_rs_init_cluster_only(
+    input: &PlanInput,
+    step: &Step,
+) -> Result<(), String> {
+    let Step::Reconfig { config, .. } = step else {
+        return Ok(());
+    };
+    if input.rs_init {
+        return Ok(());
+    }
+    let old = &observed_set(input)?.config.settings;
+    let new = &config.settings;
+    let same = (
+        old.election_timeout_millis,
+        old.heartbeat_interval_millis,
+        old.catch_up_timeout_millis,
+        old.chaining_allowed,
+    ) == (
+        new.election_timeout_millis,
+        new.heartbeat_interval_millis,
+        new.catch_up_timeout_millis,
+        new.chaining_allowed,
+    );
+    ensure(same, || {
+        format!("a cluster other than rsInit changed the settings: {old:?} → {new:?}")
+    })
 }
 
 /// `only-local-members-change`: a reconfig leaves every remote member as
@@ -851,6 +885,12 @@ proptest! {
     }
 
     #[test]
+    fn invariant_settings_written_by_the_rs_init_cluster_only(input in arb_input()) {
+        let step = plan(&input);
+        prop_assert_eq!(settings_written_by_the_rs_init_cluster_only(&input, &step), Ok(()));
+    }
+
+    #[test]
     fn invariant_same_input_same_step(input in arb_input()) {
         let step = plan(&input);
         prop_assert_eq!(same_input_same_step(&input, &step), Ok(()));
@@ -910,7 +950,8 @@ fn arb_op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Event(Event::ClearNewlyAdded)),
         1 => Just(Op::Event(Event::StepDownPeriodEnds)),
         1 => (cluster.clone(), 0u32..5).prop_map(|(cluster, desired)| Op::Event(Event::SetDesired { cluster, desired })),
-        1 => (cluster, prop::bool::weighted(0.3)).prop_map(|(cluster, wanted)| Op::Event(Event::SetArbiter { cluster, wanted })),
+        1 => (cluster.clone(), prop::bool::weighted(0.3)).prop_map(|(cluster, wanted)| Op::Event(Event::SetArbiter { cluster, wanted })),
+        1 => (cluster, prop::sample::select(vec![10_000i64, 20_000])).prop_map(|(cluster, millis)| Op::Event(Event::SetElectionTimeout { cluster, millis })),
     ]
 }
 
@@ -1100,6 +1141,19 @@ fn check_converged(world: &World) -> Result<(), String> {
             })?;
         }
     }
+    // The set-wide settings are the rsInit cluster's, whatever the others ask.
+    let rs_init = world
+        .clusters
+        .iter()
+        .find(|c| c.rs_init)
+        .ok_or("no rsInit cluster")?;
+    let timeout = set.config.settings.election_timeout_millis;
+    ensure(timeout == rs_init.election_timeout_millis, || {
+        format!(
+            "electionTimeoutMillis {timeout}, the rsInit cluster asks {}",
+            rs_init.election_timeout_millis
+        )
+    })?;
     let leftover = world
         .nodes
         .iter()
@@ -1664,6 +1718,23 @@ mod checkers_reject_bad_steps {
             secondary_catch_up_period_secs: SECONDARY_CATCH_UP_PERIOD_SECS,
         };
         rejects(only_local_members_change, &input, &remote_step_down);
+    }
+
+    #[test]
+    fn settings_changed_outside_the_rs_init_cluster_are_rejected() {
+        let mut input = fixture();
+        input.rs_init = false;
+        let settings = reconfig(&input, |c| c.settings.election_timeout_millis = 30_000);
+        rejects(
+            settings_written_by_the_rs_init_cluster_only,
+            &input,
+            &settings,
+        );
+        input.rs_init = true;
+        assert_eq!(
+            settings_written_by_the_rs_init_cluster_only(&input, &settings),
+            Ok(())
+        );
     }
 
     #[test]

@@ -1107,6 +1107,24 @@ fn updates_settings_after_membership_work_keeping_the_replica_set_id() {
     assert_eq!(voting_changes(&set.config, &new), 0);
 }
 
+#[test]
+fn only_the_rs_init_cluster_writes_the_set_wide_settings() {
+    // Measured in the lab: one cluster patched alone made the clusters revert
+    // each other's settings, the config version climbing without end.
+    let (facts, set) = three_local_in_sync(2);
+    let mut input = input(3, facts, Observed::Configured(set));
+    input.settings.election_timeout_millis = 30_000;
+    input.rs_init = false;
+    assert_eq!(
+        plan(&input),
+        Step::InSync,
+        "another cluster's settings are not ours to write"
+    );
+    input.rs_init = true;
+    let (_, change) = expect_reconfig(plan(&input));
+    assert_eq!(change, Change::UpdateSettings);
+}
+
 // ---------------------------------------------------------------- other cases
 
 #[test]

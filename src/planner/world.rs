@@ -20,6 +20,9 @@ pub(super) struct Cluster {
     /// `spec.arbiter`.
     pub arbiter: bool,
     pub rs_init: bool,
+    /// `spec.replicaSetSettings.electionTimeoutMillis`: clusters may disagree
+    /// (a propagation lag, a per-cluster override).
+    pub election_timeout_millis: i64,
     /// `status.replicaSetId`, recorded once the set was seen.
     pub known_replica_set_id: Option<String>,
     /// The controller's memory of the member it asked to step down.
@@ -85,6 +88,11 @@ pub(super) enum Event {
         cluster: usize,
         wanted: bool,
     },
+    /// A cluster's `spec.replicaSetSettings` changes (in that cluster only).
+    SetElectionTimeout {
+        cluster: usize,
+        millis: i64,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -115,6 +123,7 @@ impl World {
                 desired: d,
                 arbiter: arbiter && i == most,
                 rs_init: i == most,
+                election_timeout_millis: ReplicaSetSettings::default().election_timeout_millis,
                 known_replica_set_id: None,
                 stepped_down: None,
             })
@@ -266,7 +275,10 @@ impl World {
             desired_members: here.desired,
             arbiter_wanted: here.arbiter,
             rs_init: here.rs_init,
-            settings: ReplicaSetSettings::default(),
+            settings: ReplicaSetSettings {
+                election_timeout_millis: here.election_timeout_millis,
+                ..ReplicaSetSettings::default()
+            },
             pvc_policy: self.pvc_policy,
             known_replica_set_id: here.known_replica_set_id.clone(),
             hostconf,
@@ -547,6 +559,9 @@ impl World {
             Event::SetArbiter { cluster, wanted } => {
                 self.clusters[cluster].arbiter = wanted;
                 self.build_stateful_sets(cluster);
+            }
+            Event::SetElectionTimeout { cluster, millis } => {
+                self.clusters[cluster].election_timeout_millis = millis;
             }
         }
         self.lose_primary_without_majority();
