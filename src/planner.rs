@@ -843,6 +843,9 @@ fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     let Some(&(_, host)) = unwanted.first() else {
         return Continue(());
     };
+    if is_torn_down(input, set) {
+        return Continue(());
+    }
 
     if input.stepped_down_recently.as_ref() == Some(host)
         && set.primary.as_ref().is_none_or(|p| p == host)
@@ -900,6 +903,26 @@ fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
         config,
         Change::RemoveMember { host: host.clone() },
     ))
+}
+
+/// Whether the set is being torn down: every member of the config is a local
+/// member that is leaving, and hostconf lists no member of another cluster.
+/// No successor will ever stay, so the members are not removed one by one
+/// (the last one, the primary, could never be): they go with their
+/// StatefulSets.
+fn is_torn_down(input: &PlanInput, set: &ObservedSet) -> bool {
+    let leaving = |host: &MemberAddress| {
+        input
+            .local_members
+            .iter()
+            .any(|m| m.address.as_ref() == Some(host) && !input.is_wanted(m.slot))
+    };
+    set.config.members.iter().all(|m| leaving(&m.host))
+        && input
+            .hostconf
+            .members
+            .iter()
+            .all(|m| input.is_local(&m.address))
 }
 
 /// Adds the first wanted member (index order, the arbiter last) that is not in

@@ -1108,6 +1108,23 @@ fn updates_settings_after_membership_work_keeping_the_replica_set_id() {
 }
 
 #[test]
+fn a_set_whose_every_member_leaves_is_torn_down_without_a_step_down() {
+    // The last cluster's object is deleted (or a one-cluster set shrinks to 0):
+    // no successor will ever stay, so waiting for one would never end.
+    let (facts, set) = three_local_in_sync(0);
+    let mut leaving = input(0, facts, Observed::Configured(set));
+    leaving.hostconf = hostconf(&[local(0), local(1), local(2)]);
+    assert_eq!(plan(&leaving), Step::InSync);
+
+    // While hostconf lists a member of another cluster, someone is meant to
+    // stay: the primary is handed over first, as ever.
+    let (facts, set) = three_local_in_sync(0);
+    let mut shrinking = input(0, facts, Observed::Configured(set));
+    shrinking.hostconf = hostconf(&[local(0), local(1), local(2), remote(0)]);
+    assert_ne!(plan(&shrinking), Step::InSync);
+}
+
+#[test]
 fn only_the_rs_init_cluster_writes_the_set_wide_settings() {
     // Measured in the lab: one cluster patched alone made the clusters revert
     // each other's settings, the config version climbing without end.
