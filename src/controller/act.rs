@@ -18,7 +18,8 @@ use crate::api::MongoDB;
 use crate::build::{self, names};
 use crate::hostconf::MemberAddress;
 use crate::mongo::{codes, MongoError, UserSpec};
-use crate::planner::{PlanInput, Step};
+use crate::planner::{ObservedSet, PlanInput, Step};
+use crate::replset::MemberState;
 use crate::validate::{RootCredentials, Validated};
 
 /// How soon to look again after each kind of step.
@@ -73,7 +74,7 @@ pub async fn act(
     leaving: bool,
 ) -> Result<Acted, ActError> {
     let key = super::instance_key(mongodb);
-    let attempt = ctx.memory(&key).conflicts;
+    let attempt = ctx.memory(&key).retries;
     let result = carry_out(ctx, mongodb, validated, answers, plan_input, step, attempt).await;
     let outcome = match result {
         Ok(outcome) => outcome,
@@ -88,8 +89,8 @@ pub async fn act(
         ctx.publish(mongodb, type_, reason, message).await;
     }
     ctx.remember(&key, |memory| {
-        memory.conflicts = if outcome.conflict {
-            memory.conflicts.saturating_add(1)
+        memory.retries = if outcome.retry {
+            memory.retries.saturating_add(1)
         } else {
             0
         };
@@ -111,7 +112,9 @@ struct Outcome {
     event: Option<(EventType, &'static str, String)>,
     requeue: Duration,
     stepped_down: Option<MemberAddress>,
-    conflict: bool,
+    /// The step could not be done for a passing reason (another cluster's
+    /// reconfig, no caught-up secondary): retried with a growing delay.
+    retry: bool,
 }
 
 impl Outcome {
@@ -120,7 +123,7 @@ impl Outcome {
             event: None,
             requeue,
             stepped_down: None,
-            conflict: false,
+            retry: false,
         }
     }
 
@@ -182,7 +185,7 @@ async fn carry_out(
                 {
                     tracing::info!(%error, attempt, "reconfig conflicted with another change; retrying");
                     Ok(Outcome {
-                        conflict: true,
+                        retry: true,
                         ..Outcome::after(conflict_backoff(attempt))
                     })
                 }
@@ -205,19 +208,24 @@ async fn carry_out(
                     stepped_down: Some(primary.clone()),
                     ..Outcome::done(
                         step.reason(),
-                        format!("asked primary {primary} to step down before it leaves the replica set"),
+                        format!(
+                            "asked primary {primary} to step down before it leaves the replica set"
+                        ),
                     )
                 }),
-                Err(error) if error.code() == Some(codes::EXCEEDED_TIME_LIMIT) => Ok(Outcome {
-                    event: Some((
-                        EventType::Warning,
-                        Notice::StepDownFailed.into(),
-                        format!(
-                            "primary {primary} could not step down: no electable secondary caught up in time ({error})"
-                        ),
-                    )),
-                    ..Outcome::after(WHILE_WAITING)
-                }),
+                Err(error) if error.code() == Some(codes::EXCEEDED_TIME_LIMIT) => {
+                    // Each try refuses writes while mongod waits for a secondary
+                    // to catch up: never retry at a fixed short pace.
+                    let retry_in = step_down_backoff(attempt);
+                    let set = answers.reading.as_ref().map(|reading| &reading.set);
+                    let message =
+                        step_down_refused(primary, set, *secondary_catch_up_period_secs, retry_in);
+                    Ok(Outcome {
+                        event: Some((EventType::Warning, Notice::StepDownFailed.into(), message)),
+                        retry: true,
+                        ..Outcome::after(retry_in)
+                    })
+                }
                 Err(error) => Err(mongo(error)),
             }
         }
@@ -264,14 +272,60 @@ fn seeds(answers: &MongoAnswers, plan_input: &PlanInput) -> Vec<MemberAddress> {
 /// The delay before retry `attempt` (0-based) of a conflicting reconfig:
 /// exponential from 500 ms to 30 s, with jitter.
 pub fn conflict_backoff(attempt: u32) -> Duration {
+    backoff(attempt, Duration::from_millis(500), Duration::from_secs(30))
+}
+
+/// The delay before retry `attempt` (0-based) of a step-down mongod refused
+/// for want of a caught-up secondary: exponential from 5 s to 5 min, with
+/// jitter.
+pub fn step_down_backoff(attempt: u32) -> Duration {
+    backoff(attempt, Duration::from_secs(5), Duration::from_secs(300))
+}
+
+fn backoff(attempt: u32, min: Duration, max: Duration) -> Duration {
     ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(500))
-        .with_max_delay(Duration::from_secs(30))
+        .with_min_delay(min)
+        .with_max_delay(max)
         .with_jitter()
         .without_max_times()
         .build()
         .nth(attempt as usize)
-        .unwrap_or(Duration::from_secs(30))
+        .unwrap_or(max)
+}
+
+/// What a refused step-down waits for: the electable secondaries and how far
+/// behind the primary each is, and when it is tried again.
+fn step_down_refused(
+    primary: &MemberAddress,
+    set: Option<&ObservedSet>,
+    catch_up_secs: u32,
+    retry_in: Duration,
+) -> String {
+    let electable = |host: &MemberAddress| {
+        set.and_then(|s| s.config.member(host))
+            .is_some_and(|m| m.is_electable())
+    };
+    let lags: Vec<String> = set
+        .iter()
+        .flat_map(|s| &s.members)
+        .filter(|(host, m)| {
+            *host != primary && m.state == MemberState::Secondary && electable(host)
+        })
+        .map(|(host, m)| match m.lag_secs {
+            Some(lag) => format!("{host} {lag} s behind"),
+            None => format!("{host} lag unknown"),
+        })
+        .collect();
+    let secondaries = if lags.is_empty() {
+        "no electable secondary".to_string()
+    } else {
+        lags.join(", ")
+    };
+    format!(
+        "primary {primary} could not step down: no electable secondary caught up within \
+         {catch_up_secs} s ({secondaries}); trying again in {} s",
+        retry_in.as_secs()
+    )
 }
 
 /// The users the operator keeps: clusterAdmin and clusterMonitor, and the
@@ -382,6 +436,63 @@ mod tests {
         );
         assert!(later > first, "{later:?} after {first:?}");
         assert!(conflict_backoff(100) <= Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_refused_step_down_backs_off_to_minutes_and_says_what_it_waits_for() {
+        let first = step_down_backoff(0);
+        assert!(
+            first >= Duration::from_secs(5) && first <= Duration::from_secs(20),
+            "{first:?}"
+        );
+        assert!(step_down_backoff(6) > first);
+        assert!(step_down_backoff(100) <= Duration::from_secs(600), "capped");
+
+        let host = |port| MemberAddress {
+            host: "10.0.0.1".into(),
+            port,
+        };
+        let member = |id, port| crate::replset::ConfigMember {
+            id,
+            host: host(port),
+            arbiter_only: false,
+            votes: 1,
+            priority: 1.0,
+            hidden: false,
+            tags: Default::default(),
+            newly_added: false,
+        };
+        let status = |state, lag| crate::replset::MemberStatus {
+            id: 0,
+            healthy: true,
+            state,
+            sync_source: String::new(),
+            lag_secs: lag,
+            config_version: None,
+        };
+        let set = ObservedSet {
+            config: crate::replset::ReplicaSetConfig {
+                set_name: "replset-0".into(),
+                version: 3,
+                term: None,
+                members: vec![member(0, 30001), member(1, 30002)],
+                settings: crate::replset::ConfigSettings::from_desired(&Default::default(), None),
+            },
+            primary: Some(host(30001)),
+            members: [
+                (host(30001), status(MemberState::Primary, Some(0))),
+                (host(30002), status(MemberState::Secondary, Some(42))),
+            ]
+            .into_iter()
+            .collect(),
+            config_committed: true,
+        };
+        let message = step_down_refused(&host(30001), Some(&set), 10, Duration::from_secs(40));
+        assert!(message.contains("10.0.0.1:30002 42 s behind"), "{message}");
+        assert!(
+            message.contains("within 10 s") && message.contains("again in 40 s"),
+            "{message}"
+        );
     }
 
     #[test]

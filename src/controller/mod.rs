@@ -73,7 +73,8 @@ pub struct Context {
 #[derive(Default, Clone)]
 struct InstanceMemory {
     stepped_down: Option<(MemberAddress, Instant)>,
-    conflicts: u32,
+    /// Steps retried in a row for a passing reason (sets the next delay).
+    retries: u32,
     users_fingerprint: Option<String>,
 }
 
