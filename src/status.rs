@@ -513,6 +513,41 @@ fn is_leaving(member: &LocalMemberStatus, desired: i32) -> bool {
     member.index >= desired
 }
 
+/// How far a member's replication lag must move before status shows the new
+/// value: every status write triggers another pass, and a lag that moves by a
+/// second on most passes would keep an idle instance busy.
+const LAG_TOLERANCE_SECS: i64 = 10;
+
+/// The lag status shows: the previous value while the new one is within
+/// [`LAG_TOLERANCE_SECS`] of it, else the new one.
+fn steady_lag(previous: Option<i64>, observed: Option<i64>) -> Option<i64> {
+    match (previous, observed) {
+        (Some(previous), Some(observed)) if (observed - previous).abs() < LAG_TOLERANCE_SECS => {
+            Some(previous)
+        }
+        _ => observed,
+    }
+}
+
+/// The lag status showed for `slot` before this pass.
+fn previous_lag(input: &StatusInput, slot: MemberSlot) -> Option<i64> {
+    let index = slot_index(slot);
+    let previous = input.mongodb.status.as_ref()?;
+    previous
+        .local_members
+        .iter()
+        .find(|m| m.index == index)?
+        .lag_seconds
+}
+
+/// The index status gives a slot (-1 for the arbiter).
+fn slot_index(slot: MemberSlot) -> i32 {
+    match slot {
+        MemberSlot::Data(index) => i32::try_from(index).unwrap_or(i32::MAX),
+        MemberSlot::Arbiter => -1,
+    }
+}
+
 fn local_member_statuses(input: &StatusInput) -> Vec<LocalMemberStatus> {
     input
         .local_members
@@ -523,10 +558,7 @@ fn local_member_statuses(input: &StatusInput) -> Vec<LocalMemberStatus> {
                 .as_ref()
                 .and_then(|host| input.observation.and_then(|o| o.members.get(host)));
             LocalMemberStatus {
-                index: match view.slot {
-                    MemberSlot::Data(index) => i32::try_from(index).unwrap_or(i32::MAX),
-                    MemberSlot::Arbiter => -1,
-                },
+                index: slot_index(view.slot),
                 stateful_set: view.stateful_set.clone(),
                 pod: format!("{}-0", view.stateful_set),
                 node_port: view.node_port,
@@ -536,7 +568,10 @@ fn local_member_statuses(input: &StatusInput) -> Vec<LocalMemberStatus> {
                     (Some(_), None) => "NotInConfig".to_string(),
                     (None, None) => "Unknown".to_string(),
                 },
-                lag_seconds: observed.and_then(|m| m.lag_secs),
+                lag_seconds: steady_lag(
+                    previous_lag(input, view.slot),
+                    observed.and_then(|m| m.lag_secs),
+                ),
             }
         })
         .collect()
@@ -856,6 +891,52 @@ mod tests {
             "an input problem does not blank the view either"
         );
         assert_eq!(failed.current_info.members, 2);
+    }
+
+    #[test]
+    fn replication_lag_moving_by_a_few_seconds_writes_nothing() {
+        // Each status write triggers another pass: a lag that moves by a
+        // second on most passes kept an idle instance busy.
+        let mut mongodb = mongodb(2);
+        let local = views(&[30001, 30002]);
+        let with_lag = |lag: i64| {
+            let mut observed = observation(&[
+                (30001, MemberState::Primary, true),
+                (30002, MemberState::Secondary, true),
+            ]);
+            observed.members.get_mut(&host(30002)).unwrap().lag_secs = Some(lag);
+            observed
+        };
+        let first = compute_status(&input(
+            &mongodb,
+            Some(&with_lag(1)),
+            &local,
+            Some(&Step::InSync),
+            at(1),
+        ));
+        mongodb.status = Some(first.clone());
+        for lag in [0, 2, 5, 9] {
+            let next = compute_status(&input(
+                &mongodb,
+                Some(&with_lag(lag)),
+                &local,
+                Some(&Step::InSync),
+                at(2),
+            ));
+            assert_eq!(next, first, "lag {lag}");
+        }
+        let behind = compute_status(&input(
+            &mongodb,
+            Some(&with_lag(30)),
+            &local,
+            Some(&Step::InSync),
+            at(3),
+        ));
+        assert_eq!(
+            behind.local_members[1].lag_seconds,
+            Some(30),
+            "a real change is written"
+        );
     }
 
     #[test]
