@@ -1,5 +1,5 @@
 // mongosh against mongod-sim: rs.initiate(), rs.status(), rs.add(), rs.reconfig(),
-// rs.stepDown(). Run by tests/fidelity.rs as
+// rs.stepDown(), countDocuments(). Run by tests/fidelity.rs as
 //   mongosh "mongodb://HOST1/?directConnection=true" --quiet --file mongosh_fidelity.js
 // with MMO_HOSTS=h1,h2,h3 in the environment. Prints "MONGOSH FIDELITY OK".
 const hosts = process.env.MMO_HOSTS.split(',');
@@ -70,6 +70,14 @@ cfg.members[2].priority = 0.5;
 r = rs.reconfig(cfg);
 if (r.ok !== 1) throw new Error('rs.reconfig failed: ' + JSON.stringify(r));
 if (rs.conf().members[2].priority !== 0.5) throw new Error('priority not applied');
+
+// countDocuments runs an aggregate; an unknown stage is 40324.
+const items = db.getSiblingDB('app').items;
+items.insertMany([{ _id: 1, k: 'a' }, { _id: 2, k: 'b' }, { _id: 3, k: 'a' }]);
+if (items.countDocuments({}) !== 3 || items.countDocuments({ k: 'a' }) !== 2) {
+  throw new Error('countDocuments: ' + items.countDocuments({}) + ', ' + items.countDocuments({ k: 'a' }));
+}
+expectCode(40324, () => items.aggregate([{ $frobnicate: {} }]).toArray());
 
 // Step down: another member becomes primary, this connection stays usable.
 r = rs.stepDown(10, 5);

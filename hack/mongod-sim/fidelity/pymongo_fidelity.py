@@ -86,14 +86,17 @@ c1 = direct(h1)
 expect_code(94, lambda: c1.admin.command("replSetGetStatus"))
 expect_code(59, lambda: c1.admin.command("frobnicate"))
 
-# Initiate two members; a set name mismatch is 93.
+# Initiate two members; a set name mismatch is 93, and so is a version other than 1.
 bad = {"_id": "other", "version": 1, "members": [{"_id": 0, "host": h1}]}
 expect_code(93, lambda: c1.admin.command("replSetInitiate", bad))
-cfg = {"_id": "rs0", "version": 1, "members": [{"_id": 0, "host": h1}, {"_id": 1, "host": h2}], "settings": settings}
+# The form of MongoDB's tutorials and rs.initiate(config): no version, taken as 1.
+cfg = {"_id": "rs0", "members": [{"_id": 0, "host": h1}, {"_id": 1, "host": h2}], "settings": settings}
+expect_code(93, lambda: c1.admin.command("replSetInitiate", dict(cfg, version=2)))
 c1.admin.command("replSetInitiate", cfg)
 expect_code(23, lambda: c1.admin.command("replSetInitiate", cfg))
 wait("a primary", lambda: primary() is not None)
 p = direct(primary())
+assert p.admin.command("replSetGetConfig")["config"]["version"] == 1
 
 # Add a member: it gets newlyAdded until it is SECONDARY, then the primary clears it.
 reconfig(p, lambda c: c["members"].append({"_id": 2, "host": h3}))
@@ -127,6 +130,19 @@ coll = rs.app.get_collection("items", write_concern=WriteConcern(w="majority", w
 for i in range(20):
     coll.insert_one({"_id": i})
 assert len(list(coll.find({}))) == 20
+
+# count_documents is an aggregate ($match, $skip, $limit, $group with $sum: 1).
+assert coll.count_documents({}) == 20
+assert coll.count_documents({"_id": 3}) == 1
+assert coll.count_documents({"_id": "absent"}) == 0
+assert coll.count_documents({}, skip=5, limit=10) == 10
+assert coll.count_documents({}, skip=25) == 0
+assert list(coll.aggregate([{"$match": {"_id": 7}}])) == [{"_id": 7}]
+sums = list(rs.app.items.aggregate([{"$group": {"_id": None, "n": {"$sum": 1}, "total": {"$sum": "$_id"}}}]))
+assert sums == [{"_id": None, "n": 20, "total": sum(range(20))}], sums
+expect_code(40324, lambda: list(coll.aggregate([{"$frobnicate": {}}])))
+expect_code(40323, lambda: list(coll.aggregate([{"$match": {}, "$skip": 1}])))
+expect_code(15958, lambda: list(coll.aggregate([{"$limit": 0}])))
 
 # With both secondaries lagging, w:majority times out: 64.
 old_primary = primary()

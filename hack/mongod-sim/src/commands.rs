@@ -1,7 +1,8 @@
 //! Command dispatch for one connection: access control (code 13 before auth,
 //! with mongod's localhost exception while no user exists), the handshake and
-//! diagnostic commands, SCRAM, user management, and insert/find with write concern.
-//! Replica-set administration lives in [`crate::repl_commands`].
+//! diagnostic commands, SCRAM, user management, and insert with write concern.
+//! Replica-set administration lives in [`crate::repl_commands`], reads (find,
+//! aggregate) in [`crate::query`].
 
 use crate::error::{self, fail, CmdError};
 use crate::member::{now_ms, user_document, Member, MemberState};
@@ -147,7 +148,8 @@ async fn run(
         "dropUser" => drop_user(member, body).await,
         "usersInfo" => users_info(member, body),
         "insert" => insert(member, body).await,
-        "find" => find(member, body),
+        "find" => crate::query::find(member, body),
+        "aggregate" => crate::query::aggregate(member, body),
         "replSetInitiate" => crate::repl_commands::initiate(member, body).await,
         "replSetGetConfig" => crate::repl_commands::get_config(member, body).await,
         "replSetGetStatus" => crate::repl_commands::get_status(member),
@@ -168,7 +170,7 @@ pub(crate) fn topology_version(member: &Member) -> Document {
     doc! { "processId": member.process_id(), "counter": member.lock().topology_counter }
 }
 
-fn db_of(body: &Document) -> String {
+pub(crate) fn db_of(body: &Document) -> String {
     body.get_str("$db").unwrap_or("admin").to_string()
 }
 
@@ -793,38 +795,4 @@ async fn insert(member: &Member, body: &Document) -> CmdResult {
         reply.insert("writeErrors", write_errors);
     }
     Ok(reply)
-}
-
-fn find(member: &Member, body: &Document) -> CmdResult {
-    let db = db_of(body);
-    let coll = body
-        .get_str("find")
-        .map_err(|_| CmdError::new(error::BAD_VALUE, "collection name must be a string"))?;
-    let ns = format!("{db}.{coll}");
-    let secondary_ok = body
-        .get_document("$readPreference")
-        .ok()
-        .and_then(|r| r.get_str("mode").ok())
-        .map(|m| m != "primary")
-        .unwrap_or(false);
-    if member.state() != MemberState::Primary && !secondary_ok {
-        return fail(
-            error::NOT_PRIMARY_NO_SECONDARY_OK,
-            "not primary and secondaryOk=false",
-        );
-    }
-    let filter = body.get_document("filter").cloned().unwrap_or_default();
-    let limit = num(body.get("limit"))
-        .filter(|l| *l > 0.0)
-        .map(|l| l as usize)
-        .unwrap_or(usize::MAX);
-    let disk = member.disk();
-    let batch: Vec<Bson> = disk
-        .collection(&ns)
-        .iter()
-        .filter(|d| filter.iter().all(|(k, v)| d.get(k) == Some(v)))
-        .take(limit)
-        .map(|d| Bson::Document(d.clone()))
-        .collect();
-    Ok(doc! { "cursor": { "firstBatch": batch, "id": 0_i64, "ns": ns } })
 }

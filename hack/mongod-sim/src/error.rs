@@ -38,6 +38,20 @@ pub const INTERRUPTED_DUE_TO_REPL_STATE_CHANGE: i32 = 11602;
 pub const NOT_PRIMARY_NO_SECONDARY_OK: i32 = 13435;
 pub const USER_ALREADY_EXISTS: i32 = 51003;
 pub const UNSUPPORTED_OP_QUERY_COMMAND: i32 = 352;
+pub const INVALID_NAMESPACE: i32 = 73;
+pub const INVALID_PIPELINE_OPERATOR: i32 = 168;
+pub const GROUP_FIELDS_NOT_OBJECT: i32 = 15947;
+pub const UNKNOWN_GROUP_OPERATOR: i32 = 15952;
+pub const GROUP_WITHOUT_ID: i32 = 15955;
+pub const LIMIT_NOT_POSITIVE: i32 = 15958;
+pub const MATCH_NOT_OBJECT: i32 = 15959;
+pub const GROUP_FIELD_NOT_ACCUMULATOR: i32 = 40234;
+pub const GROUP_FIELD_NOT_ONE_ACCUMULATOR: i32 = 40238;
+pub const STAGE_NOT_ONE_FIELD: i32 = 40323;
+pub const UNRECOGNIZED_PIPELINE_STAGE: i32 = 40324;
+pub const IDL_REQUIRED_FIELD_MISSING: i32 = 40414;
+pub const INVALID_SKIP: i32 = 5107200;
+pub const INVALID_LIMIT: i32 = 5107201;
 
 /// The codeName mongod uses for `code`.
 pub fn code_name(code: i32) -> &'static str {
@@ -68,6 +82,20 @@ pub fn code_name(code: i32) -> &'static str {
         NOT_PRIMARY_NO_SECONDARY_OK => "NotPrimaryNoSecondaryOk",
         USER_ALREADY_EXISTS => "Location51003",
         UNSUPPORTED_OP_QUERY_COMMAND => "UnsupportedOpQueryCommand",
+        INVALID_NAMESPACE => "InvalidNamespace",
+        INVALID_PIPELINE_OPERATOR => "InvalidPipelineOperator",
+        GROUP_FIELDS_NOT_OBJECT => "Location15947",
+        UNKNOWN_GROUP_OPERATOR => "Location15952",
+        GROUP_WITHOUT_ID => "Location15955",
+        LIMIT_NOT_POSITIVE => "Location15958",
+        MATCH_NOT_OBJECT => "Location15959",
+        GROUP_FIELD_NOT_ACCUMULATOR => "Location40234",
+        GROUP_FIELD_NOT_ONE_ACCUMULATOR => "Location40238",
+        STAGE_NOT_ONE_FIELD => "Location40323",
+        UNRECOGNIZED_PIPELINE_STAGE => "Location40324",
+        IDL_REQUIRED_FIELD_MISSING => "Location40414",
+        INVALID_SKIP => "Location5107200",
+        INVALID_LIMIT => "Location5107201",
         _ => "UnknownError",
     }
 }

@@ -8,6 +8,7 @@ pub mod config;
 pub mod error;
 pub mod member;
 pub mod network;
+mod query;
 mod repl_commands;
 mod scram;
 mod server;

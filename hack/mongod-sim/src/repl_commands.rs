@@ -76,7 +76,7 @@ pub(crate) async fn initiate(member: &Arc<Member>, body: &Document) -> CmdResult
     }
     let _guard = ConfigOpGuard::acquire(member)?;
     let repl_set = member.spec().repl_set.clone();
-    let arg = match body.get("replSetInitiate") {
+    let mut arg = match body.get("replSetInitiate") {
         Some(Bson::Document(d)) if !d.is_empty() => d.clone(),
         Some(Bson::Document(_))
         | Some(Bson::Null)
@@ -93,6 +93,12 @@ pub(crate) async fn initiate(member: &Arc<Member>, body: &Document) -> CmdResult
             )
         }
     };
+    // Like mongod's replSetInitiate command: a config without `version` (the form
+    // of the manual's tutorials and `rs.initiate(config)`) is version 1. Any other
+    // version is checked below.
+    if !arg.contains_key("version") {
+        arg.insert("version", 1);
+    }
     let mut cfg = ReplSetConfig::parse(&arg)
         .map_err(|e| CmdError::new(error::INVALID_REPLICA_SET_CONFIG, e))?;
     if cfg.set_name != repl_set {

@@ -503,3 +503,91 @@ async fn localhost_exception_allows_initiate_and_the_first_user_only() {
         .await
         .expect("authenticated");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initiate_without_version_and_count_documents_as_mongod() {
+    let set = Set::start(60, 1, |_| {}).await;
+    let direct = set.direct(&set.hosts[0], "").await;
+    let admin = direct.database("admin");
+    // The form of MongoDB's tutorials and rs.initiate(config): mongod takes it as version 1.
+    let mut cfg = set.config(&set.hosts);
+    cfg.remove("version");
+    let mut two = cfg.clone();
+    two.insert("version", 2);
+    expect_code(admin.run_command(doc! {"replSetInitiate": two}).await, 93).await;
+    admin
+        .run_command(doc! {"replSetInitiate": cfg})
+        .await
+        .expect("initiate without a version");
+    set.wait_primary(None).await;
+    let got = admin
+        .run_command(doc! {"replSetGetConfig": 1})
+        .await
+        .unwrap();
+    assert_eq!(
+        got.get_document("config").unwrap().get_i32("version"),
+        Ok(1)
+    );
+
+    let coll = direct.database("app").collection::<Document>("items");
+    let docs: Vec<Document> = (0..10)
+        .map(|i| doc! {"_id": i, "even": i % 2 == 0})
+        .collect();
+    coll.insert_many(docs).await.unwrap();
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 10);
+    assert_eq!(coll.count_documents(doc! {"even": true}).await.unwrap(), 5);
+    assert_eq!(
+        coll.count_documents(doc! {})
+            .skip(3)
+            .limit(4)
+            .await
+            .unwrap(),
+        4
+    );
+    assert_eq!(coll.count_documents(doc! {"_id": 99}).await.unwrap(), 0);
+    let grouped = collect(
+        coll.aggregate(vec![
+            doc! {"$match": {"even": false}},
+            doc! {"$group": {"_id": "$even", "n": {"$sum": 1}, "ids": {"$sum": "$_id"}}},
+        ])
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(grouped, vec![doc! {"_id": false, "n": 5, "ids": 25}]);
+
+    let app = direct.database("app");
+    let agg =
+        |pipeline: Vec<Document>| doc! {"aggregate": "items", "pipeline": pipeline, "cursor": {}};
+    for (pipeline, code) in [
+        (vec![doc! {"$frobnicate": {}}], 40324),
+        (vec![doc! {"$match": {}, "$limit": 1}], 40323),
+        (vec![doc! {"$limit": 0}], 15958),
+        (vec![doc! {"$limit": "x"}], 5107201),
+        (vec![doc! {"$skip": -1}], 5107200),
+        (vec![doc! {"$match": 1}], 15959),
+        (vec![doc! {"$group": {"n": {"$sum": 1}}}], 15955),
+        (vec![doc! {"$group": {"_id": 1, "n": {"$frob": 1}}}], 15952),
+    ] {
+        expect_code(app.run_command(agg(pipeline)).await, code).await;
+    }
+    expect_code(
+        app.run_command(doc! {"aggregate": "items", "pipeline": []})
+            .await,
+        9,
+    )
+    .await;
+    expect_code(
+        app.run_command(doc! {"aggregate": 1, "pipeline": [{"$match": {}}], "cursor": {}})
+            .await,
+        73,
+    )
+    .await;
+    // Query operators are not modelled: refused, never compared as values.
+    expect_code(
+        app.run_command(agg(vec![doc! {"$match": {"_id": {"$gt": 1}}}]))
+            .await,
+        2,
+    )
+    .await;
+}
