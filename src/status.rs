@@ -40,6 +40,8 @@ pub enum ConditionType {
     /// The set's settings are `spec.replicaSetSettings` (only the rsInit
     /// cluster writes them; the others report a difference here).
     SettingsMatch,
+    /// Every desired object was applied this pass.
+    ObjectsApplied,
 }
 
 impl ConditionType {
@@ -69,6 +71,8 @@ enum StatusReason {
     NotObserved,
     SettingsInPlace,
     SettingsDiffer,
+    AllApplied,
+    ApplyFailed,
     Paused,
     Pending,
     NoPrimary,
@@ -143,6 +147,8 @@ pub struct StatusInput<'a> {
     pub step: Option<&'a Step>,
     /// Revision of the member pod template.
     pub revision: Option<String>,
+    /// What the API server refused to apply this pass, one message each.
+    pub apply_failures: &'a [String],
     /// Now, for conditions that flip.
     pub now: Time,
 }
@@ -246,11 +252,17 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
     } else if !unhealthy.is_empty() {
         let message = format!("members not healthy: {}", unhealthy.join(", "));
         (StatusReason::MembersUnhealthy.as_str(), message)
+    } else if !input.apply_failures.is_empty() {
+        let message = format!(
+            "refused by the API server: {}",
+            input.apply_failures.join("; ")
+        );
+        (StatusReason::ApplyFailed.as_str(), message)
     } else {
         let message = "every member of the replica set is healthy".to_string();
         (StatusReason::Healthy.as_str(), message)
     };
-    let degraded = blocked || !unhealthy.is_empty();
+    let degraded = blocked || !unhealthy.is_empty() || !input.apply_failures.is_empty();
     set(
         ConditionType::Degraded,
         degraded,
@@ -330,6 +342,26 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
         settings_match,
         settings_reason.as_str(),
         settings_message,
+    );
+
+    let applied = input.apply_failures.is_empty();
+    let (applied_reason, applied_message) = if applied {
+        (
+            StatusReason::AllApplied,
+            "every desired object is applied".to_string(),
+        )
+    } else {
+        let message = format!(
+            "refused by the API server: {}",
+            input.apply_failures.join("; ")
+        );
+        (StatusReason::ApplyFailed, message)
+    };
+    set(
+        ConditionType::ObjectsApplied,
+        applied,
+        applied_reason.as_str(),
+        applied_message,
     );
 
     let db_user = &mongodb.spec.db_user_spec;
@@ -708,6 +740,7 @@ mod tests {
             local_members: local,
             step,
             revision: Some("abc".into()),
+            apply_failures: &[],
             now,
         }
     }

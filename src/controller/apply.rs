@@ -27,32 +27,31 @@ pub struct ApplyError {
     source: kube::Error,
 }
 
-/// Applies every desired object, in order, into `namespace`.
-pub async fn apply(
-    client: &Client,
-    namespace: &str,
-    desired: &DesiredObjects,
-) -> Result<(), ApplyError> {
+/// Applies every desired object, in order, into `namespace`, and returns what
+/// the API server refused. One refusal (an immutable field that changed, an
+/// admission webhook) does not stop the others, nor the rest of the pass:
+/// removals, step-downs and status go on.
+pub async fn apply(client: &Client, namespace: &str, desired: &DesiredObjects) -> Vec<ApplyError> {
+    let mut failures = Vec::new();
+    let secrets = Api::<Secret>::namespaced(client.clone(), namespace);
     for secret in &desired.secrets {
-        apply_one(Api::<Secret>::namespaced(client.clone(), namespace), secret).await?;
+        failures.extend(apply_one(&secrets, secret).await.err());
     }
+    let services = Api::<Service>::namespaced(client.clone(), namespace);
     for service in &desired.services {
-        apply_one(
-            Api::<Service>::namespaced(client.clone(), namespace),
-            service,
-        )
-        .await?;
+        failures.extend(apply_one(&services, service).await.err());
     }
     let budgets = Api::<PodDisruptionBudget>::namespaced(client.clone(), namespace);
-    apply_one(budgets, &desired.pod_disruption_budget).await?;
+    failures.extend(
+        apply_one(&budgets, &desired.pod_disruption_budget)
+            .await
+            .err(),
+    );
+    let stateful_sets = Api::<StatefulSet>::namespaced(client.clone(), namespace);
     for stateful_set in &desired.stateful_sets {
-        apply_one(
-            Api::<StatefulSet>::namespaced(client.clone(), namespace),
-            stateful_set,
-        )
-        .await?;
+        failures.extend(apply_one(&stateful_sets, stateful_set).await.err());
     }
-    Ok(())
+    failures
 }
 
 /// Deletes a member's StatefulSet and, when asked, its PVC. "Not found" is success.
@@ -89,7 +88,7 @@ fn ignore_not_found(result: Result<(), kube::Error>) -> Result<(), kube::Error> 
     }
 }
 
-async fn apply_one<K>(api: Api<K>, object: &K) -> Result<(), ApplyError>
+async fn apply_one<K>(api: &Api<K>, object: &K) -> Result<(), ApplyError>
 where
     K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
     K::DynamicType: Default,
@@ -109,4 +108,63 @@ where
         .await
         .map(drop)
         .map_err(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    use kube::api::PostParams;
+
+    use super::*;
+    use crate::build::{self, fixtures, BuildContext};
+    use crate::controller::test_cluster;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_refused_object_does_not_stop_the_others() {
+        // An immutable field that changed (here the StatefulSet selector, after
+        // the propagated Service's selector changed) is refused by the API
+        // server; the other members' StatefulSets are still applied.
+        let (_server, client) = test_cluster::start().await;
+        let mongodb = fixtures::mongodb();
+        let ctx = BuildContext::from_mongodb(&mongodb).unwrap();
+        let desired = build::desired_objects(
+            &ctx,
+            fixtures::ROOT_PASSWORD,
+            &[fixtures::member(0), fixtures::member(1)],
+        )
+        .unwrap();
+        let api = Api::<StatefulSet>::namespaced(client.clone(), fixtures::NAMESPACE);
+        let mut older = desired.stateful_sets[0].clone();
+        let spec = older.spec.as_mut().unwrap();
+        spec.selector
+            .match_labels
+            .as_mut()
+            .unwrap()
+            .insert("app".into(), "an-older-selector".into());
+        spec.template
+            .metadata
+            .as_mut()
+            .unwrap()
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("app".into(), "an-older-selector".into());
+        older.metadata.owner_references = None;
+        api.create(&PostParams::default(), &older)
+            .await
+            .expect("the old StatefulSet exists");
+        let failures = apply(&client, fixtures::NAMESPACE, &desired).await;
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert!(
+            failures[0]
+                .to_string()
+                .contains("StatefulSet demo-mongodb-0"),
+            "{}",
+            failures[0]
+        );
+        assert!(
+            api.get_opt("demo-mongodb-1").await.unwrap().is_some(),
+            "applied despite the refusal before it"
+        );
+    }
 }

@@ -46,7 +46,7 @@ use crate::status::{
 use crate::telemetry::Metrics;
 use crate::validate::{validate, InvalidInput, Validated, Wanted};
 use act::{act, ActError};
-use apply::{apply, ApplyError};
+use apply::apply;
 use dereference::{dereference, DereferenceError};
 use finalizer::{FinalizerError, Phase};
 use observe::observe;
@@ -92,6 +92,8 @@ enum Notice {
     LeftReplicaSet,
     /// The object was deleted while its input was invalid: released without leaving.
     LeftWithoutCleanup,
+    /// The API server refused a desired object; the pass went on.
+    ApplyFailed,
 }
 
 impl Context {
@@ -259,9 +261,6 @@ pub enum ReconcileError {
     /// The referenced objects could not be read.
     #[error(transparent)]
     DereferenceFailed(#[from] DereferenceError),
-    /// The desired objects could not be applied.
-    #[error(transparent)]
-    ApplyFailed(#[from] ApplyError),
     /// The planned step could not be carried out.
     #[error(transparent)]
     ActFailed(#[from] ActError),
@@ -346,10 +345,8 @@ async fn pass(
         Ok(desired) => desired,
         Err(invalid) => return report_invalid_input(ctx, mongodb, &invalid, leaving).await,
     };
-    // apply: server-side apply them, StatefulSets last (Kubernetes I/O).
-    if let Some(desired) = &desired {
-        apply_desired(ctx, mongodb, desired).await?;
-    }
+    // apply: server-side apply them, StatefulSets last; a refusal is reported (Kubernetes I/O).
+    let apply_failures = apply_desired(ctx, mongodb, desired.as_ref()).await;
     // observe: ask the members, read the replica set (MongoDB I/O).
     let answers = observe(&ctx.gateway, mongodb, &validated, wanted).await;
     // plan: the planner's input from what was seen, and its one next step (pure).
@@ -378,6 +375,7 @@ async fn pass(
         observation: answers.reading.as_ref().map(|reading| &reading.set),
         step: Some(&step),
         revision: desired.and_then(|d| d.revision),
+        apply_failures: &apply_failures,
     };
     write_status(ctx, mongodb, &report).await?;
 
@@ -422,20 +420,27 @@ fn build_desired(
     Ok(Some(build::desired_objects(&ctx, root_password, &targets)?))
 }
 
-/// Applies `desired`; a failure is also a Warning Event.
+/// Applies `desired` (nothing when `None`); each refusal is a Warning Event
+/// and a failure in the metrics, and is returned for status.
 async fn apply_desired(
     ctx: &Context,
     mongodb: &MongoDB,
-    desired: &DesiredObjects,
-) -> Result<(), ApplyError> {
+    desired: Option<&DesiredObjects>,
+) -> Vec<String> {
+    let Some(desired) = desired else {
+        return Vec::new();
+    };
     let namespace = mongodb.namespace().unwrap_or_default();
-    let applied = apply(&ctx.client, &namespace, desired).await;
-    if let Err(error) = &applied {
-        let reason = FailedStage::ApplyFailed.into();
-        ctx.publish(mongodb, EventType::Warning, reason, error_chain(error))
+    let mut refused = Vec::new();
+    for failure in apply(&ctx.client, &namespace, desired).await {
+        let message = error_chain(&failure);
+        let reason = Notice::ApplyFailed.into();
+        ctx.metrics.failed(reason);
+        ctx.publish(mongodb, EventType::Warning, reason, message.clone())
             .await;
+        refused.push(message);
     }
-    applied
+    refused
 }
 
 /// Reports input the pass cannot use: a condition, and a Warning Event when the
@@ -487,6 +492,7 @@ struct Report<'a> {
     observation: Option<&'a ObservedSet>,
     step: Option<&'a Step>,
     revision: Option<String>,
+    apply_failures: &'a [String],
 }
 
 /// Computes the status and writes it when it differs from the stored one.
@@ -508,6 +514,7 @@ async fn write_status(
         local_members: &local_members,
         step: report.step,
         revision: report.revision.clone(),
+        apply_failures: report.apply_failures,
         now: Time(k8s_openapi::jiff::Timestamp::now()),
     });
     if mongodb.status.as_ref() == Some(&status) {
