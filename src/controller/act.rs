@@ -18,7 +18,7 @@ use crate::api::MongoDB;
 use crate::build::{self, names};
 use crate::hostconf::MemberAddress;
 use crate::mongo::{codes, MongoError, UserSpec};
-use crate::planner::{ObservedSet, PlanInput, Step};
+use crate::planner::{ObservedSet, Step};
 use crate::replset::MemberState;
 use crate::validate::{RootCredentials, Validated};
 
@@ -49,8 +49,8 @@ pub enum ActError {
         #[source]
         source: kube::Error,
     },
-    /// A reconfig was planned without an observed config (a planner bug).
-    #[error("a reconfig was planned without an observed config")]
+    /// A reconfig was planned without an observed config and primary (a planner bug).
+    #[error("a reconfig was planned without an observed config and primary")]
     NoObservedConfig,
 }
 
@@ -69,13 +69,12 @@ pub async fn act(
     mongodb: &MongoDB,
     validated: &Validated,
     answers: &MongoAnswers,
-    plan_input: &PlanInput,
     step: &Step,
     leaving: bool,
 ) -> Result<Acted, ActError> {
     let key = super::instance_key(mongodb);
     let attempt = ctx.memory(&key).retries;
-    let result = carry_out(ctx, mongodb, validated, answers, plan_input, step, attempt).await;
+    let result = carry_out(ctx, mongodb, validated, answers, step, attempt).await;
     let outcome = match result {
         Ok(outcome) => outcome,
         Err(error) => {
@@ -140,13 +139,10 @@ async fn carry_out(
     mongodb: &MongoDB,
     validated: &Validated,
     answers: &MongoAnswers,
-    plan_input: &PlanInput,
     step: &Step,
     attempt: u32,
 ) -> Result<Outcome, ActError> {
     let credentials = &validated.root;
-    let set_name = &mongodb.spec.repl_set_name;
-    let seeds = seeds(answers, plan_input);
     let mongo = |source| ActError::Mongo {
         step: step.to_string(),
         source,
@@ -167,10 +163,15 @@ async fn carry_out(
         }
         Step::Reconfig { config, change } => {
             let reading = answers.reading.as_ref().ok_or(ActError::NoObservedConfig)?;
+            let primary = reading
+                .set
+                .primary
+                .as_ref()
+                .ok_or(ActError::NoObservedConfig)?;
             let document = &reading.config_document;
             let sent = ctx
                 .gateway
-                .reconfig(&seeds, set_name, document, config, credentials)
+                .reconfig(primary, document, config, credentials)
                 .await;
             match sent {
                 Ok(()) => {
@@ -201,7 +202,7 @@ async fn carry_out(
             let catch_up_secs = i64::from(*secondary_catch_up_period_secs);
             let sent = ctx
                 .gateway
-                .step_down(&seeds, set_name, step_down_secs, catch_up_secs, credentials)
+                .step_down(primary, step_down_secs, catch_up_secs, credentials)
                 .await;
             match sent {
                 Ok(()) => Ok(Outcome {
@@ -225,6 +226,11 @@ async fn carry_out(
                         retry: true,
                         ..Outcome::after(retry_in)
                     })
+                }
+                // No longer primary since the plan was made: plan again.
+                Err(error) if error.code() == Some(codes::NOT_WRITABLE_PRIMARY) => {
+                    tracing::info!(%primary, "the planned primary is no longer primary; re-planning");
+                    Ok(Outcome::after(AFTER_CHANGE))
                 }
                 Err(error) => Err(mongo(error)),
             }
@@ -251,21 +257,6 @@ async fn carry_out(
             ..Outcome::after(AFTER_REFUSAL)
         }),
         Step::InSync => Ok(Outcome::after(IN_SYNC)),
-    }
-}
-
-/// The members to reach the set through: those the set reports, else hostconf's.
-fn seeds(answers: &MongoAnswers, plan_input: &PlanInput) -> Vec<MemberAddress> {
-    match &answers.reading {
-        Some(reading) if !reading.set.members.is_empty() => {
-            reading.set.members.keys().cloned().collect()
-        }
-        _ => plan_input
-            .hostconf
-            .members
-            .iter()
-            .map(|m| m.address.clone())
-            .collect(),
     }
 }
 

@@ -364,7 +364,7 @@ async fn pass(
     tracing::info!(instance = %instance_key(mongodb), step = %step, "planned");
     // act: carry the step out unless paused (MongoDB and Kubernetes I/O).
     let acted = match paused {
-        false => Some(act(ctx, mongodb, &validated, &answers, &input, &step, leaving).await),
+        false => Some(act(ctx, mongodb, &validated, &answers, &step, leaving).await),
         true => None,
     };
     // status: what the pass saw and did, written when it changed (pure, then Kubernetes I/O).

@@ -3,8 +3,10 @@
 //!
 //! Every call has a timeout. Members are asked directly (`directConnection=true`)
 //! when the question is about one member (is it up, does it have a config, which
-//! set is it in); the replica set is reached through the hostconf seed list
-//! otherwise, so the driver finds the primary. The operator always authenticates
+//! set is it in), and a reconfig or a step-down goes directly to the primary the
+//! plan was made on (never to whichever member the driver sees as primary by
+//! then: mongod answers 10107 and the pass plans again). The set is read, and
+//! users are kept, through the seed list. The operator authenticates
 //! as the root user with SCRAM-SHA-256; credentials never reach logs (the driver
 //! redacts them in `Debug`, and [`RootCredentials`] does too). No call ever sets
 //! `force`.
@@ -393,47 +395,40 @@ impl MongoGateway {
         .map(drop)
     }
 
-    /// `replSetReconfig` on the primary with `desired`, built from `current_document`. Never forced.
+    /// `replSetReconfig` with `desired`, built from `current_document`, sent
+    /// to `primary` directly: the primary the plan was made on. If it is no
+    /// longer primary, mongod answers 10107 and the pass plans again. Never forced.
     pub async fn reconfig(
         &self,
-        seeds: &[MemberAddress],
-        set_name: &str,
+        primary: &MemberAddress,
         current_document: &Document,
         desired: &ReplicaSetConfig,
         credentials: &RootCredentials,
     ) -> Result<(), MongoError> {
-        let client = self.client(seeds, false, Some(set_name), credentials)?;
-        let command = doc! {"replSetReconfig": reconfig_document(current_document, desired), "force": false, "maxTimeMS": 10_000i64};
-        Self::run(
-            &client,
-            command,
-            Some(SelectionCriteria::ReadPreference(ReadPreference::Primary)),
-            &seed_text(seeds),
-        )
-        .await
-        .map(drop)
+        let client = self.client(std::slice::from_ref(primary), true, None, credentials)?;
+        let config = reconfig_document(current_document, desired);
+        let command = doc! {"replSetReconfig": config, "force": false, "maxTimeMS": 10_000i64};
+        Self::run(&client, command, None, &primary.to_string())
+            .await
+            .map(drop)
     }
 
-    /// `replSetStepDown` on the primary.
+    /// `replSetStepDown` sent to `primary` directly: the member the plan wants
+    /// stepped down, never whichever member the driver sees as primary now.
+    /// If it is no longer primary, mongod answers 10107.
     pub async fn step_down(
         &self,
-        seeds: &[MemberAddress],
-        set_name: &str,
+        primary: &MemberAddress,
         step_down_secs: i64,
         catch_up_secs: i64,
         credentials: &RootCredentials,
     ) -> Result<(), MongoError> {
-        let client = self.client(seeds, false, Some(set_name), credentials)?;
+        let client = self.client(std::slice::from_ref(primary), true, None, credentials)?;
         let command =
             doc! {"replSetStepDown": step_down_secs, "secondaryCatchUpPeriodSecs": catch_up_secs};
-        Self::run(
-            &client,
-            command,
-            Some(SelectionCriteria::ReadPreference(ReadPreference::Primary)),
-            &seed_text(seeds),
-        )
-        .await
-        .map(drop)
+        Self::run(&client, command, None, &primary.to_string())
+            .await
+            .map(drop)
     }
 
     /// Creates `user` on the primary with `roles` (on `admin` unless given), or updates
@@ -613,5 +608,106 @@ mod tests {
             roles: vec![],
         };
         assert!(!format!("{user:?}").contains("s3cr3t-value"));
+    }
+
+    /// Three mongod-sim members with a root user, initiated through the gateway,
+    /// once one of them is primary: (gateway, members, credentials, primary).
+    async fn running_set(
+        range: u8,
+    ) -> (
+        MongoGateway,
+        Vec<MemberAddress>,
+        RootCredentials,
+        MemberAddress,
+        std::sync::Arc<mongod_sim::Network>,
+    ) {
+        use crate::replset::{ConfigMember, ConfigSettings};
+        let credentials = RootCredentials {
+            username: "root".into(),
+            password: "root-Pa55word".into(),
+        };
+        let network = mongod_sim::Network::new();
+        let members: Vec<MemberAddress> = (1..=3)
+            .map(|i| MemberAddress {
+                host: format!("127.{range}.{}.{i}", std::process::id() % 250),
+                port: 27017,
+            })
+            .collect();
+        for member in &members {
+            let mut spec = mongod_sim::MemberSpec::new(member.to_string().parse().unwrap(), "rs0");
+            spec.root_user = Some(mongod_sim::RootUser {
+                username: credentials.username.clone(),
+                password: credentials.password.clone(),
+            });
+            network
+                .start_member(spec, mongod_sim::Volume::new())
+                .await
+                .expect("member starts");
+        }
+        let config = ReplicaSetConfig {
+            set_name: "rs0".into(),
+            version: 1,
+            term: None,
+            members: members
+                .iter()
+                .zip(0..)
+                .map(|(host, id)| ConfigMember {
+                    id,
+                    host: host.clone(),
+                    arbiter_only: false,
+                    votes: 1,
+                    priority: 1.0,
+                    hidden: false,
+                    tags: Default::default(),
+                    newly_added: false,
+                })
+                .collect(),
+            settings: ConfigSettings::from_desired(
+                &crate::api::ReplicaSetSettings {
+                    election_timeout_millis: 1000,
+                    heartbeat_interval_millis: 200,
+                    ..Default::default()
+                },
+                None,
+            ),
+        };
+        let gateway = MongoGateway::new();
+        gateway
+            .initiate(&members[0], &config, &credentials)
+            .await
+            .expect("initiated");
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(reading) = gateway.observe_set(&members, "rs0", &credentials).await {
+                if let Some(primary) = reading.set.primary {
+                    return (gateway, members, credentials, primary, network);
+                }
+            }
+            assert!(std::time::Instant::now() < deadline, "no primary elected");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_step_down_goes_to_the_planned_primary_only() {
+        // A step-down planned for a member that is no longer primary must not
+        // step down whichever member the driver now sees as primary.
+        let (gateway, members, credentials, primary, network) = running_set(93).await;
+        let not_primary = members.iter().find(|m| **m != primary).unwrap().clone();
+        let refused = gateway.step_down(&not_primary, 60, 10, &credentials).await;
+        assert_eq!(
+            refused.unwrap_err().code(),
+            Some(codes::NOT_WRITABLE_PRIMARY)
+        );
+        let reading = gateway
+            .observe_set(&members, "rs0", &credentials)
+            .await
+            .unwrap();
+        assert_eq!(
+            reading.set.primary,
+            Some(primary),
+            "the primary stayed primary"
+        );
+        network.stop_all();
     }
 }
