@@ -324,6 +324,11 @@ pub enum WaitReason {
     #[error("{answered} of hostconf's data members answered, {needed} needed to initiate")]
     TooFewMembersAnswering { answered: usize, needed: usize },
     #[error(
+        "no member of cluster {vip} answered: the set is initiated only once every \
+         cluster in hostconf has answered without a config"
+    )]
+    ClusterNotAnswering { vip: String },
+    #[error(
         "only members of cluster {vip} could vote in the initial config, which would \
          give it a majority of the votes; waiting for members of other clusters to answer"
     )]
@@ -556,6 +561,25 @@ fn plan_initiate(input: &PlanInput) -> ControlFlow<Step, (ReplicaSetConfig, Memb
         return Break(wait(WaitReason::TooFewMembersAnswering {
             answered,
             needed,
+        }));
+    }
+    // A majority answering could be this cluster alone, cut off from the
+    // others while they run the set (`never-initiate-twice`).
+    let silent_cluster = input
+        .hostconf
+        .members
+        .iter()
+        .map(|m| &m.address)
+        .filter(|a| !input.is_local(a))
+        .find(|a| {
+            !input
+                .remote_probes
+                .keys()
+                .any(|answered| answered.host == a.host)
+        });
+    if let Some(silent) = silent_cluster {
+        return Break(wait(WaitReason::ClusterNotAnswering {
+            vip: silent.host.clone(),
         }));
     }
 
@@ -1254,6 +1278,12 @@ mod reason_names {
                     needed: 2,
                 },
                 "TooFewMembersAnswering",
+            ),
+            (
+                WaitReason::ClusterNotAnswering {
+                    vip: "10.0.0.2".to_owned(),
+                },
+                "ClusterNotAnswering",
             ),
             (
                 WaitReason::VotersInOneCluster {

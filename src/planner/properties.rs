@@ -231,6 +231,16 @@ fn never_initiate_twice(input: &PlanInput, step: &Step) -> Result<(), String> {
     ensure(input.rs_init, || {
         "initiate outside the rsInit cluster".to_owned()
     })?;
+    let silent = input.hostconf.members.iter().find(|m| {
+        !host_is_local(input, &m.address)
+            && !input.remote_probes.keys().any(|a| a.host == m.address.host)
+    });
+    ensure(silent.is_none(), || {
+        format!(
+            "initiate while cluster {:?} has not answered",
+            silent.map(|m| &m.address.host)
+        )
+    })?;
     ensure(input.known_replica_set_id.is_none(), || {
         "initiate with a recorded replicaSetId".to_owned()
     })?;

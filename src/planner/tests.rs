@@ -1035,11 +1035,32 @@ fn initiate_runs_on_an_electable_local_member_even_when_the_arbiter_sorts_first(
 }
 
 #[test]
-fn initiate_waits_while_only_one_clusters_members_could_vote() {
-    // Three clusters in hostconf; the three local members are a majority of
-    // hostconf's five, but would hold every vote.
+fn initiate_waits_until_every_other_cluster_has_answered() {
+    // The rsInit cluster's object was recreated (status lost) while its link to
+    // the other clusters is cut: a majority of hostconf answering locally must
+    // not be enough, or a second set would appear beside the live one.
     let mut input = initiate_input(3, &[remote(0), third(0)]);
-    input.remote_probes.clear();
+    input.remote_probes.remove(&third(0));
+    assert_eq!(
+        plan(&input),
+        Step::Wait {
+            reason: WaitReason::ClusterNotAnswering {
+                vip: THIRD_VIP.to_owned()
+            }
+        }
+    );
+    input.remote_probes.insert(third(0), empty_probe());
+    expect_initiate(plan(&input));
+}
+
+#[test]
+fn initiate_waits_while_only_one_clusters_members_could_vote() {
+    // Three clusters in hostconf, every one answering; the other clusters'
+    // members are pinned to 0 votes, so the three local members would hold
+    // every vote.
+    let mut input = initiate_input(3, &[remote(0), third(0)]);
+    input.hostconf.members[3].votes = Some(0);
+    input.hostconf.members[4].votes = Some(0);
     assert_eq!(
         plan(&input),
         Step::Wait {
@@ -1048,8 +1069,8 @@ fn initiate_waits_while_only_one_clusters_members_could_vote() {
             }
         }
     );
-    // Once remote 0 answers: local 0 and remote 0 vote, 1 of 2 each.
-    input.remote_probes = BTreeMap::from([(remote(0), empty_probe())]);
+    // Once remote 0 may vote: local 0 and remote 0 vote, 1 of 2 each.
+    input.hostconf.members[3].votes = None;
     let config = expect_initiate(plan(&input));
     assert_eq!(
         hosts(&config),
@@ -1057,7 +1078,8 @@ fn initiate_waits_while_only_one_clusters_members_could_vote() {
             (0, local(0), 1),
             (1, local(1), 0),
             (2, local(2), 0),
-            (3, remote(0), 1)
+            (3, remote(0), 1),
+            (4, third(0), 0)
         ]
     );
 }
