@@ -47,9 +47,11 @@
 //!   members first at initiate): two sites cannot be balanced (one holds a
 //!   majority or they tie), so losing a site may need the manual forced
 //!   reconfig however the votes are split.
-//!   Votes are never taken away, so removals (or a config written before the
-//!   rule) can still leave a cluster with a majority; votes given to other
-//!   clusters then dilute it (*What is not enforced* in the same document).
+//!   A cluster holding a majority of the votes gives one non-primary vote up
+//!   when a healthy non-voter of another cluster could take it
+//!   ([`rebalance_votes`](self), one voting change per reconfig); without such
+//!   a member (after removals, say) it keeps its majority (*What is not
+//!   enforced* in the same document).
 //! - A reconfig whose resulting config would have fewer healthy voters than a
 //!   majority of its voters is refused (removal) or waited on (addition,
 //!   promotion, settings) (`keep-a-healthy-voting-majority`).
@@ -228,6 +230,7 @@ pub enum Step {
 pub enum Change {
     AddMember { host: MemberAddress },
     PromoteMember { host: MemberAddress },
+    DemoteMember { host: MemberAddress },
     RemoveMember { host: MemberAddress },
     UpdateSettings,
 }
@@ -237,6 +240,10 @@ impl fmt::Display for Change {
         match self {
             Change::AddMember { host } => write!(f, "add {host}"),
             Change::PromoteMember { host } => write!(f, "give {host} a vote"),
+            Change::DemoteMember { host } => write!(
+                f,
+                "take {host}'s vote, so that another cluster can take one"
+            ),
             Change::RemoveMember { host } => write!(f, "remove {host}"),
             Change::UpdateSettings => f.write_str("update the replica-set settings"),
         }
@@ -799,6 +806,7 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     // left to do.
     let waiting_member = add_wanted(input, set)?;
     promote_non_voters(input, set)?;
+    rebalance_votes(input, set)?;
     update_settings(input, set)?;
     report_leftovers(input, set)?;
     match waiting_member {
@@ -1075,6 +1083,61 @@ fn promote_non_voters(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step>
         ));
     }
     Continue(())
+}
+
+/// Gives up one of this cluster's votes while it holds a majority of them and
+/// a member of another cluster could take that vote (a healthy non-voting
+/// SECONDARY that hostconf does not pin to 0, whose vote would then be free):
+/// a config written from a stale hostconf that listed only this cluster would
+/// otherwise keep every vote forever. One voting change per reconfig: the
+/// other cluster promotes its member on its next pass (`docs/replica-set-rules.md`,
+/// `no-cluster-gains-a-vote-majority`). Never the primary's vote.
+fn rebalance_votes(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+    let voters = || set.config.voters().map(|m| &m.host);
+    let clusters = input.cluster_count();
+    if cluster_holds_no_majority(voters(), &input.local_vip, clusters) {
+        return Continue(());
+    }
+    let candidate = set
+        .config
+        .members
+        .iter()
+        .filter(|m| !input.is_local(&m.host) && m.votes == 0 && !m.arbiter_only && !m.hidden)
+        .filter(|m| input.hint(&m.host).is_some_and(|h| h.votes != Some(0)))
+        .find(|m| {
+            set.members
+                .get(&m.host)
+                .is_some_and(|h| h.healthy && h.state == MemberState::Secondary)
+        });
+    let Some(candidate) = candidate else {
+        return Continue(());
+    };
+    let give_up = set.config.members.iter().rev().find(|m| {
+        input.is_local(&m.host)
+            && m.votes > 0
+            && !m.arbiter_only
+            && Some(&m.host) != set.primary.as_ref()
+    });
+    let Some(give_up) = give_up else {
+        return Continue(());
+    };
+    let mut config = next_version(&set.config);
+    for m in config.members.iter_mut().filter(|m| m.host == give_up.host) {
+        m.votes = 0;
+        m.priority = 0.0;
+    }
+    if !input.vote_is_free(&config, &candidate.host) {
+        return Continue(());
+    }
+    check_reconfig_allowed(set)?;
+    check_healthy_majority(&config, set, None)?;
+    Break(checked_reconfig(
+        &set.config,
+        config,
+        Change::DemoteMember {
+            host: give_up.host.clone(),
+        },
+    ))
 }
 
 /// Brings `settings` to the spec's values, keeping `replicaSetId` — in the
@@ -1406,6 +1469,7 @@ mod reason_names {
         let changes = [
             (Change::AddMember { host: host() }, "AddMember"),
             (Change::PromoteMember { host: host() }, "PromoteMember"),
+            (Change::DemoteMember { host: host() }, "DemoteMember"),
             (Change::RemoveMember { host: host() }, "RemoveMember"),
             (Change::UpdateSettings, "UpdateSettings"),
         ];

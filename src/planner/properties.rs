@@ -385,8 +385,8 @@ fn majority_cluster(config: &ReplicaSetConfig) -> Option<String> {
 /// `no-cluster-gains-a-vote-majority`: with three clusters or more in
 /// hostconf, a step that gives a vote (initiate, or a reconfig after which
 /// some host votes that did not) leaves no cluster holding a majority of the
-/// votes — unless one already held it in the observed config: votes are never
-/// taken away, only diluted.
+/// votes — unless one already held it in the observed config: votes are
+/// taken away only to be given to another cluster, and may be diluted.
 fn no_cluster_gains_a_vote_majority(input: &PlanInput, step: &Step) -> Result<(), String> {
     if clusters_in_hostconf(input) < 3 {
         return Ok(());
@@ -1112,9 +1112,9 @@ fn balanced_voter_count(members: &[MemberAddress]) -> usize {
 /// Fault-free convergence: the config holds exactly the desired members. When
 /// no cluster holds a majority of the votes (or fewer than three clusters
 /// exist) the voters number [`balanced_voter_count`]. A cluster can still hold
-/// a majority after removals (votes are never taken away); then no non-voter
-/// may be left that could take a vote: seven vote, or the vote would give its
-/// own cluster a majority.
+/// a majority after removals when no member of another cluster could take a
+/// vote; then no non-voter may be left that could take one: seven vote, or the
+/// vote would give its own cluster a majority.
 fn check_converged(world: &World) -> Result<(), String> {
     let set = world.set.as_ref().ok_or("no replica set")?;
     let mut hosts: Vec<MemberAddress> = set.config.members.iter().map(|m| m.host.clone()).collect();

@@ -1147,6 +1147,44 @@ fn a_set_whose_every_member_leaves_is_torn_down_without_a_step_down() {
 }
 
 #[test]
+fn a_cluster_holding_a_majority_of_votes_gives_one_up_when_another_cluster_can_take_it() {
+    // Initiated from a stale hostconf that listed only this cluster, it kept
+    // every vote; now the other clusters' members are in, as non-voters.
+    let mut members: Vec<ConfigMember> = (0..3).map(|i| voter(i64::from(i), local(i))).collect();
+    members.push(non_voter(10, remote(0)));
+    members.push(non_voter(20, third(0)));
+    let set = healthy(config(members), &local(0));
+    let facts = (0..3)
+        .map(|i| data(i, Some(member_probe(SET_ID, MemberState::Secondary))))
+        .collect();
+    let mut input = input(3, facts, Observed::Configured(set.clone()));
+    input.hostconf = hostconf(&[local(0), local(1), local(2), remote(0), third(0)]);
+    let (config, change) = expect_reconfig(plan(&input));
+    assert_eq!(
+        change,
+        Change::DemoteMember { host: local(2) },
+        "never the primary"
+    );
+    let demoted = config.member(&local(2)).unwrap();
+    assert_eq!((demoted.votes, demoted.priority), (0, 0.0));
+    assert_eq!(voting_changes(&set.config, &config), 1);
+
+    // Balanced (this cluster 2 of 4 once the others vote): nothing to give up.
+    let mut balanced = set;
+    for m in balanced
+        .config
+        .members
+        .iter_mut()
+        .filter(|m| m.host.host != VIP)
+    {
+        m.votes = 1;
+        m.priority = 1.0;
+    }
+    input.observed = Observed::Configured(balanced);
+    assert_ne!(plan(&input).reason(), "DemoteMember");
+}
+
+#[test]
 fn only_the_rs_init_cluster_writes_the_set_wide_settings() {
     // Measured in the lab: one cluster patched alone made the clusters revert
     // each other's settings, the config version climbing without end.
