@@ -49,7 +49,7 @@
 //!   reconfig however the votes are split.
 //!   A cluster holding a majority of the votes gives one non-primary vote up
 //!   when a healthy non-voter of another cluster could take it
-//!   ([`rebalance_votes`](self), one voting change per reconfig); without such
+//!   (`rebalance_votes`, one voting change per reconfig); without such
 //!   a member (after removals, say) it keeps its majority (*What is not
 //!   enforced* in the same document).
 //! - A reconfig whose resulting config would have fewer healthy voters than a

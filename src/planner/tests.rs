@@ -729,8 +729,7 @@ fn refuses_a_removal_that_would_break_the_voting_majority() {
 fn an_unready_wanted_member_does_not_block_the_next_one() {
     // Members 0 and 1 are in the set; member 2's pod is not running, member 3
     // answers: member 3 is added rather than everything waiting on member 2.
-    let (mut facts, set) = three_local_in_sync(2);
-    let mut set = set;
+    let (mut facts, mut set) = three_local_in_sync(2);
     set.config.members.retain(|m| m.host != local(2));
     set.members.remove(&local(2));
     facts[2].pod_running = false;
@@ -744,7 +743,6 @@ fn an_unready_wanted_member_does_not_block_the_next_one() {
     assert_eq!(change, Change::AddMember { host: local(3) });
 
     // Once member 3 is in, the set waits on member 2 and says so.
-    let mut set = set;
     set.config.members.push(voter(3, local(3)));
     set.members.insert(
         local(3),

@@ -409,7 +409,7 @@ impl World {
             return Err(format!("93: {problems:?}"));
         }
         let receiver = config.members.iter().find(|m| &m.host == on);
-        if !receiver.is_some_and(|m| electable(m)) {
+        if !receiver.is_some_and(electable) {
             return Err(format!("93: {on} is not electable in the initial config"));
         }
         for m in &config.members {
