@@ -4,6 +4,9 @@
 
 pub mod controlplane;
 pub mod faults;
+pub mod fedstate;
+pub mod interpreter;
+pub mod karmada;
 pub mod lab;
 pub mod observe;
 pub mod runtime;
