@@ -114,7 +114,8 @@ pub enum InvalidInput {
         "spec.image {image} is MongoDB {version}; this operator needs MongoDB 4.4 or later \
          (safe reconfig: one voting change at a time, newlyAdded members, commitmentStatus). \
          Set spec.image to a 4.4+ image such as {DEFAULT_IMAGE}; with FedState, set \
-         spec.imageSetting.image of the MultiCloudMongoDB (its webhook defaults to mongo:3.6)"
+         spec.imageSetting.image of the MultiCloudMongoDB (its webhook defaults to mongo:3.6; \
+         FedState passes an image change on only with a replicaset or resource change)"
     )]
     UnsupportedMongoDBVersion {
         /// The image.

@@ -1028,3 +1028,317 @@ async fn a_missing_hostconf_is_reported_in_conditions_and_events() {
     .await;
     finish(lab, outcome).await;
 }
+
+// ------------------------------------------- FedState's own payloads (issue 9)
+
+/// Every cluster's `MongoDB` of `name`, as the operators report it.
+async fn statuses(lab: &Lab, name: &str) -> Result<Vec<(String, MongoDB)>, String> {
+    lab.control_plane()
+        .statuses("default", name)
+        .await
+        .map_err(fail("statuses"))
+}
+
+/// Waits until `check` holds for every cluster's object (and at least `clusters` report).
+async fn wait_for(
+    lab: &Lab,
+    name: &str,
+    what: &str,
+    clusters: usize,
+    check: impl Fn(&MongoDB) -> bool,
+) -> Outcome {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let current = statuses(lab, name).await?;
+        if current.len() >= clusters && current.iter().all(|(_, m)| check(m)) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let picture: Vec<String> = current
+                .iter()
+                .map(|(c, m)| {
+                    format!(
+                        "{c}: {:?}",
+                        m.status.as_ref().map(|s| (&s.state, &s.replset))
+                    )
+                })
+                .collect();
+            return Err(format!("{what}: not after {READY_TIMEOUT:?}: {picture:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn ready_condition(
+    mongodb: &MongoDB,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    mongodb
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+}
+
+/// `replset` states of a cluster's status: how many members, primaries, arbiters.
+fn set_shape(mongodb: &MongoDB) -> (usize, usize, usize) {
+    let replset = mongodb
+        .status
+        .as_ref()
+        .map(|s| s.replset.clone())
+        .unwrap_or_default();
+    let count = |state: &str| replset.iter().filter(|m| m.state_str == state).count();
+    let healthy = replset
+        .iter()
+        .all(|m| matches!(m.state_str.as_str(), "PRIMARY" | "SECONDARY" | "ARBITER"));
+    if !healthy {
+        return (0, 0, 0);
+    }
+    (replset.len(), count("PRIMARY"), count("ARBITER"))
+}
+
+/// FedState's sample `MultiCloudMongoDB` over `members`, with a 4.4+ image (its
+/// default mongo:3.6 is refused) and the lab-only short timeouts.
+fn fedstate_sample(
+    name: &str,
+    members: &[(&str, i32)],
+    arbiter: bool,
+) -> lab::controlplane::Submission {
+    let mut object = lab::fedstate::MultiCloudMongoDB::sample(name, "default", members);
+    object.spec.image_setting.image = "mongo:7.0".into();
+    object.spec.config.arbiter = arbiter;
+    lab::controlplane::Submission {
+        object,
+        custom_config: None,
+        lab: lab::controlplane::LabOnly {
+            replica_set_settings: Some(lab::controlplane::lab_replica_set_settings()),
+            deviations: Default::default(),
+        },
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fedstates_default_image_is_accepted_and_refused_in_status_saying_what_to_set() {
+    let _serial = serial().await;
+    let lab = lab(47, 2).await;
+    let outcome = async {
+        let mut fedstate_default = request("old", "a=1,b=1");
+        // Empty: FedState's webhook defaults spec.imageSetting.image to mongo:3.6.
+        fedstate_default.image = String::new();
+        lab.control_plane()
+            .apply(&fedstate_default)
+            .await
+            .map_err(fail("apply"))?;
+        wait_for(&lab, "old", "refused in status", 2, |m| {
+            m.spec.image == "mongo:3.6"
+                && m.status.as_ref().and_then(|s| s.state.clone())
+                    == Some(mongodb_member_operator::api::MongoState::Error)
+                && ready_condition(m).is_some_and(|c| c.reason == "UnsupportedMongoDBVersion")
+        })
+        .await?;
+        let (_, mongodb) = statuses(&lab, "old").await?.remove(0);
+        let message = &ready_condition(&mongodb).unwrap().message;
+        for expected in ["mongo:3.6", "4.4 or later", "spec.imageSetting.image"] {
+            if !message.contains(expected) {
+                return Err(format!("the message does not say {expected:?}: {message}"));
+            }
+        }
+        let described = lab
+            .kubectl("a", &["describe", "mongodb", "old"])
+            .await
+            .map_err(fail("describe"))?;
+        if !described.contains("UnsupportedMongoDBVersion") {
+            return Err(format!("no Warning Event:\n{described}"));
+        }
+        for cluster in lab.clusters() {
+            let stateful_sets: Api<StatefulSet> =
+                Api::namespaced(cluster.client.clone(), "default");
+            let list = stateful_sets
+                .list(&Default::default())
+                .await
+                .map_err(fail("list"))?;
+            if !list.items.is_empty() {
+                return Err(format!(
+                    "{} runs a StatefulSet for a refused image",
+                    cluster.name
+                ));
+            }
+        }
+        Ok(())
+    }
+    .await;
+    finish(lab, outcome).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fedstates_sample_payload_forms_a_set_an_application_reaches_as_root_with_majority_writes()
+{
+    let _serial = serial().await;
+    let lab = lab(48, 3).await;
+    let outcome = async {
+        let control_plane = lab.control_plane();
+        let members = [("a", 2), ("b", 2), ("c", 1)];
+        let mut submission = fedstate_sample("sample", &members, false);
+        // FedState's sample data plane object carries a config entry too.
+        submission.object.spec.config.config_set =
+            Some([("LOG_LEVEL".to_string(), "info".to_string())].into());
+        control_plane
+            .apply(&submission)
+            .await
+            .map_err(fail("apply"))?;
+        observe::wait_ready(
+            &control_plane,
+            "default",
+            "sample",
+            &Split::parse("a=2,b=2,c=1").unwrap(),
+            READY_TIMEOUT,
+            |_| {},
+        )
+        .await
+        .map_err(fail("2+2+1"))?;
+        let (_, mongodb) = statuses(&lab, "sample").await?.remove(0);
+        let config_accepted = mongodb
+            .status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .find(|c| c.type_ == "ConfigAccepted")
+            .ok_or("no ConfigAccepted condition")?;
+        if config_accepted.status != "False" || !config_accepted.message.contains("LOG_LEVEL") {
+            return Err(format!("LOG_LEVEL is not reported: {config_accepted:?}"));
+        }
+        // The application: FedState's root user and generated rootPassword.
+        let password = control_plane
+            .root_password("default", "sample")
+            .await
+            .ok_or("FedState generated no rootPassword")?;
+        let hosts = hosts_of(&lab, 0, "sample").await?;
+        let options = ClientOptions::builder()
+            .hosts(
+                hosts
+                    .iter()
+                    .map(|h| ServerAddress::parse(h).unwrap())
+                    .collect::<Vec<_>>(),
+            )
+            .repl_set_name(Some("replset-0".to_string()))
+            .credential(
+                Credential::builder()
+                    .username("root".to_string())
+                    .password(password)
+                    .source("admin".to_string())
+                    .build(),
+            )
+            .server_selection_timeout(Duration::from_secs(20))
+            .build();
+        let client = mongodb::Client::with_options(options).map_err(fail("client"))?;
+        let orders = client.database("shop").collection::<Document>("orders");
+        let majority = mongodb::options::WriteConcern::majority();
+        for n in 0..20 {
+            orders
+                .insert_one(doc! {"n": n})
+                .write_concern(majority.clone())
+                .await
+                .map_err(fail("w:majority insert as root"))?;
+        }
+        let count = orders
+            .count_documents(doc! {})
+            .await
+            .map_err(fail("count"))?;
+        if count != 20 {
+            return Err(format!("{count} documents read back, 20 written"));
+        }
+        Ok(())
+    }
+    .await;
+    finish(lab, outcome).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_arbiter_set_forms_scales_out_and_in_and_survives_losing_its_primary() {
+    let _serial = serial().await;
+    let lab = lab(49, 3).await;
+    let outcome = async {
+        let control_plane = lab.control_plane();
+        // FedState puts the arbiter (and rsInit) on the cluster with most members.
+        let shape = |data: usize| move |m: &MongoDB| set_shape(m) == (data + 1, 1, 1);
+        control_plane
+            .apply(&fedstate_sample(
+                "arb",
+                &[("a", 2), ("b", 1), ("c", 1)],
+                true,
+            ))
+            .await
+            .map_err(fail("apply"))?;
+        wait_for(&lab, "arb", "2+1+1 and an arbiter", 3, shape(4)).await?;
+        let hosts = hosts_of(&lab, 0, "arb").await?;
+        let first = config(&lab, "arb", &hosts).await?;
+        let writer = MajorityWriter::start(&lab, "arb", &hosts).await?;
+
+        control_plane
+            .settled("default", "arb", READY_TIMEOUT)
+            .await
+            .map_err(fail("FedState's status"))?;
+        control_plane
+            .apply(
+                &fedstate_sample("arb", &[("a", 2), ("b", 1), ("c", 2)], true)
+                    .keep_unchanged_clusters_on_scale_up(),
+            )
+            .await
+            .map_err(fail("scale out"))?;
+        wait_for(&lab, "arb", "2+1+2 and an arbiter", 3, shape(5)).await?;
+
+        control_plane
+            .settled("default", "arb", READY_TIMEOUT)
+            .await
+            .map_err(fail("FedState's status"))?;
+        control_plane
+            .apply(&fedstate_sample(
+                "arb",
+                &[("a", 2), ("b", 1), ("c", 1)],
+                true,
+            ))
+            .await
+            .map_err(fail("scale in"))?;
+        wait_for(&lab, "arb", "back to 2+1+1 and an arbiter", 3, shape(4)).await?;
+
+        // Lose the primary: kill its mongod; a new primary is elected and the
+        // killed member comes back.
+        let (_, mongodb) = statuses(&lab, "arb").await?.remove(0);
+        let primary = mongodb.status.and_then(|s| s.primary).ok_or("no primary")?;
+        let mut killed = false;
+        for (index, (_, object)) in statuses(&lab, "arb").await?.into_iter().enumerate() {
+            let local = object.status.iter().flat_map(|s| s.local_members.clone());
+            if let Some(member) = local
+                .into_iter()
+                .find(|m| m.host.as_deref() == Some(primary.as_str()))
+            {
+                lab.clusters()[index]
+                    .node
+                    .kill_container("default", &member.pod, "mongod")
+                    .await
+                    .map_err(fail("kill mongod"))?;
+                killed = true;
+            }
+        }
+        if !killed {
+            return Err(format!("no cluster runs the primary {primary}"));
+        }
+        wait_for(&lab, "arb", "a new primary", 3, |m| {
+            m.status
+                .as_ref()
+                .and_then(|s| s.primary.as_deref())
+                .is_some_and(|p| p != primary)
+        })
+        .await?;
+        wait_for(&lab, "arb", "every member back", 3, shape(4)).await?;
+        if let Some(writer) = writer {
+            writer.stop_and_check().await?;
+        }
+        let last = config(&lab, "arb", &hosts_of(&lab, 0, "arb").await?).await?;
+        if replica_set_id(&first) != replica_set_id(&last) || version(&last) >= 10_000 {
+            return Err("second initiate or forced reconfig detected".into());
+        }
+        Ok(())
+    }
+    .await;
+    finish(lab, outcome).await;
+}
