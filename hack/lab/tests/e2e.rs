@@ -1131,7 +1131,7 @@ async fn fedstates_default_image_is_accepted_and_refused_in_status_saying_what_t
             .map_err(fail("apply"))?;
         wait_for(&lab, "old", "refused in status", 2, |m| {
             m.spec.image == "mongo:3.6"
-                && m.status.as_ref().and_then(|s| s.state.clone())
+                && m.status.as_ref().and_then(|s| s.state)
                     == Some(mongodb_member_operator::api::MongoState::Error)
                 && ready_condition(m).is_some_and(|c| c.reason == "UnsupportedMongoDBVersion")
         })
