@@ -10,10 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::MongoDB;
 use crate::hostconf::MemberAddress;
+use crate::planner::Wanted;
 use crate::planner::{
     LocalMemberFacts, MemberProbe, MemberSlot, Observed, ObservedSet, PlanInput, Step,
 };
-use crate::validate::{Validated, Wanted};
+use crate::validate::Validated;
 
 /// The local slots a pass looks at: wanted, or still holding a StatefulSet or
 /// a propagated Service.

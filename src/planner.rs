@@ -60,7 +60,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::ControlFlow::{self, Break, Continue};
 
-use crate::api::{PvcPolicy, ReplicaSetSettings};
+use crate::api::{MongoDB, PvcPolicy, ReplicaSetSettings};
 use crate::hostconf::{HostConf, HostConfMember, MemberAddress};
 use crate::replset::{
     cluster_holds_no_majority, reconfig_problems, ConfigMember, ConfigProblem, ConfigSettings,
@@ -96,6 +96,47 @@ impl fmt::Display for MemberSlot {
             MemberSlot::Data(index) => write!(f, "member {index}"),
             MemberSlot::Arbiter => f.write_str("the arbiter"),
         }
+    }
+}
+
+/// How many members this cluster wants: `spec.members` and `spec.arbiter`, or
+/// nothing while the object is being deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wanted {
+    /// Data members wanted here (slots `0..members`).
+    pub members: u32,
+    /// Whether the arbiter is wanted here.
+    pub arbiter: bool,
+}
+
+impl Wanted {
+    /// What `mongodb` asks for; nothing when `leaving`.
+    pub fn of(mongodb: &MongoDB, leaving: bool) -> Self {
+        if leaving {
+            return Wanted {
+                members: 0,
+                arbiter: false,
+            };
+        }
+        Wanted {
+            members: u32::try_from(mongodb.spec.members).unwrap_or(0),
+            arbiter: mongodb.spec.arbiter,
+        }
+    }
+
+    /// Whether `slot` is wanted.
+    pub fn wants(&self, slot: MemberSlot) -> bool {
+        match slot {
+            MemberSlot::Data(index) => index < self.members,
+            MemberSlot::Arbiter => self.arbiter,
+        }
+    }
+
+    /// The wanted slots: data members by index, then the arbiter.
+    pub fn slots(&self) -> impl Iterator<Item = MemberSlot> {
+        (0..self.members)
+            .map(MemberSlot::Data)
+            .chain(self.arbiter.then_some(MemberSlot::Arbiter))
     }
 }
 
@@ -454,20 +495,20 @@ fn refuse(reason: Refusal) -> Step {
 }
 
 impl PlanInput {
-    fn is_wanted(&self, slot: MemberSlot) -> bool {
-        match slot {
-            MemberSlot::Data(index) => index < self.desired_members,
-            MemberSlot::Arbiter => self.arbiter_wanted,
+    fn wanted(&self) -> Wanted {
+        Wanted {
+            members: self.desired_members,
+            arbiter: self.arbiter_wanted,
         }
+    }
+
+    fn is_wanted(&self, slot: MemberSlot) -> bool {
+        self.wanted().wants(slot)
     }
 
     /// Wanted slots in addition order: data members by index, then the arbiter.
     fn wanted_slots(&self) -> Vec<MemberSlot> {
-        let mut slots: Vec<MemberSlot> = (0..self.desired_members).map(MemberSlot::Data).collect();
-        if self.arbiter_wanted {
-            slots.push(MemberSlot::Arbiter);
-        }
-        slots
+        self.wanted().slots().collect()
     }
 
     /// The facts of a slot (the first entry, should the controller send two).

@@ -19,7 +19,7 @@ use crate::build::{
     self, names, BuildContext, BuildError, CredentialsSource, MemberTarget, MEMBER_HOST_ANNOTATION,
 };
 use crate::hostconf::{HostConf, HostConfError, HostConfMember, MemberAddress};
-use crate::planner::MemberSlot;
+use crate::planner::{MemberSlot, Wanted};
 use crate::replset::MemberState;
 
 /// The longest StatefulSet name whose pods can be created: the pods carry the
@@ -214,47 +214,6 @@ pub struct MemberStatefulSetFacts {
     pub recorded_host: Option<MemberAddress>,
     /// Whether its pod is running.
     pub pod_running: bool,
-}
-
-/// How many members this cluster wants: `spec.members` and `spec.arbiter`, or
-/// nothing while the object is being deleted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Wanted {
-    /// Data members wanted here (slots `0..members`).
-    pub members: u32,
-    /// Whether the arbiter is wanted here.
-    pub arbiter: bool,
-}
-
-impl Wanted {
-    /// What `mongodb` asks for; nothing when `leaving`.
-    pub fn of(mongodb: &MongoDB, leaving: bool) -> Self {
-        if leaving {
-            return Wanted {
-                members: 0,
-                arbiter: false,
-            };
-        }
-        Wanted {
-            members: u32::try_from(mongodb.spec.members).unwrap_or(0),
-            arbiter: mongodb.spec.arbiter,
-        }
-    }
-
-    /// Whether `slot` is wanted.
-    pub fn wants(&self, slot: MemberSlot) -> bool {
-        match slot {
-            MemberSlot::Data(index) => index < self.members,
-            MemberSlot::Arbiter => self.arbiter,
-        }
-    }
-
-    /// The wanted slots: data members by index, then the arbiter.
-    pub fn slots(&self) -> impl Iterator<Item = MemberSlot> {
-        (0..self.members)
-            .map(MemberSlot::Data)
-            .chain(self.arbiter.then_some(MemberSlot::Arbiter))
-    }
 }
 
 /// The checked input of a pass.

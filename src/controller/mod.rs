@@ -39,12 +39,13 @@ use crate::build::{self, names, BuildContext, DesiredObjects};
 use crate::hostconf::MemberAddress;
 use crate::mongo::MongoGateway;
 use crate::plan_input::{has_left, plan_input};
+use crate::planner::Wanted;
 use crate::planner::{plan, ObservedSet, Step};
 use crate::status::{
     compute_status, condition, condition_reason, local_member_views, ConditionType, StatusInput,
 };
 use crate::telemetry::Metrics;
-use crate::validate::{validate, InvalidInput, Validated, Wanted};
+use crate::validate::{validate, InvalidInput, Validated};
 use act::{act, ActError};
 use apply::apply;
 use dereference::{dereference, DereferenceError};

@@ -11,7 +11,8 @@ use crate::hostconf::MemberAddress;
 use crate::mongo::{MongoGateway, SetReading};
 use crate::plan_input::{known_replica_set_id, local_members_to_ask, remote_members_to_ask, seeds};
 use crate::planner::MemberProbe;
-use crate::validate::{RootCredentials, Validated, Wanted};
+use crate::planner::Wanted;
+use crate::validate::{RootCredentials, Validated};
 
 /// What the members answered this pass.
 pub struct MongoAnswers {
