@@ -58,6 +58,8 @@ pub use finalizer::FINALIZER;
 pub const FIELD_MANAGER: &str = "mongodb-member-operator";
 /// How long a primary this operator stepped down is remembered as handing over.
 const STEP_DOWN_MEMORY: Duration = Duration::from_secs(60);
+/// How soon a paused object is looked at again (status stays fresh).
+const WHILE_PAUSED: Duration = Duration::from_secs(30);
 /// How soon a failed pass is retried.
 const AFTER_FAILURE: Duration = Duration::from_secs(5);
 
@@ -364,9 +366,10 @@ async fn pass(
     let step = plan(&input);
     tracing::info!(instance = %instance_key(mongodb), step = %step, "planned");
     // act: carry the step out unless paused (MongoDB and Kubernetes I/O).
-    let acted = match paused {
-        false => Some(act(ctx, mongodb, &validated, &answers, &step, leaving).await),
-        true => None,
+    let acted = if paused {
+        None
+    } else {
+        Some(act(ctx, mongodb, &validated, &answers, &step, leaving).await)
     };
     // status: what the pass saw and did, written when it changed (pure, then Kubernetes I/O).
     let report = Report {
@@ -382,7 +385,7 @@ async fn pass(
 
     let requeue = match acted {
         Some(acted) => acted?.requeue,
-        None => Duration::from_secs(30),
+        None => WHILE_PAUSED,
     };
     if leaving && has_left(&input, &step) {
         let message = "this cluster's members have left the replica set".to_string();
