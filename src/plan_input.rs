@@ -97,6 +97,10 @@ pub fn plan_input(
                 address,
                 stateful_set_exists: validated.stateful_sets.contains_key(&slot),
                 pod_running: validated.pod_running(slot),
+                recorded: validated
+                    .stateful_sets
+                    .get(&slot)
+                    .and_then(|s| s.recorded_entry.clone()),
             }
         })
         .collect();
@@ -199,6 +203,7 @@ mod tests {
                     MemberSlot::Data(0),
                     MemberStatefulSetFacts {
                         recorded_host: None,
+                        recorded_entry: None,
                         pod_running: true,
                     },
                 ),
@@ -206,6 +211,7 @@ mod tests {
                     MemberSlot::Data(1),
                     MemberStatefulSetFacts {
                         recorded_host: None,
+                        recorded_entry: None,
                         pod_running: false,
                     },
                 ),
@@ -213,6 +219,7 @@ mod tests {
                     MemberSlot::Data(3),
                     MemberStatefulSetFacts {
                         recorded_host: Some(address(VIP, 30004)),
+                        recorded_entry: None,
                         pod_running: true,
                     },
                 ),

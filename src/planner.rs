@@ -190,6 +190,46 @@ pub struct LocalMemberFacts {
     pub pod_running: bool,
     /// What it answered when asked directly at its address (`None`: no answer).
     pub probe: Option<MemberProbe>,
+    /// The config entry it was last seen as, recorded on its StatefulSet: how
+    /// it is recognised after its address changed (its Service recreated with
+    /// another nodePort, or the VIP changed).
+    pub recorded: Option<RecordedEntry>,
+}
+
+/// A config entry as recorded on a member's StatefulSet: its `_id` and the
+/// host it had then. Both must match for an entry to be taken as the
+/// member's: an `_id` alone could have been given to another member since.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RecordedEntry {
+    /// The member's `_id` in the config.
+    pub id: i64,
+    /// Its host in the config.
+    pub host: MemberAddress,
+}
+
+/// `<_id>@<host>`, as on the StatefulSet.
+impl fmt::Display for RecordedEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.id, self.host)
+    }
+}
+
+/// Why a recorded entry could not be read back.
+#[derive(Debug, thiserror::Error)]
+#[error("not `<_id>@<host:port>`: {0:?}")]
+pub struct RecordedEntryInvalid(String);
+
+impl std::str::FromStr for RecordedEntry {
+    type Err = RecordedEntryInvalid;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let invalid = || RecordedEntryInvalid(text.to_owned());
+        let (id, host) = text.split_once('@').ok_or_else(invalid)?;
+        Ok(RecordedEntry {
+            id: id.parse().map_err(|_| invalid())?,
+            host: MemberAddress::parse(host).map_err(|_| invalid())?,
+        })
+    }
 }
 
 /// What a member answered when asked directly about its replica-set state.
@@ -269,10 +309,24 @@ pub enum Step {
 /// What a reconfig changes.
 #[derive(Clone, Debug, PartialEq, strum::IntoStaticStr, strum::VariantNames)]
 pub enum Change {
-    AddMember { host: MemberAddress },
-    PromoteMember { host: MemberAddress },
-    DemoteMember { host: MemberAddress },
-    RemoveMember { host: MemberAddress },
+    AddMember {
+        host: MemberAddress,
+    },
+    PromoteMember {
+        host: MemberAddress,
+    },
+    DemoteMember {
+        host: MemberAddress,
+    },
+    RemoveMember {
+        host: MemberAddress,
+    },
+    /// The member's address changed: its entry keeps its `_id`, votes and
+    /// priority, and takes the new host.
+    ReaddressMember {
+        from: MemberAddress,
+        to: MemberAddress,
+    },
     UpdateSettings,
 }
 
@@ -286,6 +340,9 @@ impl fmt::Display for Change {
                 "take {host}'s vote, so that another cluster can take one"
             ),
             Change::RemoveMember { host } => write!(f, "remove {host}"),
+            Change::ReaddressMember { from, to } => {
+                write!(f, "change the host of the member at {from} to {to}")
+            }
             Change::UpdateSettings => f.write_str("update the replica-set settings"),
         }
     }

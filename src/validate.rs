@@ -16,10 +16,11 @@ use kube::ResourceExt;
 
 use crate::api::{MongoDB, DEFAULT_IMAGE, VIP_LABEL};
 use crate::build::{
-    self, names, BuildContext, BuildError, CredentialsSource, MemberTarget, MEMBER_HOST_ANNOTATION,
+    self, names, BuildContext, BuildError, CredentialsSource, MemberTarget,
+    MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION,
 };
 use crate::hostconf::{HostConf, HostConfError, HostConfMember, MemberAddress};
-use crate::planner::{MemberSlot, Wanted};
+use crate::planner::{MemberSlot, RecordedEntry, Wanted};
 use crate::replset::MemberState;
 
 /// The longest StatefulSet name whose pods can be created: the pods carry the
@@ -212,6 +213,8 @@ pub struct MemberService {
 pub struct MemberStatefulSetFacts {
     /// The member host recorded on it (kept for when the Service is gone).
     pub recorded_host: Option<MemberAddress>,
+    /// The config entry it was last seen as ([`MEMBER_ENTRY_ANNOTATION`]).
+    pub recorded_entry: Option<RecordedEntry>,
     /// Whether its pod is running.
     pub pod_running: bool,
 }
@@ -574,11 +577,16 @@ fn member_stateful_sets(
                 .annotations()
                 .get(MEMBER_HOST_ANNOTATION)
                 .and_then(|h| MemberAddress::parse(h).ok());
+            let recorded_entry = stateful_set
+                .annotations()
+                .get(MEMBER_ENTRY_ANNOTATION)
+                .and_then(|e| e.parse().ok());
             let pod_running = running(&format!("{name}-0"));
             Some((
                 slot,
                 MemberStatefulSetFacts {
                     recorded_host,
+                    recorded_entry,
                     pod_running,
                 },
             ))

@@ -51,7 +51,8 @@ pub use secrets::{
 };
 pub use services::{headless_service, metrics_service};
 pub use statefulset::{
-    member_stateful_set, MemberStatefulSet, MEMBER_HOST_ANNOTATION, REVISION_ANNOTATION,
+    member_stateful_set, MemberStatefulSet, MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION,
+    REVISION_ANNOTATION,
 };
 
 /// Why desired objects could not be built from the input.

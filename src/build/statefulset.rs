@@ -26,6 +26,11 @@ use crate::planner::MemberSlot;
 /// StatefulSet annotation recording the member's host `VIP:NodePort`, so that the
 /// planner still knows it after the control plane deleted the member's Service.
 pub const MEMBER_HOST_ANNOTATION: &str = "middleware.fedstate.io/member-host";
+/// StatefulSet annotation recording the config entry the member was last seen
+/// as, `<_id>@<host>` (written by the controller after observing the set, under
+/// its own field manager, never by the build): how a member is recognised in
+/// the config after its address changed.
+pub const MEMBER_ENTRY_ANNOTATION: &str = "middleware.fedstate.io/member-config-entry";
 /// Pod-template annotation carrying the revision of the pod spec.
 pub const REVISION_ANNOTATION: &str = "middleware.fedstate.io/revision";
 

@@ -765,6 +765,7 @@ prop_compose! {
                     stateful_set_exists: sts,
                     pod_running: running,
                     probe: if running { Answer::from_roll(roll, fresh, in_config).probe() } else { None },
+                    recorded: None,
                 })
             })
             .collect();
@@ -1415,6 +1416,7 @@ mod checkers_reject_bad_steps {
             stateful_set_exists: true,
             pod_running: true,
             probe: Some(probe),
+            recorded: None,
         }
     }
 

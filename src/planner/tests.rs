@@ -62,6 +62,7 @@ fn running(slot: MemberSlot, probe: Option<MemberProbe>) -> LocalMemberFacts {
         stateful_set_exists: true,
         pod_running: true,
         probe,
+        recorded: None,
     }
 }
 
@@ -831,6 +832,7 @@ fn never_deletes_a_statefulset_whose_address_is_unknown() {
         stateful_set_exists: true,
         pod_running: true,
         probe: None,
+        recorded: None,
     });
     assert_eq!(
         plan(&input(3, facts, Observed::Configured(set))),
@@ -1359,4 +1361,119 @@ fn does_not_step_down_in_favour_of_a_member_that_is_leaving_too() {
     );
     input.hostconf = hostconf(&[remote(0), remote(1)]);
     assert_eq!(plan(&input).reason(), "StepDown");
+}
+
+// ------------------------------------------------ a member's address changes
+
+/// Three local members in sync (0 primary) and two remote voters, where local
+/// member 2 now answers at `new_address` (its Service recreated with another
+/// nodePort): the config still lists it at its old host, which answers no more.
+fn readdressed_member_2(
+    new_address: MemberAddress,
+    recorded: Option<RecordedEntry>,
+) -> (Vec<LocalMemberFacts>, ObservedSet) {
+    let (mut facts, mut set) = three_local_in_sync(2);
+    facts[2].address = Some(new_address);
+    facts[2].recorded = recorded;
+    set.members
+        .insert(local(2), member_status(MemberState::Down, false, None));
+    (facts, set)
+}
+
+fn with_hostconf_at(mut input: PlanInput, old: &MemberAddress, new: &MemberAddress) -> PlanInput {
+    for m in input.hostconf.members.iter_mut() {
+        if &m.address == old {
+            m.address = new.clone();
+        }
+    }
+    input
+}
+
+#[test]
+fn a_member_whose_address_changed_keeps_its_entry_and_takes_the_new_host() {
+    let moved = addr(VIP, 30102);
+    let recorded = RecordedEntry {
+        id: 2,
+        host: local(2),
+    };
+    let (facts, set) = readdressed_member_2(moved.clone(), Some(recorded));
+    let old = set.config.clone();
+    let input = with_hostconf_at(
+        input(3, facts, Observed::Configured(set)),
+        &local(2),
+        &moved,
+    );
+    let (config, change) = expect_reconfig(plan(&input));
+    assert_eq!(
+        change,
+        Change::ReaddressMember {
+            from: local(2),
+            to: moved.clone()
+        }
+    );
+    let mut expected = hosts(&old);
+    expected[2].1 = moved;
+    assert_eq!(hosts(&config), expected, "same _id and votes, new host");
+    assert_eq!(config.version, old.version + 1);
+    assert_eq!(voting_changes(&old, &config), 0);
+}
+
+#[test]
+fn a_member_readdressed_before_its_entry_was_recorded_is_not_added_a_second_time() {
+    let moved = addr(VIP, 30102);
+    let (facts, set) = readdressed_member_2(moved.clone(), None);
+    let input = with_hostconf_at(
+        input(3, facts, Observed::Configured(set)),
+        &local(2),
+        &moved,
+    );
+    assert_eq!(
+        plan(&input),
+        Step::Refuse {
+            reason: Refusal::UnaccountedLocalMember { host: local(2) }
+        }
+    );
+}
+
+#[test]
+fn a_leaving_member_whose_address_changed_is_removed_by_its_entry_before_its_statefulset_goes() {
+    let moved = addr(VIP, 30102);
+    let recorded = RecordedEntry {
+        id: 2,
+        host: local(2),
+    };
+    let (facts, set) = readdressed_member_2(moved, Some(recorded));
+    let (config, change) = expect_reconfig(plan(&input(2, facts, Observed::Configured(set))));
+    assert_eq!(change, Change::RemoveMember { host: local(2) });
+    assert!(!config.contains(&local(2)));
+}
+
+#[test]
+fn a_recorded_id_since_given_to_another_member_is_not_taken_over() {
+    let moved = addr(VIP, 30102);
+    let recorded = RecordedEntry {
+        id: 11,
+        host: local(2),
+    };
+    // Member 2 left (its entry is gone) and `_id` 11 now belongs to a remote member.
+    let (facts, mut set) = readdressed_member_2(moved.clone(), Some(recorded));
+    set.config.members.retain(|m| m.host != local(2));
+    set.members.remove(&local(2));
+    let input = with_hostconf_at(
+        input(3, facts, Observed::Configured(set)),
+        &local(2),
+        &moved,
+    );
+    let (config, change) = expect_reconfig(plan(&input));
+    assert_eq!(
+        change,
+        Change::AddMember {
+            host: moved.clone()
+        }
+    );
+    assert_eq!(
+        config.member(&remote(1)).map(|m| m.id),
+        Some(11),
+        "the remote member keeps its entry"
+    );
 }

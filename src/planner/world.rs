@@ -244,6 +244,7 @@ impl World {
                     stateful_set_exists: node.stateful_set,
                     pod_running: node.running(),
                     probe: node.running().then(|| self.probe(a, node)),
+                    recorded: None,
                 })
             })
             .collect();
