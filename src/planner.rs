@@ -414,6 +414,14 @@ pub enum WaitReason {
     #[error("waiting for a new primary after {old_primary} stepped down")]
     WaitingForNewPrimary { old_primary: MemberAddress },
     #[error(
+        "primary {primary} now answers at {now_at}; its peers lose it at its old host and \
+         elect another primary before its host is changed"
+    )]
+    PrimaryAddressChanged {
+        primary: MemberAddress,
+        now_at: MemberAddress,
+    },
+    #[error(
         "no healthy electable secondary that stays in the set (listed in hostconf) \
          can take over from primary {primary}"
     )]
@@ -582,6 +590,34 @@ impl PlanInput {
         host.host == vip
     }
 
+    /// Whether `host` is the config host of a local member this cluster no
+    /// longer wants.
+    fn is_leaving(&self, config: &ReplicaSetConfig, host: &MemberAddress) -> bool {
+        self.local_members
+            .iter()
+            .filter(|m| !self.is_wanted(m.slot))
+            .any(|m| m.entry_in(config).is_some_and(|e| &e.host == host))
+    }
+
+    /// A config entry at this cluster's VIP that no local member is
+    /// (`docs/replica-set-rules.md`, `only-local-members-change`): perhaps one
+    /// of them under an address it had before its entry was recorded.
+    fn unaccounted_local_entry<'c>(
+        &self,
+        config: &'c ReplicaSetConfig,
+    ) -> Option<&'c ConfigMember> {
+        let accounted: Vec<i64> = self
+            .local_members
+            .iter()
+            .filter_map(|m| m.entry_in(config))
+            .map(|e| e.id)
+            .collect();
+        config
+            .members
+            .iter()
+            .find(|m| self.is_local(&m.host) && !accounted.contains(&m.id))
+    }
+
     fn hint(&self, host: &MemberAddress) -> Option<&HostConfMember> {
         self.hostconf.members.iter().find(|m| &m.address == host)
     }
@@ -614,6 +650,20 @@ impl LocalMemberFacts {
     /// The member's answer, only when its address is known (it was asked there).
     fn answer(&self) -> Option<(&MemberAddress, &MemberProbe)> {
         self.address.as_ref().zip(self.probe.as_ref())
+    }
+
+    /// The entry of `config` that is this member: the one recorded on its
+    /// StatefulSet (same `_id` and host) when the config still holds it, else
+    /// the one at its address. The record comes first: after two members'
+    /// addresses were swapped, the address would name the other one's entry.
+    fn entry_in<'c>(&self, config: &'c ReplicaSetConfig) -> Option<&'c ConfigMember> {
+        let recorded = self.recorded.as_ref().and_then(|recorded| {
+            config
+                .members
+                .iter()
+                .find(|m| m.id == recorded.id && m.host == recorded.host)
+        });
+        recorded.or_else(|| self.address.as_ref().and_then(|a| config.member(a)))
     }
 }
 
@@ -902,6 +952,7 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     // A wanted member that is not ready yet holds up neither the next one,
     // nor promotions, nor settings; its wait is reported once nothing else is
     // left to do.
+    readdress_members(input, set)?;
     let waiting_member = add_wanted(input, set)?;
     promote_non_voters(input, set)?;
     rebalance_votes(input, set)?;
@@ -920,7 +971,8 @@ fn delete_departed(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     let departed = input.local_members.iter().find(|m| {
         !input.is_wanted(m.slot)
             && m.stateful_set_exists
-            && m.address.as_ref().is_some_and(|a| !set.config.contains(a))
+            && m.address.is_some()
+            && m.entry_in(&set.config).is_none()
     });
     let Some(departed) = departed else {
         return Continue(());
@@ -963,8 +1015,7 @@ fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
         .local_members
         .iter()
         .filter(|m| !input.is_wanted(m.slot))
-        .filter_map(|m| m.address.as_ref().map(|a| (m.slot, a)))
-        .filter(|(_, a)| set.config.contains(a))
+        .filter_map(|m| m.entry_in(&set.config).map(|e| (m.slot, &e.host)))
         .collect();
     unwanted.sort_by_key(|(slot, _)| match slot {
         MemberSlot::Data(index) => (false, std::cmp::Reverse(*index)),
@@ -989,13 +1040,8 @@ fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
         // A successor must stay in the set: stepping down in favour of a member
         // that is leaving too only moves the problem (two clusters shrinking at
         // once would hand the primary back and forth).
-        let stays = |h: &MemberAddress| {
-            input.hint(h).is_some()
-                && !input
-                    .local_members
-                    .iter()
-                    .any(|m| m.address.as_ref() == Some(h) && !input.is_wanted(m.slot))
-        };
+        let stays =
+            |h: &MemberAddress| input.hint(h).is_some() && !input.is_leaving(&set.config, h);
         let successor = set.config.members.iter().any(|m| {
             &m.host != host
                 && m.is_electable()
@@ -1041,18 +1087,64 @@ fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
 /// (the last one, the primary, could never be): they go with their
 /// StatefulSets.
 fn is_torn_down(input: &PlanInput, set: &ObservedSet) -> bool {
-    let leaving = |host: &MemberAddress| {
-        input
-            .local_members
-            .iter()
-            .any(|m| m.address.as_ref() == Some(host) && !input.is_wanted(m.slot))
-    };
-    set.config.members.iter().all(|m| leaving(&m.host))
+    set.config
+        .members
+        .iter()
+        .all(|m| input.is_leaving(&set.config, &m.host))
         && input
             .hostconf
             .members
             .iter()
             .all(|m| input.is_local(&m.address))
+}
+
+/// Gives a wanted local member whose address changed (its Service recreated
+/// with another nodePort, or the VIP changed) its new host in the entry it
+/// already has: same `_id`, votes and priority, so no voting change and never
+/// a second entry for one mongod (`docs/replica-set-rules.md`,
+/// `one-entry-per-member`). The member must answer at its new address as a
+/// member that may be in this set. The primary's own entry waits: its peers
+/// cannot reach it at the old host and elect another primary first.
+fn readdress_members(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+    let set_id = set.config.settings.replica_set_id.as_ref();
+    for slot in input.wanted_slots() {
+        let Some(facts) = input.facts(slot) else {
+            continue;
+        };
+        let (Some(address), Some(entry)) = (facts.address.as_ref(), facts.entry_in(&set.config))
+        else {
+            continue;
+        };
+        if &entry.host == address {
+            continue;
+        }
+        let Continue((host, probe)) = ready_to_join(input, slot) else {
+            continue;
+        };
+        check_set_name(input, host, probe)?;
+        check_same_replica_set(host, probe, set_id)?;
+        let primary = check_reconfig_allowed(set)?;
+        if primary == &entry.host {
+            return Break(wait(WaitReason::PrimaryAddressChanged {
+                primary: entry.host.clone(),
+                now_at: host.clone(),
+            }));
+        }
+        let mut config = next_version(&set.config);
+        for m in config.members.iter_mut().filter(|m| m.id == entry.id) {
+            m.host = host.clone();
+        }
+        check_healthy_majority(&config, set, Some(host))?;
+        return Break(checked_reconfig(
+            &set.config,
+            config,
+            Change::ReaddressMember {
+                from: entry.host.clone(),
+                to: host.clone(),
+            },
+        ));
+    }
+    Continue(())
 }
 
 /// Adds the first wanted member (index order, the arbiter last) that is not in
@@ -1068,11 +1160,15 @@ fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step, Option<
         .or(input.known_replica_set_id.as_ref());
     let mut first_wait = None;
     for slot in input.wanted_slots() {
-        let Some(address) = input.facts(slot).and_then(|f| f.address.as_ref()) else {
+        let Some(facts) = input.facts(slot) else {
+            first_wait.get_or_insert(wait(WaitReason::PodNotRunning { slot }));
+            continue;
+        };
+        let Some(address) = facts.address.as_ref() else {
             first_wait.get_or_insert(wait(WaitReason::MemberAddressUnknown { slot }));
             continue;
         };
-        if set.config.contains(address) {
+        if set.config.contains(address) || facts.entry_in(&set.config).is_some() {
             continue;
         }
         let (host, probe) = match ready_to_join(input, slot) {
@@ -1084,6 +1180,16 @@ fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step, Option<
         };
         check_set_name(input, host, probe)?;
         check_same_replica_set(host, probe, set_id)?;
+        // A member of this set that is not in the config under its address may
+        // be in it under an address it had before its entry was recorded:
+        // adding it again would give one mongod two entries.
+        if let Some(entry) = input.unaccounted_local_entry(&set.config) {
+            if probe.has_config {
+                return Break(refuse(Refusal::UnaccountedLocalMember {
+                    host: entry.host.clone(),
+                }));
+            }
+        }
         check_reconfig_allowed(set)?;
         if set.config.members.len() >= MAX_MEMBERS {
             return Break(refuse(Refusal::TooManyMembers { host: host.clone() }));
@@ -1148,12 +1254,10 @@ fn check_same_replica_set(
 /// every pass, so a non-voter is promoted once other clusters added voters).
 fn promote_non_voters(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     for slot in input.wanted_slots() {
-        let Some(host) = input.facts(slot).and_then(|f| f.address.as_ref()) else {
+        let Some(member) = input.facts(slot).and_then(|f| f.entry_in(&set.config)) else {
             continue;
         };
-        let Some(member) = set.config.member(host) else {
-            continue;
-        };
+        let host = &member.host;
         let hint = input.hint(host);
         let secondary = set
             .members
@@ -1265,18 +1369,7 @@ fn update_settings(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
 /// `only-local-members-change`), and an unwanted StatefulSet whose address is
 /// unknown (`never-delete-a-member-in-the-config`).
 fn report_leftovers(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
-    let known = |host: &MemberAddress| {
-        input
-            .local_members
-            .iter()
-            .any(|m| m.address.as_ref() == Some(host))
-    };
-    if let Some(m) = set
-        .config
-        .members
-        .iter()
-        .find(|m| input.is_local(&m.host) && !known(&m.host))
-    {
+    if let Some(m) = input.unaccounted_local_entry(&set.config) {
         return Break(refuse(Refusal::UnaccountedLocalMember {
             host: m.host.clone(),
         }));
@@ -1410,6 +1503,13 @@ mod reason_names {
                     old_primary: host(),
                 },
                 "WaitingForNewPrimary",
+            ),
+            (
+                WaitReason::PrimaryAddressChanged {
+                    primary: host(),
+                    now_at: host(),
+                },
+                "PrimaryAddressChanged",
             ),
             (
                 WaitReason::NoElectableSecondary { primary: host() },
@@ -1569,6 +1669,13 @@ mod reason_names {
             (Change::PromoteMember { host: host() }, "PromoteMember"),
             (Change::DemoteMember { host: host() }, "DemoteMember"),
             (Change::RemoveMember { host: host() }, "RemoveMember"),
+            (
+                Change::ReaddressMember {
+                    from: host(),
+                    to: host(),
+                },
+                "ReaddressMember",
+            ),
             (Change::UpdateSettings, "UpdateSettings"),
         ];
         let reasons: Vec<(&'static str, &'static str)> = changes

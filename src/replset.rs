@@ -412,14 +412,15 @@ fn is_localhost(host: &MemberAddress) -> bool {
     host.host == "localhost" || host.host.starts_with("127.") || host.host == "::1"
 }
 
-/// How many voting members one config change adds or removes: a host counts
-/// when it has a vote on one side and not on the other (added or removed with a
-/// vote, or its votes changed between 0 and 1). At most one is allowed
-/// (`docs/replica-set-rules.md`, `one-voting-change-per-reconfig`).
+/// How many voting members one config change adds or removes: a member (by
+/// `_id`, as mongod compares them) counts when it has a vote on one side and
+/// not on the other (added or removed with a vote, or its votes changed between
+/// 0 and 1); a voter whose host changes keeps its `_id` and is no change. At
+/// most one is allowed (`docs/replica-set-rules.md`,
+/// `one-voting-change-per-reconfig`).
 pub fn voting_changes(old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> usize {
-    let votes = |config: &ReplicaSetConfig| -> BTreeSet<MemberAddress> {
-        config.voters().map(|m| m.host.clone()).collect()
-    };
+    let votes =
+        |config: &ReplicaSetConfig| -> BTreeSet<i64> { config.voters().map(|m| m.id).collect() };
     votes(old).symmetric_difference(&votes(new)).count()
 }
 

@@ -451,20 +451,19 @@ pub fn check_reconfig_compatible(
         }
     }
     if !force {
-        // Voting membership is compared on what the user asked for: a member entering
-        // or leaving the voter set counts, newlyAdded bookkeeping does not.
-        let old_voters: HashSet<&str> = old
-            .members
-            .iter()
-            .filter(|m| m.votes > 0)
-            .map(|m| m.host.as_str())
-            .collect();
-        let new_voters: HashSet<&str> = new
-            .members
-            .iter()
-            .filter(|m| m.votes > 0)
-            .map(|m| m.host.as_str())
-            .collect();
+        // Voting membership is compared on what the user asked for, by `_id` as
+        // mongod's validateSingleNodeChange does: a member entering or leaving the
+        // voter set counts, a voter whose host changes does not, and newlyAdded
+        // bookkeeping does not.
+        let voter_ids = |config: &ReplSetConfig| -> HashSet<i64> {
+            config
+                .members
+                .iter()
+                .filter(|m| m.votes > 0)
+                .map(|m| m.id)
+                .collect()
+        };
+        let (old_voters, new_voters) = (voter_ids(old), voter_ids(new));
         let changes = old_voters.symmetric_difference(&new_voters).count();
         if changes > 1 {
             return Err(
@@ -549,6 +548,29 @@ mod tests {
         assert!(check_reconfig_compatible(&old, &changed_id, false)
             .unwrap_err()
             .contains("_id"));
+    }
+
+    #[test]
+    fn a_voter_whose_host_changes_keeps_its_id_and_is_no_voting_change() {
+        // mongod's validateSingleNodeChange compares the voters' MemberIds: a
+        // member that keeps its `_id` under a new host neither joins nor leaves.
+        let old = cfg(hosts(3));
+        let mut moved = cfg(hosts(3));
+        moved.version = 2;
+        moved.members[2].host = "127.0.0.9:27017".into();
+        assert_eq!(check_reconfig_compatible(&old, &moved, false), Ok(()));
+        let mut two_moved = moved.clone();
+        two_moved.members[1].host = "127.0.0.8:27017".into();
+        assert_eq!(check_reconfig_compatible(&old, &two_moved, false), Ok(()));
+        // A new `_id` for a host is still refused, and a new voter in place of
+        // another is still two changes.
+        let mut replaced = cfg(hosts(3));
+        replaced.version = 2;
+        replaced.members[2].id = 9;
+        replaced.members[2].host = "127.0.0.9:27017".into();
+        assert!(check_reconfig_compatible(&old, &replaced, false)
+            .unwrap_err()
+            .contains("at most 1 voting member"));
     }
 
     #[test]

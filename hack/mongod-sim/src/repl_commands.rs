@@ -410,7 +410,9 @@ pub(crate) async fn reconfig(member: &Arc<Member>, body: &Document) -> CmdResult
     } else {
         new.term = member.term();
         for m in new.members.iter_mut() {
-            m.newly_added = match old.member_by_host(&m.host) {
+            // By `_id`, as mongod's _addNewlyAddedFieldForNewMemberIfNeeded: a
+            // member whose host changed is not new.
+            m.newly_added = match old.members.iter().find(|o| o.id == m.id) {
                 // A kept member keeps its flag while it still votes.
                 Some(o) => o.newly_added && m.votes > 0,
                 None => m.votes > 0,

@@ -317,6 +317,83 @@ async fn member_recognises_alias_as_self_and_reports_it_as_me() {
     .await;
 }
 
+/// A member reached through a NodePort whose port changes (its Service
+/// recreated): the old alias goes, a new one comes, and a reconfig gives its
+/// entry the new host under the same `_id`. mongod accepts that as no voting
+/// change, does not flag the member `newlyAdded`, and the member answers with
+/// the new host as `me`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_readdressed_under_its_id_is_no_voting_change_and_not_newly_added() {
+    let set = Set::start(89, 3, |_| {}).await;
+    let aliases: Vec<String> = (1..=3).map(|i| format!("127.89.10.{i}:30001")).collect();
+    for (h, a) in set.hosts.iter().zip(&aliases) {
+        set.net.add_alias(h, a);
+    }
+    let c = set.direct(&set.hosts[0], "").await;
+    c.database("admin")
+        .run_command(doc! {"replSetInitiate": set.config(&aliases)})
+        .await
+        .expect("initiate with aliases");
+    let primary = set.wait_primary(None).await;
+    let moved = set.hosts.iter().position(|h| h != &primary).unwrap();
+    let new_alias = format!("127.89.10.{}:30002", moved + 1);
+    set.net.remove_alias(&aliases[moved]);
+    set.net.add_alias(&set.hosts[moved], &new_alias);
+
+    let admin = set.direct(&primary, "").await.database("admin");
+    let mut config = admin
+        .run_command(doc! {"replSetGetConfig": 1})
+        .await
+        .unwrap()
+        .get_document("config")
+        .unwrap()
+        .clone();
+    let version = config.get_i32("version").unwrap();
+    config.insert("version", version + 1);
+    let mut members = config.get_array("members").unwrap().clone();
+    members[moved]
+        .as_document_mut()
+        .unwrap()
+        .insert("host", new_alias.clone());
+    config.insert("members", members);
+    admin
+        .run_command(doc! {"replSetReconfig": config})
+        .await
+        .expect("a host change under the same _id is accepted");
+
+    let with_flags = admin
+        .run_command(doc! {"replSetGetConfig": 1, "$_internalIncludeNewlyAdded": true})
+        .await
+        .unwrap();
+    let entry = with_flags
+        .get_document("config")
+        .unwrap()
+        .get_array("members")
+        .unwrap()
+        .iter()
+        .filter_map(|m| m.as_document())
+        .find(|m| m.get_str("host").ok() == Some(new_alias.as_str()))
+        .cloned()
+        .expect("the entry has the new host");
+    assert_eq!(entry.get_i32("_id").unwrap(), moved as i32);
+    assert!(!entry.contains_key("newlyAdded"), "{entry}");
+    wait_until(
+        "the readdressed member answers with its new host",
+        || async {
+            let hello = set
+                .direct(&set.hosts[moved], "")
+                .await
+                .database("admin")
+                .run_command(doc! {"hello": 1})
+                .await
+                .unwrap();
+            hello.get_str("me").ok() == Some(new_alias.as_str())
+                && hello.get_bool("secondary") == Ok(true)
+        },
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn majority_writes_survive_kills_and_stepdowns() {
     let set = Set::start(67, 3, |_| {}).await;
