@@ -12,7 +12,8 @@ use crate::api::MongoDB;
 use crate::hostconf::MemberAddress;
 use crate::planner::Wanted;
 use crate::planner::{
-    LocalMemberFacts, MemberProbe, MemberSlot, Observed, ObservedSet, PlanInput, Step,
+    LocalMemberFacts, MemberProbe, MemberSlot, Observed, ObservedSet, PlanInput, RecordedEntry,
+    Step,
 };
 use crate::validate::Validated;
 
@@ -138,6 +139,32 @@ pub fn has_left(input: &PlanInput, step: &Step) -> bool {
     *step == Step::InSync
         || (input.observed == Observed::Unreachable
             && !input.local_members.iter().any(holds_config))
+}
+
+/// The config entries to record on local members' StatefulSets: for each
+/// member whose StatefulSet exists, the entry of the primary's config that is
+/// it, when that differs from what is recorded. Read from a primary only: a
+/// secondary's config may be older.
+pub fn entries_to_record(input: &PlanInput) -> Vec<(MemberSlot, RecordedEntry)> {
+    let Observed::Configured(set) = &input.observed else {
+        return Vec::new();
+    };
+    if set.primary.is_none() {
+        return Vec::new();
+    }
+    input
+        .local_members
+        .iter()
+        .filter(|m| m.stateful_set_exists)
+        .filter_map(|m| {
+            let entry = m.entry_in(&set.config)?;
+            let entry = RecordedEntry {
+                id: entry.id,
+                host: entry.host.clone(),
+            };
+            (m.recorded.as_ref() != Some(&entry)).then_some((m.slot, entry))
+        })
+        .collect()
 }
 
 /// The `replicaSetId` recorded in status: once recorded, the set exists.
@@ -371,5 +398,88 @@ mod tests {
             None,
         );
         assert_eq!(input.observed, Observed::Configured(set));
+    }
+
+    #[test]
+    fn a_member_entry_is_recorded_once_and_again_when_it_changes() {
+        use crate::replset::{ConfigMember, ConfigSettings, ReplicaSetConfig};
+        let entry = |id: i64, port: u16| ConfigMember {
+            id,
+            host: address(VIP, port),
+            arbiter_only: false,
+            votes: 1,
+            priority: 1.0,
+            hidden: false,
+            tags: BTreeMap::new(),
+            newly_added: false,
+        };
+        let set = |primary: Option<MemberAddress>| ObservedSet {
+            config: ReplicaSetConfig {
+                set_name: "replset-0".into(),
+                version: 3,
+                term: Some(1),
+                members: vec![entry(0, 30001), entry(4, 30004)],
+                settings: ConfigSettings::from_desired(&Default::default(), Some("id-1".into())),
+            },
+            primary,
+            members: BTreeMap::new(),
+            config_committed: true,
+        };
+        let mut validated = validated();
+        let input = |validated: &Validated, set: ObservedSet| {
+            plan_input(
+                &fixtures::mongodb(),
+                validated,
+                TWO,
+                &BTreeMap::new(),
+                Some(set),
+                None,
+            )
+        };
+        let with_primary = set(Some(address(VIP, 30001)));
+        // Slot 0 is at 30001 in the config; slot 3 (recorded host 30004) too;
+        // slot 1 is not in the config.
+        let recorded = |id, port| RecordedEntry {
+            id,
+            host: address(VIP, port),
+        };
+        assert_eq!(
+            entries_to_record(&input(&validated, with_primary.clone())),
+            vec![
+                (MemberSlot::Data(0), recorded(0, 30001)),
+                (MemberSlot::Data(3), recorded(4, 30004)),
+            ]
+        );
+        assert_eq!(
+            entries_to_record(&input(&validated, set(None))),
+            vec![],
+            "nothing is recorded from a config read without a primary"
+        );
+        for (slot, entry) in [(0, recorded(0, 30001)), (3, recorded(4, 30004))] {
+            let facts = validated.stateful_sets.get_mut(&MemberSlot::Data(slot));
+            facts.expect("a StatefulSet").recorded_entry = Some(entry);
+        }
+        assert_eq!(
+            entries_to_record(&input(&validated, with_primary.clone())),
+            vec![],
+            "what is recorded is not written again"
+        );
+        // Slot 0's Service now has another nodePort: it is still known by its
+        // record, which stays until its entry takes the new host.
+        validated
+            .services
+            .get_mut(&MemberSlot::Data(0))
+            .expect("a Service")
+            .node_port = Some(30101);
+        assert_eq!(
+            entries_to_record(&input(&validated, with_primary.clone())),
+            vec![]
+        );
+        let mut readdressed = with_primary;
+        readdressed.config.members[0].host = address(VIP, 30101);
+        assert_eq!(
+            entries_to_record(&input(&validated, readdressed)),
+            vec![(MemberSlot::Data(0), recorded(0, 30101))]
+        );
     }
 }

@@ -656,7 +656,7 @@ impl LocalMemberFacts {
     /// StatefulSet (same `_id` and host) when the config still holds it, else
     /// the one at its address. The record comes first: after two members'
     /// addresses were swapped, the address would name the other one's entry.
-    fn entry_in<'c>(&self, config: &'c ReplicaSetConfig) -> Option<&'c ConfigMember> {
+    pub fn entry_in<'c>(&self, config: &'c ReplicaSetConfig) -> Option<&'c ConfigMember> {
         let recorded = self.recorded.as_ref().and_then(|recorded| {
             config
                 .members

@@ -1,7 +1,8 @@
 //! The controller: watches `MongoDB` objects and everything they refer to, and
 //! runs one reconcile pass per change, as a pipeline of stages:
 //!
-//! `dereference` → `validate` → `build` → `apply` → `observe` → `plan` → `act` → `status`
+//! `dereference` → `validate` → `build` → `apply` → `observe` → `plan` → `record` → `act` →
+//! `status`
 //!
 //! `pass` lists them; each stage is a module here (I/O) or a pure module of
 //! the crate ([`crate::validate`], [`crate::build`], [`crate::plan_input`],
@@ -15,6 +16,7 @@ mod apply;
 mod dereference;
 pub mod finalizer;
 mod observe;
+mod record;
 #[cfg(test)]
 mod test_cluster;
 
@@ -38,9 +40,9 @@ use crate::api::{MongoDB, INSTANCE_LABEL};
 use crate::build::{self, names, BuildContext, DesiredObjects};
 use crate::hostconf::MemberAddress;
 use crate::mongo::MongoGateway;
-use crate::plan_input::{has_left, plan_input};
+use crate::plan_input::{entries_to_record, has_left, plan_input};
 use crate::planner::Wanted;
-use crate::planner::{plan, ObservedSet, Step};
+use crate::planner::{plan, ObservedSet, PlanInput, Step};
 use crate::status::{
     compute_status, condition, condition_reason, local_member_views, ConditionType, StatusInput,
 };
@@ -51,10 +53,12 @@ use apply::apply;
 use dereference::{dereference, DereferenceError};
 use finalizer::{FinalizerError, Phase};
 use observe::observe;
+use record::record;
 
 pub use finalizer::FINALIZER;
 
-/// The one field manager of everything this operator writes.
+/// The field manager of everything this operator writes, but the config
+/// entries recorded on StatefulSets ([`record::RECORD_FIELD_MANAGER`]).
 pub const FIELD_MANAGER: &str = "mongodb-member-operator";
 /// How long a primary this operator stepped down is remembered as handing over.
 const STEP_DOWN_MEMORY: Duration = Duration::from_secs(60);
@@ -97,6 +101,9 @@ enum Notice {
     LeftWithoutCleanup,
     /// The API server refused a desired object; the pass went on.
     ApplyFailed,
+    /// A member's config entry could not be recorded on its StatefulSet; the
+    /// pass went on and the next one tries again.
+    RecordFailed,
 }
 
 impl Context {
@@ -365,6 +372,8 @@ async fn pass(
     );
     let step = plan(&input);
     tracing::info!(instance = %instance_key(mongodb), step = %step, "planned");
+    // record: the config entry each local member is, on its StatefulSet, when it changed (Kubernetes I/O).
+    record_entries(ctx, mongodb, &input).await;
     // act: carry the step out unless paused (MongoDB and Kubernetes I/O).
     let acted = if paused {
         None
@@ -445,6 +454,22 @@ async fn apply_desired(
         refused.push(message);
     }
     refused
+}
+
+/// Records the local members' config entries that changed; each refusal is a
+/// Warning Event and a failure in the metrics.
+async fn record_entries(ctx: &Context, mongodb: &MongoDB, input: &PlanInput) {
+    let entries = entries_to_record(input);
+    if entries.is_empty() {
+        return;
+    }
+    let namespace = mongodb.namespace().unwrap_or_default();
+    for failure in record(&ctx.client, &namespace, &mongodb.name_any(), &entries).await {
+        let reason = Notice::RecordFailed.into();
+        ctx.metrics.failed(reason);
+        ctx.publish(mongodb, EventType::Warning, reason, error_chain(&failure))
+            .await;
+    }
 }
 
 /// Reports input the pass cannot use: a condition, and a Warning Event when the

@@ -21,7 +21,8 @@ use proptest::prelude::*;
 
 use super::tests::{addr, member_status, port_of, SET, SET_ID};
 use super::world::{
-    config_rule_breaks, electable, lists, reconfig_rule_breaks, voting_hosts, Event, World,
+    config_rule_breaks, electable, lists, reconfig_rule_breaks, voting_hosts, voting_ids, Event,
+    World,
 };
 use super::*;
 
@@ -33,7 +34,7 @@ const VIPS: [&str; 3] = ["10.0.0.1", "10.0.0.2", "10.0.0.3"];
 type Invariant = fn(&PlanInput, &Step) -> Result<(), String>;
 
 /// Every invariant of `docs/replica-set-rules.md`, by its name there.
-const INVARIANTS: [(&str, Invariant); 12] = [
+const INVARIANTS: [(&str, Invariant); 13] = [
     (
         "one-voting-change-per-reconfig",
         one_voting_change_per_reconfig,
@@ -65,6 +66,7 @@ const INVARIANTS: [(&str, Invariant); 12] = [
         never_add_a_member_of_another_set,
     ),
     ("only-local-members-change", only_local_members_change),
+    ("one-entry-per-member", one_entry_per_member),
     (
         "settings-written-by-the-rs-init-cluster-only",
         settings_written_by_the_rs_init_cluster_only,
@@ -162,15 +164,16 @@ fn config_sent(step: &Step) -> Option<&ReplicaSetConfig> {
     }
 }
 
-/// `one-voting-change-per-reconfig`: at most one host gains or loses a vote,
-/// and only from a committed config with a primary and no `newlyAdded` member.
+/// `one-voting-change-per-reconfig`: at most one member (by `_id`, as mongod
+/// counts) gains or loses a vote, and only from a committed config with a
+/// primary and no `newlyAdded` member.
 fn one_voting_change_per_reconfig(input: &PlanInput, step: &Step) -> Result<(), String> {
     let Step::Reconfig { config, .. } = step else {
         return Ok(());
     };
     let set = observed_set(input)?;
-    let before = voting_hosts(&set.config);
-    let after = voting_hosts(config);
+    let before = voting_ids(&set.config);
+    let after = voting_ids(config);
     let changed: Vec<_> = before.symmetric_difference(&after).collect();
     ensure(changed.len() <= 1, || {
         format!("{} voting changes: {changed:?}", changed.len())
@@ -262,7 +265,7 @@ fn never_initiate_twice(input: &PlanInput, step: &Step) -> Result<(), String> {
     )
 }
 
-/// `keep-a-healthy-voting-majority`: one member added or removed at a time,
+/// `keep-a-healthy-voting-majority`: one member (by `_id`) added or removed at a time,
 /// and the voters of the config sent that are healthy (observed healthy in a
 /// voting state, or joining after answering just now) are a majority of them.
 fn keep_a_healthy_voting_majority(input: &PlanInput, step: &Step) -> Result<(), String> {
@@ -270,12 +273,12 @@ fn keep_a_healthy_voting_majority(input: &PlanInput, step: &Step) -> Result<(), 
         return Ok(());
     };
     let set = observed_set(input)?;
-    let before: BTreeSet<&MemberAddress> = set.config.members.iter().map(|m| &m.host).collect();
-    let after: BTreeSet<&MemberAddress> = config.members.iter().map(|m| &m.host).collect();
-    let changed = before.symmetric_difference(&after).count();
+    let ids = |c: &ReplicaSetConfig| -> BTreeSet<i64> { c.members.iter().map(|m| m.id).collect() };
+    let changed = ids(&set.config).symmetric_difference(&ids(config)).count();
     ensure(changed <= 1, || {
         format!("{changed} members added or removed at once")
     })?;
+    let before: BTreeSet<&MemberAddress> = set.config.members.iter().map(|m| &m.host).collect();
     let healthy = |host: &MemberAddress| {
         if before.contains(host) {
             set.members
@@ -437,7 +440,50 @@ fn never_delete_a_member_in_the_config(input: &PlanInput, step: &Step) -> Result
         .ok_or("deletes a member whose address is unknown")?;
     ensure(!lists(&set.config, address), || {
         format!("deletes {address}, still in the config")
-    })
+    })?;
+    let recorded = input
+        .local_members
+        .iter()
+        .filter(|m| m.slot == *slot)
+        .find_map(|m| m.recorded.as_ref());
+    ensure(
+        !recorded.is_some_and(|r| holds_entry(&set.config, r)),
+        || format!("deletes {slot}, still in the config as {recorded:?}"),
+    )
+}
+
+/// Whether `config` holds the recorded entry: same `_id` and host.
+fn holds_entry(config: &ReplicaSetConfig, recorded: &RecordedEntry) -> bool {
+    config
+        .members
+        .iter()
+        .any(|m| m.id == recorded.id && m.host == recorded.host)
+}
+
+/// `one-entry-per-member`: a config sent holds at most one entry for each
+/// local member — the one at its address or the one recorded as it.
+fn one_entry_per_member(input: &PlanInput, step: &Step) -> Result<(), String> {
+    let Some(config) = config_sent(step) else {
+        return Ok(());
+    };
+    for member in &input.local_members {
+        let entries: Vec<i64> = config
+            .members
+            .iter()
+            .filter(|e| {
+                member.address.as_ref() == Some(&e.host)
+                    || member
+                        .recorded
+                        .as_ref()
+                        .is_some_and(|r| r.id == e.id && r.host == e.host)
+            })
+            .map(|e| e.id)
+            .collect();
+        ensure(entries.len() <= 1, || {
+            format!("{} has {} entries: {entries:?}", member.slot, entries.len())
+        })?;
+    }
+    Ok(())
 }
 
 /// `never-add-a-member-of-another-set`: a member joins only when it is a local
@@ -502,16 +548,24 @@ fn settings_written_by_the_rs_init_cluster_only(
 }
 
 /// `only-local-members-change`: a reconfig leaves every remote member as
-/// observed, and a step-down targets a local member.
+/// observed (an entry recorded as a local member's is local, whatever its
+/// host), and a step-down targets a local member.
 fn only_local_members_change(input: &PlanInput, step: &Step) -> Result<(), String> {
     match step {
         Step::Reconfig { config, .. } => {
             let set = observed_set(input)?;
+            let recorded_as_local = |m: &ConfigMember| {
+                input.local_members.iter().any(|l| {
+                    l.recorded
+                        .as_ref()
+                        .is_some_and(|r| r.id == m.id && r.host == m.host)
+                })
+            };
             let remote = |c: &ReplicaSetConfig| -> Vec<ConfigMember> {
                 let mut members: Vec<ConfigMember> = c
                     .members
                     .iter()
-                    .filter(|m| !host_is_local(input, &m.host))
+                    .filter(|m| !host_is_local(input, &m.host) && !recorded_as_local(m))
                     .cloned()
                     .collect();
                 members.sort_by(|a, b| a.host.cmp(&b.host));
@@ -699,8 +753,8 @@ impl Answer {
 }
 
 /// Facts of one local index: (listed although unwanted, address known,
-/// StatefulSet, pod running, answer roll).
-type FactsSpec = (bool, bool, bool, bool, u8);
+/// StatefulSet, pod running, answer roll, address roll).
+type FactsSpec = (bool, bool, bool, bool, u8, u8);
 
 fn arb_facts() -> impl Strategy<Value = FactsSpec> {
     (
@@ -709,7 +763,43 @@ fn arb_facts() -> impl Strategy<Value = FactsSpec> {
         prop::bool::weighted(0.95),
         prop::bool::weighted(0.9),
         0u8..100,
+        0u8..100,
     )
+}
+
+/// What happened to a local member's address, and what its StatefulSet
+/// records of its config entry.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum AddressRoll {
+    /// Unchanged; its entry recorded (if the config holds one).
+    Recorded,
+    /// Unchanged; nothing recorded yet.
+    Unrecorded,
+    /// Its Service now has another nodePort; its old entry recorded.
+    MovedRecorded,
+    /// Another nodePort, before its entry was recorded.
+    MovedUnrecorded,
+    /// Unchanged, but the recorded `_id` is stale (another member's now).
+    StaleRecord,
+}
+
+impl AddressRoll {
+    fn from_roll(roll: u8) -> Self {
+        match roll {
+            0..=49 => AddressRoll::Recorded,
+            50..=79 => AddressRoll::Unrecorded,
+            80..=89 => AddressRoll::MovedRecorded,
+            90..=94 => AddressRoll::MovedUnrecorded,
+            _ => AddressRoll::StaleRecord,
+        }
+    }
+
+    fn moved(self) -> bool {
+        matches!(
+            self,
+            AddressRoll::MovedRecorded | AddressRoll::MovedUnrecorded
+        )
+    }
 }
 
 prop_compose! {
@@ -753,10 +843,28 @@ prop_compose! {
         let local_members = facts
             .iter()
             .enumerate()
-            .filter_map(|(index, &(listed, address_known, sts, running, roll))| {
+            .filter_map(|(index, &(listed, address_known, sts, running, roll, address_roll))| {
                 let slot = MemberSlot::Data(index as u32);
-                let address = addr(vip, port_of(slot));
-                let in_config = !fresh && lists(&config, &address);
+                let old_address = addr(vip, port_of(slot));
+                let entry = config.members.iter().find(|m| m.host == old_address);
+                let in_config = !fresh && entry.is_some();
+                let address_roll = AddressRoll::from_roll(address_roll);
+                let address = if address_roll.moved() {
+                    addr(vip, port_of(slot) + 1000)
+                } else {
+                    old_address
+                };
+                let recorded = entry.filter(|_| sts).and_then(|e| match address_roll {
+                    AddressRoll::Recorded | AddressRoll::MovedRecorded => Some(RecordedEntry {
+                        id: e.id,
+                        host: e.host.clone(),
+                    }),
+                    AddressRoll::StaleRecord => Some(RecordedEntry {
+                        id: e.id + 100,
+                        host: e.host.clone(),
+                    }),
+                    AddressRoll::Unrecorded | AddressRoll::MovedUnrecorded => None,
+                });
                 let relevant = listed || (index as u32) < desired || in_config;
                 let running = sts && running;
                 relevant.then(|| LocalMemberFacts {
@@ -765,7 +873,7 @@ prop_compose! {
                     stateful_set_exists: sts,
                     pod_running: running,
                     probe: if running { Answer::from_roll(roll, fresh, in_config).probe() } else { None },
-                    recorded: None,
+                    recorded,
                 })
             })
             .collect();
@@ -893,6 +1001,12 @@ proptest! {
     fn invariant_only_local_members_change(input in arb_input()) {
         let step = plan(&input);
         prop_assert_eq!(only_local_members_change(&input, &step), Ok(()));
+    }
+
+    #[test]
+    fn invariant_one_entry_per_member(input in arb_input()) {
+        let step = plan(&input);
+        prop_assert_eq!(one_entry_per_member(&input, &step), Ok(()));
     }
 
     #[test]
@@ -1318,6 +1432,8 @@ fn random_inputs_reach_every_kind_of_step() {
         "MemberHoldsAnotherReplicaSet",
         "NoPrimary",
         "WaitingForNewPrimary",
+        "ReaddressMember",
+        "UnaccountedLocalMember",
     ] {
         assert!(seen.contains_key(kind), "no {kind} in {seen:?}");
     }
@@ -1699,6 +1815,41 @@ mod checkers_reject_bad_steps {
         // Unwanted now, but still in the config.
         input.desired_members = 1;
         rejects(never_delete_a_member_in_the_config, &input, &delete);
+    }
+
+    #[test]
+    fn deleting_a_readdressed_member_still_in_the_config_is_rejected() {
+        let mut input = fixture();
+        // Member 1 now answers at another nodePort; the config holds it at
+        // its old host, as recorded on its StatefulSet.
+        input.desired_members = 1;
+        input.local_members[1].address = Some(addr(VIPS[0], 31001));
+        input.local_members[1].recorded = Some(RecordedEntry {
+            id: 1,
+            host: local(1),
+        });
+        let delete = Step::DeleteStatefulSet {
+            slot: MemberSlot::Data(1),
+            delete_pvc: true,
+        };
+        rejects(never_delete_a_member_in_the_config, &input, &delete);
+    }
+
+    #[test]
+    fn a_second_entry_for_a_readdressed_member_is_rejected() {
+        let mut input = fixture();
+        let moved = addr(VIPS[0], 31001);
+        input.local_members[1].address = Some(moved.clone());
+        input.local_members[1].recorded = Some(RecordedEntry {
+            id: 1,
+            host: local(1),
+        });
+        let added_again = reconfig(&input, |c| c.members.push(voter(4, moved.clone())));
+        rejects(one_entry_per_member, &input, &added_again);
+        let readdressed = reconfig(&input, |c| c.members[1].host = moved.clone());
+        assert_eq!(one_entry_per_member(&input, &readdressed), Ok(()));
+        assert_eq!(one_voting_change_per_reconfig(&input, &readdressed), Ok(()));
+        assert_eq!(only_local_members_change(&input, &readdressed), Ok(()));
     }
 
     #[test]

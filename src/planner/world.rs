@@ -637,6 +637,17 @@ pub(super) fn voting_hosts(config: &ReplicaSetConfig) -> BTreeSet<&MemberAddress
         .collect()
 }
 
+/// The `_id`s of the members that have a vote in `config` (`newlyAdded`
+/// voters included): what mongod compares to count voting changes.
+pub(super) fn voting_ids(config: &ReplicaSetConfig) -> BTreeSet<i64> {
+    config
+        .members
+        .iter()
+        .filter(|m| m.votes > 0)
+        .map(|m| m.id)
+        .collect()
+}
+
 /// Whether `config` lists `host`.
 pub(super) fn lists(config: &ReplicaSetConfig, host: &MemberAddress) -> bool {
     config.members.iter().any(|m| &m.host == host)
@@ -714,7 +725,7 @@ pub(super) fn config_rule_breaks(config: &ReplicaSetConfig) -> Vec<String> {
 /// config rules, then version + 1 (mongod asks only for a higher version; the
 /// operator always sends exactly the next), the same set name and
 /// replicaSetId, the same `_id` and `arbiterOnly` for every host kept, and at
-/// most one host that gains or loses a vote.
+/// most one member (by `_id`) that gains or loses a vote.
 pub(super) fn reconfig_rule_breaks(old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> Vec<String> {
     let mut breaks = config_rule_breaks(new);
     if new.version != old.version + 1 {
@@ -736,8 +747,8 @@ pub(super) fn reconfig_rule_breaks(old: &ReplicaSetConfig, new: &ReplicaSetConfi
             }
         }
     }
-    let changes = voting_hosts(old)
-        .symmetric_difference(&voting_hosts(new))
+    let changes = voting_ids(old)
+        .symmetric_difference(&voting_ids(new))
         .count();
     if changes > 1 {
         breaks.push(format!("{changes} voting changes"));
