@@ -198,6 +198,7 @@ mod tests {
             replica_set_id: has_config.then(|| "id-1".into()),
             set_name: Some("replset-0".into()),
             state: None,
+            me: None,
         }
     }
 

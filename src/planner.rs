@@ -244,6 +244,10 @@ pub struct MemberProbe {
     pub set_name: Option<String>,
     /// Its own replication state, when it could tell.
     pub state: Option<MemberState>,
+    /// The host it goes by in its config (`hello`'s `me`), when it found
+    /// itself there: mongod keeps that entry until it installs a new config,
+    /// even after its address changed.
+    pub me: Option<MemberAddress>,
 }
 
 /// The replica set as observed through the seed list.
@@ -654,8 +658,9 @@ impl LocalMemberFacts {
 
     /// The entry of `config` that is this member: the one recorded on its
     /// StatefulSet (same `_id` and host) when the config still holds it, else
-    /// the one at its address. The record comes first: after two members'
-    /// addresses were swapped, the address would name the other one's entry.
+    /// the one it says it is (`hello`'s `me`), else the one at its address.
+    /// The address comes last: after two members' addresses were swapped, it
+    /// would name the other one's entry.
     pub fn entry_in<'c>(&self, config: &'c ReplicaSetConfig) -> Option<&'c ConfigMember> {
         let recorded = self.recorded.as_ref().and_then(|recorded| {
             config
@@ -663,7 +668,13 @@ impl LocalMemberFacts {
                 .iter()
                 .find(|m| m.id == recorded.id && m.host == recorded.host)
         });
-        recorded.or_else(|| self.address.as_ref().and_then(|a| config.member(a)))
+        let says = || {
+            let me = self.probe.as_ref()?.me.as_ref()?;
+            config.member(me)
+        };
+        recorded
+            .or_else(says)
+            .or_else(|| self.address.as_ref().and_then(|a| config.member(a)))
     }
 }
 
@@ -1011,17 +1022,17 @@ fn check_reconfig_allowed(set: &ObservedSet) -> ControlFlow<Step, &MemberAddress
 /// stepping it down first when it is the primary (`docs/replica-set-rules.md`,
 /// `step-down-before-removing-the-primary`).
 fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
-    let mut unwanted: Vec<(MemberSlot, &MemberAddress)> = input
+    let mut unwanted: Vec<(&LocalMemberFacts, &MemberAddress)> = input
         .local_members
         .iter()
         .filter(|m| !input.is_wanted(m.slot))
-        .filter_map(|m| m.entry_in(&set.config).map(|e| (m.slot, &e.host)))
+        .filter_map(|m| m.entry_in(&set.config).map(|e| (m, &e.host)))
         .collect();
-    unwanted.sort_by_key(|(slot, _)| match slot {
-        MemberSlot::Data(index) => (false, std::cmp::Reverse(*index)),
+    unwanted.sort_by_key(|(m, _)| match m.slot {
+        MemberSlot::Data(index) => (false, std::cmp::Reverse(index)),
         MemberSlot::Arbiter => (true, std::cmp::Reverse(0)),
     });
-    let Some(&(_, host)) = unwanted.first() else {
+    let Some(&(leaving, host)) = unwanted.first() else {
         return Continue(());
     };
     if is_torn_down(input, set) {
@@ -1036,6 +1047,13 @@ fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
         }));
     }
     let primary = check_reconfig_allowed(set)?;
+    if primary == host && leaving.address.as_ref() != Some(host) {
+        // Asked to step down at its old host, it would not answer.
+        return Break(wait(WaitReason::PrimaryAddressChanged {
+            primary: host.clone(),
+            now_at: leaving.address.clone().unwrap_or_else(|| host.clone()),
+        }));
+    }
     if primary == host {
         // A successor must stay in the set: stepping down in favour of a member
         // that is leaving too only moves the problem (two clusters shrinking at

@@ -288,11 +288,16 @@ impl MongoGateway {
                     .ok()
                     .and_then(|status| integer(status.get("myState")))
                     .map(|code| MemberState::from_code(code as i32));
+                let me = hello
+                    .get_str("me")
+                    .ok()
+                    .and_then(|me| MemberAddress::parse(me).ok());
                 Ok(MemberProbe {
                     has_config: true,
                     replica_set_id: config.settings.replica_set_id,
                     set_name: Some(config.set_name),
                     state,
+                    me,
                 })
             }
             Err(error) if error.code() == Some(codes::NOT_YET_INITIALIZED) => Ok(MemberProbe {
@@ -300,6 +305,7 @@ impl MongoGateway {
                 replica_set_id: None,
                 set_name,
                 state: None,
+                me: None,
             }),
             // A member that is not in its own config any more: it holds one,
             // but not one it can show.
@@ -309,6 +315,7 @@ impl MongoGateway {
                     replica_set_id: None,
                     set_name,
                     state: Some(MemberState::Removed),
+                    me: None,
                 })
             }
             Err(error) => Err(error),

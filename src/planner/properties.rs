@@ -25,6 +25,7 @@ use super::world::{
     World,
 };
 use super::*;
+use crate::plan_input::entries_to_record;
 
 const VIPS: [&str; 3] = ["10.0.0.1", "10.0.0.2", "10.0.0.3"];
 
@@ -125,9 +126,35 @@ fn local_at<'a>(
         .filter(move |m| m.address.as_ref() == Some(host))
 }
 
-/// Whether `host` is a local member this cluster no longer wants.
+/// Whether the config entry `entry` is local member `member`: at its
+/// address, recorded on its StatefulSet, or named by its answer's `me`.
+fn stands_for(member: &LocalMemberFacts, entry: &ConfigMember) -> bool {
+    member.address.as_ref() == Some(&entry.host)
+        || member
+            .recorded
+            .as_ref()
+            .is_some_and(|r| r.id == entry.id && r.host == entry.host)
+        || member
+            .probe
+            .as_ref()
+            .is_some_and(|p| p.me.as_ref() == Some(&entry.host))
+}
+
+/// Whether `host` is a local member this cluster no longer wants (by the
+/// observed config's entry at `host`, or by its address).
 fn leaving(input: &PlanInput, host: &MemberAddress) -> bool {
-    local_at(input, host).any(|m| !slot_wanted(input, m.slot))
+    let entry = match &input.observed {
+        Observed::Configured(set) => set.config.members.iter().find(|m| &m.host == host),
+        Observed::Unreachable => None,
+    };
+    input
+        .local_members
+        .iter()
+        .filter(|m| !slot_wanted(input, m.slot))
+        .any(|m| match entry {
+            Some(entry) => stands_for(m, entry),
+            None => m.address.as_ref() == Some(host),
+        })
 }
 
 /// Every answer a member gave when asked directly, local and remote.
@@ -461,7 +488,8 @@ fn holds_entry(config: &ReplicaSetConfig, recorded: &RecordedEntry) -> bool {
 }
 
 /// `one-entry-per-member`: a config sent holds at most one entry for each
-/// local member — the one at its address or the one recorded as it.
+/// local member — the one at its address, the one recorded as it, or the one
+/// it says it is.
 fn one_entry_per_member(input: &PlanInput, step: &Step) -> Result<(), String> {
     let Some(config) = config_sent(step) else {
         return Ok(());
@@ -470,13 +498,7 @@ fn one_entry_per_member(input: &PlanInput, step: &Step) -> Result<(), String> {
         let entries: Vec<i64> = config
             .members
             .iter()
-            .filter(|e| {
-                member.address.as_ref() == Some(&e.host)
-                    || member
-                        .recorded
-                        .as_ref()
-                        .is_some_and(|r| r.id == e.id && r.host == e.host)
-            })
+            .filter(|e| stands_for(member, e))
             .map(|e| e.id)
             .collect();
         ensure(entries.len() <= 1, || {
@@ -548,19 +570,14 @@ fn settings_written_by_the_rs_init_cluster_only(
 }
 
 /// `only-local-members-change`: a reconfig leaves every remote member as
-/// observed (an entry recorded as a local member's is local, whatever its
+/// observed (an entry that stands for a local member is local, whatever its
 /// host), and a step-down targets a local member.
 fn only_local_members_change(input: &PlanInput, step: &Step) -> Result<(), String> {
     match step {
         Step::Reconfig { config, .. } => {
             let set = observed_set(input)?;
-            let recorded_as_local = |m: &ConfigMember| {
-                input.local_members.iter().any(|l| {
-                    l.recorded
-                        .as_ref()
-                        .is_some_and(|r| r.id == m.id && r.host == m.host)
-                })
-            };
+            let recorded_as_local =
+                |m: &ConfigMember| input.local_members.iter().any(|l| stands_for(l, m));
             let remote = |c: &ReplicaSetConfig| -> Vec<ConfigMember> {
                 let mut members: Vec<ConfigMember> = c
                     .members
@@ -726,6 +743,7 @@ impl Answer {
             replica_set_id: Some(SET_ID.to_owned()),
             set_name: Some(SET.to_owned()),
             state: Some(state),
+            me: None,
         };
         match self {
             Answer::Nothing => None,
@@ -734,6 +752,7 @@ impl Answer {
                 replica_set_id: None,
                 set_name: None,
                 state: None,
+                me: None,
             }),
             Answer::ThisSet(state) => Some(this(state)),
             Answer::AnotherReplicaSetId => Some(MemberProbe {
@@ -1076,7 +1095,10 @@ fn arb_op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Event(Event::StepDownPeriodEnds)),
         1 => (cluster.clone(), 0u32..5).prop_map(|(cluster, desired)| Op::Event(Event::SetDesired { cluster, desired })),
         1 => (cluster.clone(), prop::bool::weighted(0.3)).prop_map(|(cluster, wanted)| Op::Event(Event::SetArbiter { cluster, wanted })),
-        1 => (cluster, prop::sample::select(vec![10_000i64, 20_000])).prop_map(|(cluster, millis)| Op::Event(Event::SetElectionTimeout { cluster, millis })),
+        1 => (cluster.clone(), prop::sample::select(vec![10_000i64, 20_000])).prop_map(|(cluster, millis)| Op::Event(Event::SetElectionTimeout { cluster, millis })),
+        1 => (cluster.clone(), arb_slot(), 32_000u16..32_004).prop_map(|(cluster, slot, port)| Op::Event(Event::MoveNodePort { cluster, slot, port })),
+        1 => cluster.clone().prop_map(|cluster| Op::Event(Event::MoveVip { cluster })),
+        1 => cluster.prop_map(|cluster| Op::Event(Event::Recreate { cluster })),
     ]
 }
 
@@ -1108,20 +1130,17 @@ fn plan_checked(world: &mut World, cluster: usize) -> Result<(PlanInput, Step), 
             || "initiate while the set exists".to_owned(),
         )?;
     }
-    if let Step::DeleteStatefulSet {
-        slot: MemberSlot::Data(index),
-        ..
-    } = step
-    {
-        let address = world.address(cluster, MemberSlot::Data(index));
-        ensure(
-            world
-                .set
-                .as_ref()
-                .is_none_or(|s| !lists(&s.config, &address)),
-            || format!("deletes {address}, which is in the live config"),
-        )?;
+    if let Step::DeleteStatefulSet { slot, .. } = step {
+        let entry = world.set.as_ref().and_then(|s| {
+            s.owners
+                .iter()
+                .find(|(_, owner)| **owner == (cluster, slot))
+        });
+        ensure(entry.is_none(), || {
+            format!("deletes {slot}, which is in the live config as _id {entry:?}")
+        })?;
     }
+    world.record_entries(cluster, entries_to_record(&input));
     world.record_status(cluster);
     Ok((input, step))
 }
@@ -1282,7 +1301,7 @@ fn check_converged(world: &World) -> Result<(), String> {
     let leftover = world
         .nodes
         .iter()
-        .find(|(a, n)| n.stateful_set && !desired.contains(a));
+        .find(|((c, slot), n)| n.stateful_set && !desired.contains(&world.address(*c, *slot)));
     ensure(leftover.is_none(), || {
         format!("StatefulSet left behind: {leftover:?}")
     })
@@ -1360,6 +1379,17 @@ proptest! {
             if world.clusters[cluster].arbiter && !in_config {
                 world.apply_event(&Event::SetArbiter { cluster, wanted: false });
             }
+        }
+        // Addresses that moved under a majority of the voters at once leave
+        // the set without a primary: only a forced reconfig (an SRE's
+        // disaster recovery, never the operator's) or moving them back helps.
+        // So does a member added at an address that moved between the plan
+        // and the reconfig: it stays `newlyAdded` where nobody answers, and
+        // the planner waits on it (`docs/replica-set-rules.md`, *What is not
+        // enforced*). The control plane moves them back; other moves are the
+        // planner's to follow.
+        if !world.voters_reachable() || world.newly_added_unreachable() {
+            world.restore_addresses();
         }
         for cluster in 0..CLUSTERS {
             let slots = (0..6).map(MemberSlot::Data).chain([MemberSlot::Arbiter]);
@@ -1473,6 +1503,7 @@ fn random_runs_reach_every_kind_of_membership_step() {
         "StepDown",
         "DeleteStatefulSet",
         "WaitingForNewPrimary",
+        "ReaddressMember",
         "InSync",
     ] {
         assert!(seen.contains_key(kind), "no {kind} in {seen:?}");
@@ -1513,6 +1544,7 @@ mod checkers_reject_bad_steps {
             replica_set_id: Some(SET_ID.to_owned()),
             set_name: Some(SET.to_owned()),
             state: Some(MemberState::Secondary),
+            me: None,
         }
     }
 
@@ -1522,6 +1554,7 @@ mod checkers_reject_bad_steps {
             replica_set_id: None,
             set_name: None,
             state: None,
+            me: None,
         }
     }
 
@@ -1866,6 +1899,7 @@ mod checkers_reject_bad_steps {
             has_config: false,
             replica_set_id: None,
             state: None,
+            me: None,
         });
         rejects(never_add_a_member_of_another_set, &input, &add);
     }

@@ -43,6 +43,7 @@ fn empty_probe() -> MemberProbe {
         replica_set_id: None,
         set_name: None,
         state: None,
+        me: None,
     }
 }
 
@@ -52,6 +53,7 @@ fn member_probe(replica_set_id: &str, state: MemberState) -> MemberProbe {
         replica_set_id: Some(replica_set_id.to_owned()),
         set_name: Some(SET.to_owned()),
         state: Some(state),
+        me: None,
     }
 }
 

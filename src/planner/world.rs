@@ -1,20 +1,32 @@
 //! A small pure model of a federation for the planner's sequence properties:
-//! several clusters (each with its VIP, `spec.members` and the controller's
-//! memory), one StatefulSet/pod/PVC per member, and one replica set that
-//! accepts or rejects initiate, reconfig and step-down the way mongod does
-//! (Part 1 of `docs/replica-set-rules.md`, written again at the end of this
-//! file without the code under test). Each cluster's [`PlanInput`] is built
-//! from the model, as the controller would gather it.
+//! several clusters (each with its VIP, member nodePorts, `spec.members` and
+//! the controller's memory), one StatefulSet/pod/PVC per member, and one
+//! replica set that accepts or rejects initiate, reconfig and step-down the way
+//! mongod does (Part 1 of `docs/replica-set-rules.md`, written again at the end
+//! of this file without the code under test). Each cluster's [`PlanInput`] is
+//! built from the model, as the controller would gather it.
+//!
+//! A member is a node (cluster, slot) whose address is its cluster's VIP and
+//! its Service's nodePort, both of which can change; a config host reaches the
+//! node whose address it is now, like kube-proxy. The model knows which node
+//! each config entry stands for (`LiveSet::owners`), which the controllers do
+//! not, and checks that no node gets two entries and that no entry is handed
+//! to another node.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::tests::{member_status, port_of, SET};
 use super::*;
 
+/// A member: its cluster and slot.
+pub(super) type NodeKey = (usize, MemberSlot);
+
 /// One member cluster.
 #[derive(Clone, Debug)]
 pub(super) struct Cluster {
     pub vip: String,
+    /// The nodePort of each member Service that is not at its first port.
+    pub node_ports: BTreeMap<MemberSlot, u16>,
     /// `spec.members`.
     pub desired: u32,
     /// `spec.arbiter`.
@@ -36,6 +48,8 @@ pub(super) struct Node {
     pub pod_up: bool,
     /// The `replicaSetId` of the config on its PVC, if it holds one.
     pub holds: Option<String>,
+    /// The config entry recorded on its StatefulSet.
+    pub recorded: Option<RecordedEntry>,
 }
 
 impl Node {
@@ -50,6 +64,9 @@ pub(super) struct LiveSet {
     pub config: ReplicaSetConfig,
     pub primary: Option<MemberAddress>,
     pub committed: bool,
+    /// Which node each entry (`_id`) stands for: the node its host reached
+    /// when it was added. Mongod does not know this; the model does.
+    pub owners: BTreeMap<i64, NodeKey>,
 }
 
 /// Something that happens outside the planner.
@@ -93,17 +110,35 @@ pub(super) enum Event {
         cluster: usize,
         millis: i64,
     },
+    /// A member Service is recreated with another nodePort (and hostconf
+    /// with it); the pod keeps running and is reached at the new port.
+    MoveNodePort {
+        cluster: usize,
+        slot: MemberSlot,
+        port: u16,
+    },
+    /// A cluster's VIP changes (its VIP label, and hostconf with it).
+    MoveVip {
+        cluster: usize,
+    },
+    /// A cluster's object is recreated: its status and the controller's
+    /// memory are lost; StatefulSets and PVCs stay.
+    Recreate {
+        cluster: usize,
+    },
 }
 
 #[derive(Clone, Debug)]
 pub(super) struct World {
     pub clusters: Vec<Cluster>,
-    pub nodes: BTreeMap<MemberAddress, Node>,
+    pub nodes: BTreeMap<NodeKey, Node>,
     pub set: Option<LiveSet>,
     pub initiations: u32,
     pub pvc_policy: PvcPolicy,
     /// Members that stepped down and may not be elected for `stepDownSecs`.
     pub frozen: BTreeSet<MemberAddress>,
+    /// Entries a reconfig handed to another node than the one they stood for.
+    pub handed_over: Vec<String>,
 }
 
 impl World {
@@ -120,6 +155,7 @@ impl World {
             .enumerate()
             .map(|(i, &d)| Cluster {
                 vip: format!("10.0.0.{}", i + 1),
+                node_ports: BTreeMap::new(),
                 desired: d,
                 arbiter: arbiter && i == most,
                 rs_init: i == most,
@@ -135,6 +171,7 @@ impl World {
             initiations: 0,
             pvc_policy,
             frozen: BTreeSet::new(),
+            handed_over: Vec::new(),
         };
         for c in 0..desired.len() {
             world.build_stateful_sets(c);
@@ -142,19 +179,21 @@ impl World {
         world
     }
 
+    /// A member's address now: its cluster's VIP and its Service's nodePort.
     pub fn address(&self, cluster: usize, slot: MemberSlot) -> MemberAddress {
+        let here = &self.clusters[cluster];
         MemberAddress {
-            host: self.clusters[cluster].vip.clone(),
-            port: port_of(slot),
+            host: here.vip.clone(),
+            port: here.node_ports.get(&slot).copied().unwrap_or(port_of(slot)),
         }
     }
 
-    fn slot_of(address: &MemberAddress) -> MemberSlot {
-        if address.port == port_of(MemberSlot::Arbiter) {
-            MemberSlot::Arbiter
-        } else {
-            MemberSlot::Data(u32::from(address.port - port_of(MemberSlot::Data(0))))
-        }
+    /// The node a host reaches now, if any.
+    pub fn node_at(&self, host: &MemberAddress) -> Option<NodeKey> {
+        self.nodes
+            .keys()
+            .copied()
+            .find(|&(cluster, slot)| &self.address(cluster, slot) == host)
     }
 
     /// The slots a cluster wants.
@@ -167,7 +206,8 @@ impl World {
         slots
     }
 
-    /// Every member the control plane wants, as hostconf lists them.
+    /// Every member the control plane wants, at its address now, as hostconf
+    /// lists them.
     pub fn desired_addresses(&self) -> Vec<MemberAddress> {
         let mut all: Vec<MemberAddress> = (0..self.clusters.len())
             .flat_map(|c| self.wanted_slots(c).into_iter().map(move |slot| (c, slot)))
@@ -181,11 +221,11 @@ impl World {
     /// wanted member; a recreated one finds its retained PVC.
     pub fn build_stateful_sets(&mut self, cluster: usize) {
         for slot in self.wanted_slots(cluster) {
-            let address = self.address(cluster, slot);
-            let node = self.nodes.entry(address).or_insert(Node {
+            let node = self.nodes.entry((cluster, slot)).or_insert(Node {
                 stateful_set: false,
                 pod_up: false,
                 holds: None,
+                recorded: None,
             });
             if !node.stateful_set {
                 node.stateful_set = true;
@@ -195,7 +235,9 @@ impl World {
     }
 
     fn running(&self, host: &MemberAddress) -> bool {
-        self.nodes.get(host).is_some_and(Node::running)
+        self.node_at(host)
+            .and_then(|key| self.nodes.get(&key))
+            .is_some_and(Node::running)
     }
 
     /// Voters (not `newlyAdded`) that run, and how many make a majority.
@@ -225,26 +267,29 @@ impl World {
     /// What the controller of `cluster` would gather.
     pub fn input_for(&self, cluster: usize) -> PlanInput {
         let here = &self.clusters[cluster];
-        let config = self.set.as_ref().map(|s| &s.config);
-        let in_config = |a: &MemberAddress| config.is_some_and(|c| lists(c, a));
+        let owns_an_entry = |key: &NodeKey| {
+            self.set
+                .as_ref()
+                .is_some_and(|s| s.owners.values().any(|k| k == key))
+        };
         let local_members = self
             .nodes
             .iter()
-            .filter(|(a, _)| a.host == here.vip)
-            .filter_map(|(a, node)| {
-                let slot = World::slot_of(a);
+            .filter(|((c, _), _)| *c == cluster)
+            .filter_map(|(&(c, slot), node)| {
                 let wanted = match slot {
                     MemberSlot::Data(index) => index < here.desired,
                     MemberSlot::Arbiter => here.arbiter,
                 };
-                let relevant = wanted || node.stateful_set || in_config(a);
+                let relevant = wanted || node.stateful_set || owns_an_entry(&(c, slot));
+                let address = self.address(c, slot);
                 relevant.then(|| LocalMemberFacts {
                     slot,
-                    address: Some(a.clone()),
+                    probe: node.running().then(|| self.probe(&address, node)),
+                    address: Some(address),
                     stateful_set_exists: node.stateful_set,
                     pod_running: node.running(),
-                    probe: node.running().then(|| self.probe(a, node)),
-                    recorded: None,
+                    recorded: node.recorded.clone(),
                 })
             })
             .collect();
@@ -254,7 +299,9 @@ impl World {
                 .iter()
                 .map(|a| HostConfMember {
                     address: a.clone(),
-                    arbiter: World::slot_of(a) == MemberSlot::Arbiter,
+                    arbiter: self
+                        .node_at(a)
+                        .is_some_and(|(_, slot)| slot == MemberSlot::Arbiter),
                     votes: None,
                     priority: None,
                     hidden: false,
@@ -266,7 +313,10 @@ impl World {
             .iter()
             .filter(|a| a.host != here.vip)
             .filter_map(|a| {
-                let node = self.nodes.get(a).filter(|n| n.running())?;
+                let node = self
+                    .node_at(a)
+                    .and_then(|key| self.nodes.get(&key))
+                    .filter(|n| n.running())?;
                 Some((a.clone(), self.probe(a, node)))
             })
             .collect();
@@ -305,11 +355,24 @@ impl World {
             Some(_) => Some(MemberState::Secondary),
             None => node.holds.as_ref().map(|_| MemberState::Removed),
         };
+        // The host of the entry it stands for. (mongod forgets it once it
+        // installs a config in which it cannot find itself; the model keeps
+        // it until its entry changes.)
+        let me = self.set.as_ref().and_then(|s| {
+            let key = self.node_at(host)?;
+            let (id, _) = s.owners.iter().find(|(_, owner)| **owner == key)?;
+            s.config
+                .members
+                .iter()
+                .find(|m| m.id == *id)
+                .map(|m| m.host.clone())
+        });
         MemberProbe {
             has_config: node.holds.is_some(),
             replica_set_id: node.holds.clone(),
             set_name: node.holds.as_ref().map(|_| SET.to_owned()),
             state,
+            me,
         }
     }
 
@@ -347,6 +410,16 @@ impl World {
             members,
             config_committed: set.committed && set.primary.is_some(),
         })
+    }
+
+    /// The controller records on its StatefulSets the config entries it found
+    /// for its members (the `record` stage).
+    pub fn record_entries(&mut self, cluster: usize, entries: Vec<(MemberSlot, RecordedEntry)>) {
+        for (slot, entry) in entries {
+            if let Some(node) = self.nodes.get_mut(&(cluster, slot)) {
+                node.recorded = Some(entry);
+            }
+        }
     }
 
     /// The controller records the replicaSetId it saw in status.
@@ -388,10 +461,13 @@ impl World {
                 Ok(())
             }
             Step::DeleteStatefulSet { slot, delete_pvc } => {
-                let address = self.address(cluster, *slot);
-                let node = self.nodes.get_mut(&address).ok_or("no such StatefulSet")?;
+                let node = self
+                    .nodes
+                    .get_mut(&(cluster, *slot))
+                    .ok_or("no such StatefulSet")?;
                 node.stateful_set = false;
                 node.pod_up = false;
+                node.recorded = None;
                 if *delete_pvc {
                     node.holds = None;
                 }
@@ -413,18 +489,23 @@ impl World {
         if !receiver.is_some_and(electable) {
             return Err(format!("93: {on} is not electable in the initial config"));
         }
+        let mut owners = BTreeMap::new();
         for m in &config.members {
-            let node = self.nodes.get(&m.host).filter(|n| n.running());
-            if node.is_none_or(|n| n.holds.is_some()) {
-                return Err(format!("74: {} cannot join", m.host));
+            let key = self.node_at(&m.host);
+            let node = key.and_then(|k| self.nodes.get(&k)).filter(|n| n.running());
+            match (key, node) {
+                (Some(key), Some(node)) if node.holds.is_none() => {
+                    owners.insert(m.id, key);
+                }
+                _ => return Err(format!("74: {} cannot join", m.host)),
             }
         }
         self.initiations += 1;
         let id = format!("rsid-{}", self.initiations);
         let mut config = config.clone();
         config.settings.replica_set_id = Some(id.clone());
-        for m in &config.members {
-            if let Some(node) = self.nodes.get_mut(&m.host) {
+        for key in owners.values() {
+            if let Some(node) = self.nodes.get_mut(key) {
                 node.holds = Some(id.clone());
             }
         }
@@ -433,6 +514,7 @@ impl World {
             config,
             primary,
             committed: true,
+            owners,
         });
         Ok(())
     }
@@ -456,15 +538,42 @@ impl World {
         }
         let mut installed = new.clone();
         for m in installed.members.iter_mut() {
-            m.newly_added |= m.votes > 0 && !lists(&set.config, &m.host);
+            // By `_id`, as mongod: a member whose host changed is not new.
+            m.newly_added |= m.votes > 0 && !set.config.members.iter().any(|o| o.id == m.id);
         }
         let (running, needed) = self.running_voters(&installed);
         if running < needed {
             return Err(format!("74: {running} voters answer, {needed} needed"));
         }
-        let id = set.config.settings.replica_set_id.clone();
+        // Who each entry stands for now: a kept entry keeps its node (a new
+        // host that reaches another node hands the entry over, which mongod
+        // allows and the model reports); a new entry is the node its host
+        // reaches.
+        let mut owners = BTreeMap::new();
         for m in &installed.members {
-            if let Some(node) = self.nodes.get_mut(&m.host) {
+            let reached = self.node_at(&m.host);
+            let kept = set.config.members.iter().find(|o| o.id == m.id);
+            let owner = match (kept, set.owners.get(&m.id)) {
+                (Some(old), Some(&owner)) => {
+                    // (A host that reaches nobody, e.g. after a late step,
+                    // still stands for its node; the planner moves it on.)
+                    if old.host != m.host && reached.is_some_and(|r| r != owner) {
+                        self.handed_over.push(format!(
+                            "_id {} moved from {} to {}, which is not the same member",
+                            m.id, old.host, m.host
+                        ));
+                    }
+                    Some(owner)
+                }
+                _ => reached,
+            };
+            if let Some(owner) = owner {
+                owners.insert(m.id, owner);
+            }
+        }
+        let id = set.config.settings.replica_set_id.clone();
+        for key in owners.values() {
+            if let Some(node) = self.nodes.get_mut(key) {
                 node.holds = id.clone();
             }
         }
@@ -472,6 +581,7 @@ impl World {
             config: installed,
             primary: Some(primary),
             committed: false,
+            owners,
         });
         Ok(())
     }
@@ -479,14 +589,12 @@ impl World {
     pub fn apply_event(&mut self, event: &Event) {
         match *event {
             Event::PodDown { cluster, slot } => {
-                let address = self.address(cluster, slot);
-                if let Some(node) = self.nodes.get_mut(&address) {
+                if let Some(node) = self.nodes.get_mut(&(cluster, slot)) {
                     node.pod_up = false;
                 }
             }
             Event::PodUp { cluster, slot } => {
-                let address = self.address(cluster, slot);
-                if let Some(node) = self.nodes.get_mut(&address) {
+                if let Some(node) = self.nodes.get_mut(&(cluster, slot)) {
                     node.pod_up = true;
                 }
             }
@@ -564,6 +672,38 @@ impl World {
             Event::SetElectionTimeout { cluster, millis } => {
                 self.clusters[cluster].election_timeout_millis = millis;
             }
+            Event::MoveNodePort {
+                cluster,
+                slot,
+                port,
+            } => {
+                let taken = (self.clusters[cluster].node_ports.values())
+                    .chain(
+                        self.set
+                            .iter()
+                            .flat_map(|s| s.config.members.iter().map(|m| &m.host.port)),
+                    )
+                    .any(|&p| p == port);
+                // kube-proxy gives a nodePort to one Service at a time; a port
+                // the config still names is left alone too (its old member
+                // would be reached at someone else's pod).
+                if !taken && port != port_of(slot) {
+                    self.clusters[cluster].node_ports.insert(slot, port);
+                }
+            }
+            Event::MoveVip { cluster } => {
+                let here = &mut self.clusters[cluster];
+                here.vip = if here.vip.starts_with("10.0.0.") {
+                    format!("10.0.9.{}", cluster + 1)
+                } else {
+                    format!("10.0.0.{}", cluster + 1)
+                };
+            }
+            Event::Recreate { cluster } => {
+                let here = &mut self.clusters[cluster];
+                here.known_replica_set_id = None;
+                here.stepped_down = None;
+            }
         }
         self.lose_primary_without_majority();
     }
@@ -582,6 +722,47 @@ impl World {
         }
     }
 
+    /// Whether a majority of the config's voters is reached at its hosts
+    /// (whether their pods run or not).
+    pub fn voters_reachable(&self) -> bool {
+        let Some(set) = &self.set else {
+            return true;
+        };
+        let voters: Vec<&ConfigMember> =
+            set.config.members.iter().filter(|m| votes_now(m)).collect();
+        let reached = voters
+            .iter()
+            .filter(|m| self.node_at(&m.host).is_some())
+            .count();
+        reached > voters.len() / 2
+    }
+
+    /// Whether a `newlyAdded` entry's host reaches nobody.
+    pub fn newly_added_unreachable(&self) -> bool {
+        self.set.as_ref().is_some_and(|s| {
+            s.config
+                .members
+                .iter()
+                .any(|m| m.newly_added && self.node_at(&m.host).is_none())
+        })
+    }
+
+    /// Every VIP and nodePort back to the host of the entry its member
+    /// stands for.
+    pub fn restore_addresses(&mut self) {
+        let Some(set) = &self.set else {
+            return;
+        };
+        for (id, &(cluster, slot)) in &set.owners {
+            let Some(entry) = set.config.members.iter().find(|m| m.id == *id) else {
+                continue;
+            };
+            let here = &mut self.clusters[cluster];
+            here.vip = entry.host.host.clone();
+            here.node_ports.insert(slot, entry.host.port);
+        }
+    }
+
     /// What must hold in the model at all times.
     pub fn check_invariants(&self) -> Result<(), String> {
         if self.initiations > 1 {
@@ -594,13 +775,26 @@ impl World {
         if !problems.is_empty() {
             return Err(format!("the live config is invalid: {problems:?}"));
         }
+        if let Some(handed_over) = self.handed_over.first() {
+            return Err(handed_over.clone());
+        }
         for m in &set.config.members {
-            let node = self.nodes.get(&m.host);
+            let Some(owner) = set.owners.get(&m.id) else {
+                continue;
+            };
+            let node = self.nodes.get(owner);
             if !node.is_some_and(|n| n.stateful_set) {
                 return Err(format!("{} is in the config without a StatefulSet", m.host));
             }
             if node.and_then(|n| n.holds.as_ref()) != set.config.settings.replica_set_id.as_ref() {
                 return Err(format!("{} is in the config but lost its data", m.host));
+            }
+        }
+        // `one-entry-per-member`: one mongod never stands behind two entries.
+        let mut seen = BTreeSet::new();
+        for (id, owner) in &set.owners {
+            if !seen.insert(owner) {
+                return Err(format!("{owner:?} has a second entry, _id {id}"));
             }
         }
         if let Some(p) = &set.primary {
