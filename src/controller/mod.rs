@@ -58,7 +58,7 @@ use record::record;
 pub use finalizer::FINALIZER;
 
 /// The field manager of everything this operator writes, but the config
-/// entries recorded on StatefulSets ([`record::RECORD_FIELD_MANAGER`]).
+/// entries recorded on StatefulSets (the `record` stage has its own).
 pub const FIELD_MANAGER: &str = "mongodb-member-operator";
 /// How long a primary this operator stepped down is remembered as handing over.
 const STEP_DOWN_MEMORY: Duration = Duration::from_secs(60);
