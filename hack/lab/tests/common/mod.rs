@@ -34,13 +34,21 @@ pub fn fail<E: std::fmt::Display>(context: &str) -> impl Fn(E) -> String + '_ {
 }
 
 /// The root user of the instance, from the Secret the operator derives from
-/// FedState's `rootPassword`.
+/// FedState's `rootPassword` (in the first cluster that has one: a cluster whose
+/// object was deleted lost it with the object).
 pub async fn root_credentials(lab: &Lab, name: &str) -> Result<(String, String), String> {
-    let secrets: Api<Secret> = Api::namespaced(lab.clusters()[0].client.clone(), "default");
-    let secret = secrets
-        .get(&format!("{name}-credentials"))
-        .await
-        .map_err(fail("reading the credentials"))?;
+    let mut found = None;
+    for cluster in lab.clusters() {
+        let secrets: Api<Secret> = Api::namespaced(cluster.client.clone(), "default");
+        found = secrets
+            .get_opt(&format!("{name}-credentials"))
+            .await
+            .map_err(fail("reading the credentials"))?;
+        if found.is_some() {
+            break;
+        }
+    }
+    let secret = found.ok_or(format!("no cluster has {name}-credentials"))?;
     let data = secret.data.unwrap_or_default();
     let text = |key: &str| {
         data.get(key)
