@@ -27,6 +27,11 @@ pub fn phase(pod: &Pod) -> &str {
         .unwrap_or("Pending")
 }
 
+/// Whether the pod is `Pending` (not yet running: its claims may still be made).
+pub fn is_pending(pod: &Pod) -> bool {
+    phase(pod) == "Pending"
+}
+
 /// Whether the pod has finished for good (`Succeeded` or `Failed`).
 pub fn is_terminal(pod: &Pod) -> bool {
     matches!(phase(pod), "Succeeded" | "Failed")

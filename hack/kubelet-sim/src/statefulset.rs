@@ -24,7 +24,8 @@ use crate::cache::Cache;
 use crate::events::EventSink;
 use crate::faults::Faults;
 use crate::pod_facts::{
-    controller_uid, is_running_and_ready, is_terminal, is_terminating, label_selector_matches,
+    controller_uid, is_pending, is_running_and_ready, is_terminal, is_terminating,
+    label_selector_matches,
 };
 
 /// Label carrying the pod's revision.
@@ -172,7 +173,10 @@ impl StatefulSetController {
                     }
                 }
                 Some(pod) => {
-                    if !is_terminating(pod) {
+                    // As processReplica: missing claims are made for a pending
+                    // pod only; a running pod whose claim was deleted keeps
+                    // running without one being made again.
+                    if is_pending(pod) {
                         self.create_claims(set, &namespace, ordinal, retention)
                             .await?;
                     }

@@ -707,6 +707,37 @@ async fn claims_are_deleted_when_the_retention_policy_says_delete() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_deleted_under_a_running_pod_is_not_made_again() {
+    // Kubernetes' processReplica makes missing claims for a pending pod only.
+    let bench = Bench::start(73).await;
+    create_secret(&bench.client).await;
+    bench.create_set(mongo_set("db", 1, json!({}))).await;
+    bench.wait_ready("db", 1).await;
+    bench
+        .claims()
+        .delete("data-db-0", &DeleteParams::default())
+        .await
+        .unwrap();
+    // Scaling up makes the controller sync the set (and db-0) again.
+    bench
+        .sets()
+        .patch(
+            "db",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .unwrap();
+    bench.wait_ready("db", 2).await;
+    assert_eq!(
+        bench.claim_names().await,
+        ["data-db-1"],
+        "db-1 got its claim; running db-0's deleted one was not made again"
+    );
+    bench.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_update_replaces_pods_from_the_highest_ordinal_one_at_a_time() {
     let bench = Bench::start(65).await;
     create_secret(&bench.client).await;

@@ -442,6 +442,52 @@ impl ControlPlane {
         Ok(())
     }
 
+    /// `kubectl apply` of a user's own OverridePolicy `policy_name` to the
+    /// Karmada API server, for a template of instance `namespace/name` (e.g.
+    /// one cluster's `spec.replicaSetSettings`, or a member Service's selector
+    /// in one cluster). Karmada renders the selected template again for every
+    /// cluster it is propagated to and writes what changed; no FedState pass
+    /// runs (FedState neither watches nor touches a policy it did not create).
+    /// Policies apply in name order, a later one overriding an earlier one.
+    pub async fn apply_override_policy(
+        &self,
+        namespace: &str,
+        name: &str,
+        policy_name: &str,
+        policy: OverridePolicy,
+    ) -> Result<()> {
+        let interpreter = self.interpreter()?.clone();
+        let mut state = self.shared.state.lock().await;
+        let instance = state
+            .instances
+            .get_mut(&(namespace.to_string(), name.to_string()))
+            .ok_or_else(|| anyhow!("no MultiCloudMongoDB {namespace}/{name}"))?;
+        if !instance.objects.has_template(&policy.resource) {
+            bail!(
+                "OverridePolicy {policy_name}: {:?} {} is not a template of {name}",
+                policy.resource.kind,
+                policy.resource.name
+            );
+        }
+        instance
+            .objects
+            .override_policies
+            .insert(policy_name.to_string(), policy);
+        let done = karmada::sync(
+            &self.clusters,
+            namespace,
+            &instance.objects,
+            &mut instance.bindings,
+            &interpreter,
+        )
+        .await?;
+        instance.note(format!("{name}: applied OverridePolicy {policy_name}"));
+        for line in done {
+            instance.note(format!("{name}: {line}"));
+        }
+        Ok(())
+    }
+
     /// Waits until FedState's own status reports `namespace/name` as its
     /// scheduler result asks: state `Health`, and every cluster with members
     /// listed in `status.result` with that many members. Runs the passes that

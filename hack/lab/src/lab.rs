@@ -242,6 +242,12 @@ impl Lab {
             .join(format!("operator-{}.log", self.clusters[index].name))
     }
 
+    /// The process id of cluster `index`'s operator, while it runs (e.g. to read
+    /// its CPU time from `/proc/<pid>/stat`).
+    pub fn operator_pid(&self, index: usize) -> Option<u32> {
+        self.operators.get(index)?.as_ref()?.id()
+    }
+
     /// Kills cluster `index`'s operator (SIGKILL, like a crashed pod).
     pub async fn kill_operator(&mut self, index: usize) -> Result<()> {
         if let Some(mut child) = self.operators.get_mut(index).and_then(Option::take) {

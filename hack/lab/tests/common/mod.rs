@@ -1,0 +1,389 @@
+//! What the end-to-end test files share: a lab per test (one at a time), the
+//! instance request they apply, the instance's root credentials and driver
+//! clients, the replica-set config as the primary has it, every cluster's
+//! `MongoDB` status and waits on it, and the pymongo majority writer that checks
+//! no acknowledged write is lost. Each test file compiles this module and uses
+//! a part of it, hence `dead_code` is allowed here.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use lab::controlplane::{InstanceRequest, Split};
+use lab::lab::{sibling_binary, Lab, LabOptions};
+use mongodb::bson::{doc, Document};
+use mongodb::options::{ClientOptions, Credential, ServerAddress};
+use mongodb_member_operator::api::{MongoDB, ReplicaSetSettings};
+
+pub const READY_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// Labs run one at a time: each starts three or four clusters and as many
+/// operators, which is all two cores can carry.
+static ONE_LAB_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    ONE_LAB_AT_A_TIME.lock().await
+}
+
+pub type Outcome = Result<(), String>;
+
+pub fn fail<E: std::fmt::Display>(context: &str) -> impl Fn(E) -> String + '_ {
+    move |error| format!("{context}: {error}")
+}
+
+/// The root user of the instance, from the Secret the operator derives from
+/// FedState's `rootPassword` (in the first cluster that has one: a cluster whose
+/// object was deleted lost it with the object).
+pub async fn root_credentials(lab: &Lab, name: &str) -> Result<(String, String), String> {
+    let mut found = None;
+    for cluster in lab.clusters() {
+        let secrets: Api<Secret> = Api::namespaced(cluster.client.clone(), "default");
+        found = secrets
+            .get_opt(&format!("{name}-credentials"))
+            .await
+            .map_err(fail("reading the credentials"))?;
+        if found.is_some() {
+            break;
+        }
+    }
+    let secret = found.ok_or(format!("no cluster has {name}-credentials"))?;
+    let data = secret.data.unwrap_or_default();
+    let text = |key: &str| {
+        data.get(key)
+            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+            .ok_or(format!("no {key}"))
+    };
+    Ok((text("username")?, text("password")?))
+}
+
+/// A driver client for one member (direct) or the whole set.
+pub async fn mongo(
+    lab: &Lab,
+    name: &str,
+    hosts: &[String],
+    direct: bool,
+) -> Result<mongodb::Client, String> {
+    let (username, password) = root_credentials(lab, name).await?;
+    let hosts = hosts
+        .iter()
+        .map(|h| ServerAddress::parse(h).map_err(fail("host")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let options = ClientOptions::builder()
+        .hosts(hosts)
+        .direct_connection(direct)
+        .repl_set_name(if direct {
+            None
+        } else {
+            Some("replset-0".to_string())
+        })
+        .credential(
+            Credential::builder()
+                .username(username)
+                .password(password)
+                .source("admin".to_string())
+                .build(),
+        )
+        .server_selection_timeout(Duration::from_secs(10))
+        .build();
+    mongodb::Client::with_options(options).map_err(fail("client"))
+}
+
+/// The replica-set config as the primary has it.
+pub async fn config(lab: &Lab, name: &str, hosts: &[String]) -> Result<Document, String> {
+    let client = mongo(lab, name, hosts, false).await?;
+    let reply = client
+        .database("admin")
+        .run_command(doc! {"replSetGetConfig": 1})
+        .await
+        .map_err(fail("replSetGetConfig"))?;
+    reply
+        .get_document("config")
+        .cloned()
+        .map_err(fail("config"))
+}
+
+pub fn replica_set_id(config: &Document) -> Option<String> {
+    config
+        .get_document("settings")
+        .ok()?
+        .get_object_id("replicaSetId")
+        .ok()
+        .map(|id| id.to_hex())
+}
+
+pub fn version(config: &Document) -> i64 {
+    config
+        .get_i32("version")
+        .map(i64::from)
+        .or_else(|_| config.get_i64("version"))
+        .unwrap_or(-1)
+}
+
+/// The member host (`VIP:nodePort`) of `<name>-mongodb-<index>` in `cluster`.
+pub async fn member_host(
+    lab: &Lab,
+    cluster: usize,
+    name: &str,
+    index: u32,
+) -> Result<String, String> {
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(lab.clusters()[cluster].client.clone(), "default");
+    let service = services
+        .get(&format!("{name}-mongodb-{index}"))
+        .await
+        .map_err(fail("member Service"))?;
+    let port = service
+        .spec
+        .and_then(|s| s.ports)
+        .and_then(|p| p.first().and_then(|p| p.node_port))
+        .ok_or("no nodePort")?;
+    Ok(format!("{}:{port}", lab.clusters()[cluster].vip))
+}
+
+/// Makes `host` the primary (replSetStepUp on it) and waits until it is.
+pub async fn make_primary(lab: &Lab, name: &str, host: &str) -> Outcome {
+    let client = mongo(lab, name, &[host.to_string()], true).await?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let _ = client
+            .database("admin")
+            .run_command(doc! {"replSetStepUp": 1})
+            .await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let hello = client
+            .database("admin")
+            .run_command(doc! {"hello": 1})
+            .await
+            .map_err(fail("hello"))?;
+        if hello.get_bool("isWritablePrimary").unwrap_or(false) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{host} did not become primary"));
+        }
+    }
+}
+
+/// Every host in `status.replset` of the first cluster's object.
+pub async fn hosts_of(lab: &Lab, cluster: usize, name: &str) -> Result<Vec<String>, String> {
+    let api: Api<MongoDB> = Api::namespaced(lab.clusters()[cluster].client.clone(), "default");
+    let mongodb = api.get(name).await.map_err(fail("MongoDB"))?;
+    Ok(mongodb
+        .status
+        .unwrap_or_default()
+        .replset
+        .into_iter()
+        .map(|m| m.name)
+        .collect())
+}
+
+/// Runs the pymongo majority writer until stopped; returns (acknowledged, found).
+pub struct MajorityWriter {
+    child: tokio::process::Child,
+    stop_file: PathBuf,
+}
+
+impl MajorityWriter {
+    pub async fn start(
+        lab: &Lab,
+        name: &str,
+        hosts: &[String],
+    ) -> Result<Option<MajorityWriter>, String> {
+        let Ok(python) = std::env::var("MMO_PYTHON") else {
+            if std::env::var("MMO_REQUIRE_TOOLS").as_deref() == Ok("1") {
+                return Err(
+                    "MMO_PYTHON is not set but MMO_REQUIRE_TOOLS=1 (run hack/test-tools.sh)".into(),
+                );
+            }
+            eprintln!(
+                "SKIPPED the pymongo majority writer: set MMO_PYTHON (see hack/test-tools.sh)"
+            );
+            return Ok(None);
+        };
+        let (username, password) = root_credentials(lab, name).await?;
+        // FedState's generated password is base64 (`+`, `/`, `=`): escaped for the URI.
+        let escape = |text: &str| -> String {
+            text.bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                        (b as char).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect()
+        };
+        let uri = format!(
+            "mongodb://{}:{}@{}/?replicaSet=replset-0&authSource=admin",
+            escape(&username),
+            escape(&password),
+            hosts.join(",")
+        );
+        let stop_file =
+            std::env::temp_dir().join(format!("mmo-writer-stop-{}-{}", std::process::id(), name));
+        let _ = std::fs::remove_file(&stop_file);
+        let child = tokio::process::Command::new(python)
+            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/majority_writer.py"))
+            .env("MONGO_URI", uri)
+            .env("STOP_FILE", &stop_file)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(fail("starting the pymongo writer"))?;
+        Ok(Some(MajorityWriter { child, stop_file }))
+    }
+
+    /// Stops the writer and checks that every acknowledged write is present.
+    pub async fn stop_and_check(self) -> Outcome {
+        std::fs::write(&self.stop_file, b"stop").map_err(fail("stop file"))?;
+        let output = tokio::time::timeout(Duration::from_secs(120), self.child.wait_with_output())
+            .await
+            .map_err(fail("writer did not stop"))?
+            .map_err(fail("writer"))?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let acked: Vec<u64> = stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("ACK "))
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        let found: std::collections::BTreeSet<u64> = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("FOUND"))
+            .ok_or_else(|| {
+                format!(
+                    "the writer did not read back: {stdout} {}",
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            })?
+            .split_whitespace()
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        if acked.len() < 10 {
+            return Err(format!(
+                "only {} writes were acknowledged during the change",
+                acked.len()
+            ));
+        }
+        let lost: Vec<u64> = acked
+            .iter()
+            .copied()
+            .filter(|n| !found.contains(n))
+            .collect();
+        if !lost.is_empty() {
+            return Err(format!(
+                "{} of {} majority-acknowledged writes were lost: {lost:?}",
+                lost.len(),
+                acked.len()
+            ));
+        }
+        eprintln!(
+            "{} majority writes acknowledged during the change, none lost",
+            acked.len()
+        );
+        Ok(())
+    }
+}
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub async fn lab(number: u8, clusters: usize) -> Lab {
+    let state_dir = std::env::temp_dir().join(format!("mmo-lab-{number}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state_dir);
+    let options = LabOptions {
+        number,
+        clusters,
+        state_dir,
+        operator: sibling_binary("mongodb-member-operator")
+            .expect("the operator binary is built with the workspace"),
+        crds: repo().join("crds"),
+    };
+    Lab::start(options).await.expect("the lab starts")
+}
+
+pub fn request(name: &str, split: &str) -> InstanceRequest {
+    InstanceRequest {
+        name: name.to_string(),
+        namespace: "default".to_string(),
+        split: Split::parse(split).unwrap(),
+        image: "mongo:7.0".to_string(),
+        settings: ReplicaSetSettings {
+            election_timeout_millis: 2_000,
+            heartbeat_interval_millis: 500,
+            catch_up_timeout_millis: -1,
+            chaining_allowed: true,
+        },
+    }
+}
+
+/// Shows each operator's log when a test fails, then shuts the lab down.
+pub async fn finish(lab: Lab, outcome: Result<(), String>) {
+    if let Err(message) = &outcome {
+        for index in 0..lab.clusters().len() {
+            let log = std::fs::read_to_string(lab.operator_log(index)).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!(
+                "--- operator {} (last lines) ---\n{}",
+                lab.clusters()[index].name,
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        eprintln!("{message}");
+    }
+    lab.shutdown().await;
+    if let Err(message) = outcome {
+        panic!("{message}");
+    }
+}
+
+/// Every cluster's `MongoDB` of `name`, as the operators report it.
+pub async fn statuses(lab: &Lab, name: &str) -> Result<Vec<(String, MongoDB)>, String> {
+    lab.control_plane()
+        .statuses("default", name)
+        .await
+        .map_err(fail("statuses"))
+}
+
+/// Waits until `check` holds for every cluster's object (and at least `clusters` report).
+pub async fn wait_for(
+    lab: &Lab,
+    name: &str,
+    what: &str,
+    clusters: usize,
+    check: impl Fn(&MongoDB) -> bool,
+) -> Outcome {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let current = statuses(lab, name).await?;
+        if current.len() >= clusters && current.iter().all(|(_, m)| check(m)) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let picture: Vec<String> = current
+                .iter()
+                .map(|(c, m)| {
+                    format!(
+                        "{c}: {:?}",
+                        m.status.as_ref().map(|s| (&s.state, &s.replset))
+                    )
+                })
+                .collect();
+            return Err(format!("{what}: not after {READY_TIMEOUT:?}: {picture:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+pub fn ready_condition(
+    mongodb: &MongoDB,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    mongodb
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+}
