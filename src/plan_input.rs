@@ -79,7 +79,8 @@ pub fn seeds(
 /// The planner's input. `probes`: what each member asked directly answered
 /// (absent: no answer); `set`: the replica set as read through the seeds;
 /// `stepped_down_recently`: a primary this operator asked to step down and
-/// that may still be handing over.
+/// that may still be handing over; `step_down_held`: a primary that refused to
+/// step down and is not asked again yet.
 pub fn plan_input(
     mongodb: &MongoDB,
     validated: &Validated,
@@ -87,6 +88,7 @@ pub fn plan_input(
     probes: &BTreeMap<MemberAddress, MemberProbe>,
     set: Option<ObservedSet>,
     stepped_down_recently: Option<MemberAddress>,
+    step_down_held: Option<MemberAddress>,
 ) -> PlanInput {
     let local_members: Vec<LocalMemberFacts> = local_slots(validated, wanted)
         .into_iter()
@@ -128,6 +130,7 @@ pub fn plan_input(
         remote_probes,
         observed: set.map_or(Observed::Unreachable, Observed::Configured),
         stepped_down_recently,
+        step_down_held,
     }
 }
 
@@ -320,6 +323,7 @@ mod tests {
             &probes,
             None,
             Some(address(VIP, 30001)),
+            None,
         );
         assert_eq!(input.local_vip, VIP);
         assert_eq!(
@@ -358,7 +362,7 @@ mod tests {
             arbiter: false,
         };
         let fresh = BTreeMap::from([(address(VIP, 30001), probe(false))]);
-        let unread = plan_input(&mongodb, &validated(), nothing, &fresh, None, None);
+        let unread = plan_input(&mongodb, &validated(), nothing, &fresh, None, None, None);
         assert!(has_left(
             &unread,
             &Step::Wait {
@@ -366,7 +370,15 @@ mod tests {
             }
         ));
         let configured = BTreeMap::from([(address(VIP, 30001), probe(true))]);
-        let still_member = plan_input(&mongodb, &validated(), nothing, &configured, None, None);
+        let still_member = plan_input(
+            &mongodb,
+            &validated(),
+            nothing,
+            &configured,
+            None,
+            None,
+            None,
+        );
         assert!(!has_left(
             &still_member,
             &Step::Wait {
@@ -396,6 +408,7 @@ mod tests {
             TWO,
             &BTreeMap::new(),
             Some(set.clone()),
+            None,
             None,
         );
         assert_eq!(input.observed, Observed::Configured(set));
@@ -434,6 +447,7 @@ mod tests {
                 TWO,
                 &BTreeMap::new(),
                 Some(set),
+                None,
                 None,
             )
         };

@@ -174,6 +174,9 @@ pub struct PlanInput {
     /// A member this controller asked to step down and that may still be
     /// handing over (kept by the controller for about `stepDownSecs`).
     pub stepped_down_recently: Option<MemberAddress>,
+    /// A primary that refused to step down (no electable secondary caught up)
+    /// and whose next try the controller holds back (growing delays).
+    pub step_down_held: Option<MemberAddress>,
 }
 
 /// What is known about one local member.
@@ -417,6 +420,15 @@ pub enum WaitReason {
     MemberIdentityUnknown { host: MemberAddress },
     #[error("waiting for a new primary after {old_primary} stepped down")]
     WaitingForNewPrimary { old_primary: MemberAddress },
+    #[error(
+        "primary {primary} refused to step down: no electable secondary that stays is caught \
+         up{}; asking again later",
+        least_lag_secs.map(|l| format!(" (the closest is {l} s behind)")).unwrap_or_default()
+    )]
+    StepDownRefused {
+        primary: MemberAddress,
+        least_lag_secs: Option<i64>,
+    },
     #[error(
         "primary {primary} now answers at {now_at}; its peers lose it at its old host and \
          elect another primary before its host is changed"
@@ -1075,6 +1087,21 @@ fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
                 primary: host.clone(),
             }));
         }
+        if input.step_down_held.as_ref() == Some(host) {
+            // It refused (no electable secondary caught up); asking again at
+            // once would refuse writes again while mongod waits.
+            let least_lag_secs = set
+                .config
+                .members
+                .iter()
+                .filter(|m| &m.host != host && m.is_electable() && stays(&m.host))
+                .filter_map(|m| set.members.get(&m.host).and_then(|s| s.lag_secs))
+                .min();
+            return Break(wait(WaitReason::StepDownRefused {
+                primary: host.clone(),
+                least_lag_secs,
+            }));
+        }
         return Break(Step::StepDown {
             primary: host.clone(),
             step_down_secs: STEP_DOWN_SECS,
@@ -1521,6 +1548,13 @@ mod reason_names {
                     old_primary: host(),
                 },
                 "WaitingForNewPrimary",
+            ),
+            (
+                WaitReason::StepDownRefused {
+                    primary: host(),
+                    least_lag_secs: Some(12),
+                },
+                "StepDownRefused",
             ),
             (
                 WaitReason::PrimaryAddressChanged {

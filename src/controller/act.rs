@@ -13,7 +13,7 @@ use kube::runtime::events::EventType;
 use kube::ResourceExt;
 
 use super::observe::MongoAnswers;
-use super::{apply, Context, Notice};
+use super::{apply, Context, Notice, StepDownRefused};
 use crate::api::MongoDB;
 use crate::build::{self, names};
 use crate::hostconf::MemberAddress;
@@ -73,8 +73,13 @@ pub async fn act(
     leaving: bool,
 ) -> Result<Acted, ActError> {
     let key = super::instance_key(mongodb);
-    let attempt = ctx.memory(&key).retries;
-    let result = carry_out(ctx, mongodb, validated, answers, step, attempt).await;
+    let memory = ctx.memory(&key);
+    let attempt = memory.retries;
+    let refusals = memory
+        .step_down_refused
+        .filter(|r| matches!(step, Step::StepDown { primary, .. } if *primary == r.primary))
+        .map_or(0, |r| r.refusals);
+    let result = carry_out(ctx, mongodb, validated, answers, step, attempt, refusals).await;
     let outcome = match result {
         Ok(outcome) => outcome,
         Err(error) => {
@@ -95,6 +100,17 @@ pub async fn act(
         };
         if let Some(host) = &outcome.stepped_down {
             memory.stepped_down = Some((host.clone(), Instant::now()));
+            memory.step_down_refused = None;
+        }
+        if let Some((primary, retry_in)) = &outcome.step_down_refused {
+            memory.step_down_refused = Some(StepDownRefused {
+                primary: primary.clone(),
+                refusals: refusals.saturating_add(1),
+                not_before: Instant::now() + *retry_in,
+            });
+        }
+        if *step == Step::InSync {
+            memory.step_down_refused = None;
         }
     });
     if *step == Step::InSync && !leaving {
@@ -111,6 +127,8 @@ struct Outcome {
     event: Option<(EventType, &'static str, String)>,
     requeue: Duration,
     stepped_down: Option<MemberAddress>,
+    /// A primary that refused to step down, and how long it is left alone.
+    step_down_refused: Option<(MemberAddress, Duration)>,
     /// The step could not be done for a passing reason (another cluster's
     /// reconfig, no caught-up secondary): retried with a growing delay.
     retry: bool,
@@ -122,6 +140,7 @@ impl Outcome {
             event: None,
             requeue,
             stepped_down: None,
+            step_down_refused: None,
             retry: false,
         }
     }
@@ -141,6 +160,7 @@ async fn carry_out(
     answers: &MongoAnswers,
     step: &Step,
     attempt: u32,
+    refusals: u32,
 ) -> Result<Outcome, ActError> {
     let credentials = &validated.root;
     let mongo = |source| ActError::Mongo {
@@ -217,13 +237,13 @@ async fn carry_out(
                 Err(error) if error.code() == Some(codes::EXCEEDED_TIME_LIMIT) => {
                     // Each try refuses writes while mongod waits for a secondary
                     // to catch up: never retry at a fixed short pace.
-                    let retry_in = step_down_backoff(attempt);
+                    let retry_in = step_down_backoff(refusals);
                     let set = answers.reading.as_ref().map(|reading| &reading.set);
                     let message =
                         step_down_refused(primary, set, *secondary_catch_up_period_secs, retry_in);
                     Ok(Outcome {
                         event: Some((EventType::Warning, Notice::StepDownFailed.into(), message)),
-                        retry: true,
+                        step_down_refused: Some((primary.clone(), retry_in)),
                         ..Outcome::after(retry_in)
                     })
                 }

@@ -82,7 +82,19 @@ struct InstanceMemory {
     stepped_down: Option<(MemberAddress, Instant)>,
     /// Steps retried in a row for a passing reason (sets the next delay).
     retries: u32,
+    /// A primary that refused to step down, how many times in a row, and
+    /// until when it is not asked again. Other passes (watch events, waits)
+    /// in between neither ask it nor reset the count.
+    step_down_refused: Option<StepDownRefused>,
     users_fingerprint: Option<String>,
+}
+
+/// A primary's refusals to step down in a row.
+#[derive(Clone)]
+struct StepDownRefused {
+    primary: MemberAddress,
+    refusals: u32,
+    not_before: Instant,
 }
 
 /// Event reasons the controller gives of its own; the others are the planner's
@@ -130,6 +142,12 @@ impl Context {
     fn remember(&self, key: &str, update: impl FnOnce(&mut InstanceMemory)) {
         let mut memory = self.memory.lock().unwrap_or_else(|p| p.into_inner());
         update(memory.entry(key.to_string()).or_default());
+    }
+
+    /// A primary that refused to step down and is not asked again yet.
+    fn step_down_held(&self, key: &str) -> Option<MemberAddress> {
+        let refused = self.memory(key).step_down_refused?;
+        (Instant::now() < refused.not_before).then_some(refused.primary)
     }
 
     /// The primary this operator asked to step down within the last minute.
@@ -361,14 +379,15 @@ async fn pass(
     let answers = observe(&ctx.gateway, mongodb, &validated, wanted).await;
     // plan: the planner's input from what was seen, and its one next step (pure).
     let observed_set = answers.reading.as_ref().map(|reading| reading.set.clone());
-    let stepped_down = ctx.stepped_down_recently(&instance_key(mongodb));
+    let key = instance_key(mongodb);
     let input = plan_input(
         mongodb,
         &validated,
         wanted,
         &answers.probes,
         observed_set,
-        stepped_down,
+        ctx.stepped_down_recently(&key),
+        ctx.step_down_held(&key),
     );
     let step = plan(&input);
     tracing::info!(instance = %instance_key(mongodb), step = %step, "planned");

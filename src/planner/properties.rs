@@ -954,6 +954,7 @@ prop_compose! {
             remote_probes,
             observed,
             stepped_down_recently,
+            step_down_held: None,
         }
     }
 }
@@ -1634,6 +1635,7 @@ mod checkers_reject_bad_steps {
                 config_committed: true,
             }),
             stepped_down_recently: None,
+            step_down_held: None,
         }
     }
 

@@ -176,6 +176,7 @@ fn input(desired: u32, local_members: Vec<LocalMemberFacts>, observed: Observed)
         remote_probes: BTreeMap::new(),
         observed,
         stepped_down_recently: None,
+        step_down_held: None,
     }
 }
 
@@ -678,6 +679,33 @@ fn waits_for_a_new_primary_after_stepping_down() {
     set.config_committed = false;
     stepped_down.observed = Observed::Configured(set);
     assert_eq!(plan(&stepped_down).reason(), "WaitingForNewPrimary");
+}
+
+#[test]
+fn a_step_down_held_back_after_a_refusal_is_a_wait_naming_the_lag() {
+    let (facts, set) = three_local_in_sync(2);
+    let mut set = healthy(set.config, &local(2));
+    for (host, lag) in [
+        (local(0), 40),
+        (local(1), 25),
+        (remote(0), 70),
+        (remote(1), 90),
+    ] {
+        set.members
+            .insert(host, member_status(MemberState::Secondary, true, Some(lag)));
+    }
+    let mut input = input(2, facts, Observed::Configured(set));
+    assert_eq!(plan(&input).reason(), "StepDown");
+    input.step_down_held = Some(local(2));
+    assert_eq!(
+        plan(&input),
+        Step::Wait {
+            reason: WaitReason::StepDownRefused {
+                primary: local(2),
+                least_lag_secs: Some(25)
+            }
+        }
+    );
 }
 
 #[test]

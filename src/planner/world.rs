@@ -337,6 +337,7 @@ impl World {
             remote_probes,
             observed: self.observe(),
             stepped_down_recently: here.stepped_down.clone(),
+            step_down_held: None,
         }
     }
 

@@ -762,8 +762,16 @@ async fn a_primary_that_cannot_step_down_is_retried_with_a_growing_delay() {
                 ends.len()
             ));
         }
-        if !progressing.is_some_and(|c| c.reason == "StepDown" && c.message.contains(&leaving)) {
-            return Err("status does not say the primary is to step down".into());
+        // Between attempts the status says what the removal waits for, and how
+        // far behind the closest electable secondary is.
+        if !progressing.as_ref().is_some_and(|c| {
+            c.reason == "StepDownRefused"
+                && c.message.contains(&leaving)
+                && c.message.contains("behind")
+        }) {
+            return Err(format!(
+                "status does not say why the primary cannot step down yet: {progressing:?}"
+            ));
         }
         if !warnings.iter().any(|e| {
             e.type_.as_deref() == Some("Warning")
