@@ -405,9 +405,13 @@ fn json_pointer_add(object: &mut Json, path: &str, value: Json) -> Result<()> {
         .ok_or_else(|| anyhow!("empty JSON pointer"))?;
     let mut cursor = object;
     for token in parents {
-        cursor = cursor
-            .get_mut(token.as_str())
-            .ok_or_else(|| anyhow!("{path}: no member {token:?} to add under"))?;
+        // RFC 6902: an array is entered by index, as Karmada's plaintext
+        // overrider (a JSON patch) does.
+        let next = match cursor {
+            Json::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
+            other => other.get_mut(token.as_str()),
+        };
+        cursor = next.ok_or_else(|| anyhow!("{path}: no member {token:?} to add under"))?;
     }
     cursor
         .as_object_mut()
@@ -1003,5 +1007,10 @@ mod tests {
         json_pointer_add(&mut object, "/spec/members", json!(3)).unwrap();
         assert_eq!(object, json!({"spec": {"members": 3, "rsInit": true}}));
         assert!(json_pointer_add(&mut object, "/status/x", json!(1)).is_err());
+        // Into an array element, by index (a Service's port).
+        let mut service = json!({"spec": {"ports": [{"port": 27017, "nodePort": 31001}]}});
+        json_pointer_add(&mut service, "/spec/ports/0/nodePort", json!(31002)).unwrap();
+        assert_eq!(service["spec"]["ports"][0]["nodePort"], json!(31002));
+        assert!(json_pointer_add(&mut service, "/spec/ports/1/nodePort", json!(1)).is_err());
     }
 }

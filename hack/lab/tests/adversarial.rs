@@ -2,8 +2,9 @@
 //! cases"): the real operator binary, once per simulated cluster, under what the
 //! issue lists — the cost of an idle instance, a set left without a primary,
 //! one cluster whose settings differ, an object the API server refuses, a
-//! primary that cannot step down, and the rsInit cluster's object recreated
-//! while it is cut off from a live set. Each test runs its own lab (numbers
+//! member Service given another nodePort, a primary that cannot step
+//! down, and the rsInit cluster's object recreated while it is cut off from a
+//! live set. Each test runs its own lab (numbers
 //! 60–79) and shuts it down; each that changes the set runs a majority writer
 //! whose every acknowledged write must survive.
 
@@ -17,7 +18,7 @@ use common::{
     serial, statuses, version, wait_for, MajorityWriter, Outcome, READY_TIMEOUT,
 };
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
@@ -636,6 +637,171 @@ async fn a_refused_object_does_not_stop_a_removal_in_the_same_cluster() {
     .await;
     fedstate.abort();
     finish(lab, outcome).await;
+}
+
+// ---------------------------------------------------------------- case 4
+
+/// The `(_id, host, votes)` of each entry of a config.
+fn entries(config: &Document) -> Vec<(i64, String, i64)> {
+    let number = |m: &Document, key: &str| {
+        m.get_i32(key)
+            .map(i64::from)
+            .or_else(|_| m.get_i64(key))
+            .or_else(|_| m.get_f64(key).map(|f| f as i64))
+            .unwrap_or(1)
+    };
+    config
+        .get_array("members")
+        .map(|members| {
+            members
+                .iter()
+                .filter_map(|m| m.as_document())
+                .map(|m| {
+                    (
+                        number(m, "_id"),
+                        m.get_str("host").unwrap_or_default().to_string(),
+                        number(m, "votes"),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_node_port_changes_keeps_its_entry_and_no_write_is_lost() {
+    let _serial = serial().await;
+    let started = Instant::now();
+    let lab = lab(66, 3).await;
+    let outcome = async {
+        let control_plane = lab.control_plane();
+        control_plane
+            .apply(&request("move", "a=2,b=2,c=1"))
+            .await
+            .map_err(fail("apply"))?;
+        ready(&lab, "move", "a=2,b=2,c=1").await?;
+        phase(started, "move: a=2,b=2,c=1 everywhere");
+        // The primary is a member that stays.
+        let stays = member_host(&lab, 0, "move", 0).await?;
+        make_primary(&lab, "move", &stays).await?;
+        let moving = [member_host(&lab, 1, "move", 1).await?];
+        let hosts = hosts_of(&lab, 0, "move").await?;
+        let first = config(&lab, "move", &hosts).await?;
+        let before = entries(&first);
+        let writer = MajorityWriter::start(&lab, "move", &hosts).await?;
+
+        // A user's OverridePolicy gives member 1's Service another nodePort in
+        // cluster b (Karmada updates it there; kube-proxy follows): the same
+        // mongod, with its data and its entry, is now reached at another host.
+        let services: Api<Service> = Api::namespaced(lab.clusters()[1].client.clone(), "default");
+        let mut taken = BTreeSet::new();
+        for service in services
+            .list(&Default::default())
+            .await
+            .map_err(fail("Services"))?
+        {
+            for port in service.spec.and_then(|s| s.ports).unwrap_or_default() {
+                taken.extend(port.node_port);
+            }
+        }
+        let new_port = (31_000..32_000)
+            .find(|p| !taken.contains(p))
+            .ok_or("no free nodePort")?;
+        control_plane
+            .apply_override_policy(
+                "default",
+                "move",
+                "move-member-1-node-port-in-b",
+                override_in(
+                    "b",
+                    ResourceRef::new(Kind::Service, "move-mongodb-1"),
+                    "/spec/ports/0/nodePort",
+                    json!(new_port),
+                ),
+            )
+            .await
+            .map_err(fail("OverridePolicy"))?;
+        let moved = [member_host(&lab, 1, "move", 1).await?];
+        if moved == moving {
+            return Err(format!("the Service kept its nodePort: {moved:?}"));
+        }
+        phase(started, "b's Service move-mongodb-1 has another nodePort");
+
+        // Until the entry has its new host: never a sixth entry, the same
+        // `_id`s and votes throughout.
+        let seeds = [stays.clone()];
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let mut versions = BTreeSet::new();
+        loop {
+            let now = entries(&config(&lab, "move", &seeds).await?);
+            versions.insert(version(&config(&lab, "move", &seeds).await?));
+            let ids = |e: &[(i64, String, i64)]| -> Vec<(i64, i64)> {
+                e.iter().map(|(id, _, votes)| (*id, *votes)).collect()
+            };
+            if ids(&now) != ids(&before) {
+                return Err(format!(
+                    "entries changed other than by host: {before:?} then {now:?}"
+                ));
+            }
+            let hosts: BTreeSet<&String> = now.iter().map(|(_, host, _)| host).collect();
+            if moved.iter().all(|h| hosts.contains(h)) && !moving.iter().any(|h| hosts.contains(h))
+            {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("the moved members keep their old hosts: {now:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        phase(started, "the entry has its new host");
+        // Ready again everywhere: hostconf still lists the old address (FedState
+        // writes it from the nodePort it allocated), so the other clusters
+        // are not asked to wait for that member.
+        wait_in(&lab, 1, "move", "b Ready", |m| {
+            condition(m, "Ready").is_some_and(|c| c.status == "True")
+        })
+        .await?;
+        phase(started, "b Ready again");
+        // The recorded entry follows the new host.
+        let stateful_sets: Api<StatefulSet> =
+            Api::namespaced(lab.clusters()[1].client.clone(), "default");
+        let recorded = wait_for_annotation(&stateful_sets, "move-mongodb-1", &moved[0]).await?;
+        eprintln!("config versions seen: {versions:?}; a's member 1 recorded as {recorded}");
+        if let Some(writer) = writer {
+            writer.stop_and_check().await?;
+        }
+        phase(started, "every acknowledged write read back");
+        same_set(
+            &first,
+            &config(&lab, "move", &hosts_of(&lab, 1, "move").await?).await?,
+        )
+    }
+    .await;
+    finish(lab, outcome).await;
+}
+
+/// Waits until StatefulSet `name` records a config entry at `host`; returns it.
+async fn wait_for_annotation(
+    stateful_sets: &Api<StatefulSet>,
+    name: &str,
+    host: &str,
+) -> Result<String, String> {
+    let key = "middleware.fedstate.io/member-config-entry";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let stateful_set = stateful_sets.get(name).await.map_err(fail("StatefulSet"))?;
+        let recorded = stateful_set
+            .metadata
+            .annotations
+            .and_then(|a| a.get(key).cloned());
+        if let Some(recorded) = recorded.filter(|r| r.ends_with(&format!("@{host}"))) {
+            return Ok(recorded);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{name} does not record an entry at {host}"));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 // ---------------------------------------------------------------- case 5
