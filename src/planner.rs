@@ -531,6 +531,16 @@ pub enum Refusal {
          so it cannot be shown to be out of the config"
     )]
     StatefulSetAddressUnknown { slot: MemberSlot },
+    #[error(
+        "{slot} is no longer wanted and not in the config at its address, but it never \
+         recorded its entry and cannot tell it now, while the config holds {entry}, which \
+         hostconf does not list and no member accounts for: it may be that member under an \
+         old address, so its StatefulSet is kept"
+    )]
+    DepartureUnproven {
+        slot: MemberSlot,
+        entry: MemberAddress,
+    },
 }
 
 impl Refusal {
@@ -971,11 +981,14 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
         }
     }
     delete_departed(input, set)?;
+    // A member whose address moved counts as down until its entry follows,
+    // also one that is leaving: it takes part in the majority its removal and
+    // the others' need.
+    readdress_members(input, set)?;
     remove_unwanted(input, set)?;
     // A wanted member that is not ready yet holds up neither the next one,
     // nor promotions, nor settings; its wait is reported once nothing else is
     // left to do.
-    readdress_members(input, set)?;
     let waiting_member = add_wanted(input, set)?;
     promote_non_voters(input, set)?;
     rebalance_votes(input, set)?;
@@ -1000,6 +1013,30 @@ fn delete_departed(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     let Some(departed) = departed else {
         return Continue(());
     };
+    // Absent at its address is proof enough only for a member that recorded
+    // its entry, says who it is, or answers that it holds no config;
+    // otherwise an entry nobody lists nor accounts for may be it under an
+    // old address.
+    let knows_itself = departed.recorded.is_some()
+        || departed
+            .probe
+            .as_ref()
+            .is_some_and(|p| p.me.is_some() || !p.has_config);
+    if !knows_itself {
+        let unlisted = set.config.members.iter().find(|m| {
+            input.hint(&m.host).is_none()
+                && !input
+                    .local_members
+                    .iter()
+                    .any(|l| l.entry_in(&set.config).is_some_and(|e| e.id == m.id))
+        });
+        if let Some(entry) = unlisted {
+            return Break(refuse(Refusal::DepartureUnproven {
+                slot: departed.slot,
+                entry: entry.host.clone(),
+            }));
+        }
+    }
     if set.primary.is_none() {
         return Break(wait(WaitReason::NoPrimary));
     }
@@ -1143,7 +1180,7 @@ fn is_torn_down(input: &PlanInput, set: &ObservedSet) -> bool {
             .all(|m| input.is_local(&m.address))
 }
 
-/// Gives a wanted local member whose address changed (its Service recreated
+/// Gives a local member whose address changed (its Service recreated
 /// with another nodePort, or the VIP changed) its new host in the entry it
 /// already has: same `_id`, votes and priority, so no voting change and never
 /// a second entry for one mongod (`docs/replica-set-rules.md`,
@@ -1152,10 +1189,8 @@ fn is_torn_down(input: &PlanInput, set: &ObservedSet) -> bool {
 /// cannot reach it at the old host and elect another primary first.
 fn readdress_members(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     let set_id = set.config.settings.replica_set_id.as_ref();
-    for slot in input.wanted_slots() {
-        let Some(facts) = input.facts(slot) else {
-            continue;
-        };
+    for facts in &input.local_members {
+        let slot = facts.slot;
         let (Some(address), Some(entry)) = (facts.address.as_ref(), facts.entry_in(&set.config))
         else {
             continue;
@@ -1689,6 +1724,13 @@ mod reason_names {
                     slot: MemberSlot::Arbiter,
                 },
                 "StatefulSetAddressUnknown",
+            ),
+            (
+                Refusal::DepartureUnproven {
+                    slot: MemberSlot::Arbiter,
+                    entry: host(),
+                },
+                "DepartureUnproven",
             ),
         ];
         let reasons: Vec<(&'static str, &'static str)> = samples

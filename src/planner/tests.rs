@@ -1472,10 +1472,28 @@ fn a_leaving_member_whose_address_changed_is_removed_by_its_entry_before_its_sta
         id: 2,
         host: local(2),
     };
-    let (facts, set) = readdressed_member_2(moved, Some(recorded));
+    let (facts, set) = readdressed_member_2(moved.clone(), Some(recorded));
+    // Its entry follows it first (down at its old host, it would weigh on
+    // the majority the removal needs), then it is removed by that entry;
+    // its StatefulSet is never deleted meanwhile.
+    let (readdressed, change) =
+        expect_reconfig(plan(&input(2, facts.clone(), Observed::Configured(set))));
+    assert_eq!(
+        change,
+        Change::ReaddressMember {
+            from: local(2),
+            to: moved.clone()
+        }
+    );
+    let set = healthy(readdressed, &local(0));
     let (config, change) = expect_reconfig(plan(&input(2, facts, Observed::Configured(set))));
-    assert_eq!(change, Change::RemoveMember { host: local(2) });
-    assert!(!config.contains(&local(2)));
+    assert_eq!(
+        change,
+        Change::RemoveMember {
+            host: moved.clone()
+        }
+    );
+    assert!(!config.contains(&moved));
 }
 
 #[test]
@@ -1505,5 +1523,33 @@ fn a_recorded_id_since_given_to_another_member_is_not_taken_over() {
         config.member(&remote(1)).map(|m| m.id),
         Some(11),
         "the remote member keeps its entry"
+    );
+}
+
+#[test]
+fn an_unwanted_member_that_never_recorded_its_entry_is_not_deleted_while_an_entry_is_unlisted() {
+    // Member 2 is no longer wanted; its VIP changed before its entry was
+    // recorded, and its pod is down (it cannot say who it is). The config
+    // still holds it at the old VIP, which hostconf no longer lists.
+    let (mut facts, mut set) = three_local_in_sync(2);
+    let old = addr("10.0.8.1", port_of(MemberSlot::Data(2)));
+    for m in set.config.members.iter_mut().filter(|m| m.host == local(2)) {
+        m.host = old.clone();
+    }
+    set.members.remove(&local(2));
+    set.members
+        .insert(old.clone(), member_status(MemberState::Down, false, None));
+    facts[2].pod_running = false;
+    facts[2].probe = None;
+    let mut input = input(2, facts, Observed::Configured(set));
+    input.hostconf.members.retain(|m| m.address != old);
+    assert_eq!(
+        plan(&input),
+        Step::Refuse {
+            reason: Refusal::DepartureUnproven {
+                slot: MemberSlot::Data(2),
+                entry: old
+            }
+        }
     );
 }

@@ -749,11 +749,30 @@ impl World {
     }
 
     /// Every VIP and nodePort back to the host of the entry its member
-    /// stands for.
+    /// stands for; a cluster's VIP also back to that of an entry nobody
+    /// stands for (added where nobody answered), which names its cluster by
+    /// its last octet.
     pub fn restore_addresses(&mut self) {
         let Some(set) = &self.set else {
             return;
         };
+        for entry in set
+            .config
+            .members
+            .iter()
+            .filter(|m| !set.owners.contains_key(&m.id))
+        {
+            let cluster = entry
+                .host
+                .host
+                .rsplit('.')
+                .next()
+                .and_then(|octet| octet.parse::<usize>().ok())
+                .and_then(|n| n.checked_sub(1));
+            if let Some(here) = cluster.and_then(|c| self.clusters.get_mut(c)) {
+                here.vip = entry.host.host.clone();
+            }
+        }
         for (id, &(cluster, slot)) in &set.owners {
             let Some(entry) = set.config.members.iter().find(|m| m.id == *id) else {
                 continue;
