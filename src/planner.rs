@@ -632,16 +632,20 @@ impl PlanInput {
         &self,
         config: &'c ReplicaSetConfig,
     ) -> Option<&'c ConfigMember> {
-        let accounted: Vec<i64> = self
-            .local_members
-            .iter()
-            .filter_map(|m| m.entry_in(config))
-            .map(|e| e.id)
-            .collect();
+        let accounted = self.accounted_ids(config);
         config
             .members
             .iter()
             .find(|m| self.is_local(&m.host) && !accounted.contains(&m.id))
+    }
+
+    /// The `_id`s of the entries of `config` that local members are.
+    fn accounted_ids(&self, config: &ReplicaSetConfig) -> BTreeSet<i64> {
+        self.local_members
+            .iter()
+            .filter_map(|m| m.entry_in(config))
+            .map(|e| e.id)
+            .collect()
     }
 
     fn hint(&self, host: &MemberAddress) -> Option<&HostConfMember> {
@@ -1023,13 +1027,12 @@ fn delete_departed(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
             .as_ref()
             .is_some_and(|p| p.me.is_some() || !p.has_config);
     if !knows_itself {
-        let unlisted = set.config.members.iter().find(|m| {
-            input.hint(&m.host).is_none()
-                && !input
-                    .local_members
-                    .iter()
-                    .any(|l| l.entry_in(&set.config).is_some_and(|e| e.id == m.id))
-        });
+        let accounted = input.accounted_ids(&set.config);
+        let unlisted = set
+            .config
+            .members
+            .iter()
+            .find(|m| input.hint(&m.host).is_none() && !accounted.contains(&m.id));
         if let Some(entry) = unlisted {
             return Break(refuse(Refusal::DepartureUnproven {
                 slot: departed.slot,

@@ -13,7 +13,7 @@ use kube::runtime::events::EventType;
 use kube::ResourceExt;
 
 use super::observe::MongoAnswers;
-use super::{apply, Context, Notice, StepDownRefused};
+use super::{apply, Context, HeldStepDown, Notice};
 use crate::api::MongoDB;
 use crate::build::{self, names};
 use crate::hostconf::MemberAddress;
@@ -76,7 +76,7 @@ pub async fn act(
     let memory = ctx.memory(&key);
     let attempt = memory.retries;
     let refusals = memory
-        .step_down_refused
+        .held_step_down
         .filter(|r| matches!(step, Step::StepDown { primary, .. } if *primary == r.primary))
         .map_or(0, |r| r.refusals);
     let result = carry_out(ctx, mongodb, validated, answers, step, attempt, refusals).await;
@@ -100,17 +100,17 @@ pub async fn act(
         };
         if let Some(host) = &outcome.stepped_down {
             memory.stepped_down = Some((host.clone(), Instant::now()));
-            memory.step_down_refused = None;
+            memory.held_step_down = None;
         }
         if let Some((primary, retry_in)) = &outcome.step_down_refused {
-            memory.step_down_refused = Some(StepDownRefused {
+            memory.held_step_down = Some(HeldStepDown {
                 primary: primary.clone(),
                 refusals: refusals.saturating_add(1),
                 not_before: Instant::now() + *retry_in,
             });
         }
         if *step == Step::InSync {
-            memory.step_down_refused = None;
+            memory.held_step_down = None;
         }
     });
     if *step == Step::InSync && !leaving {

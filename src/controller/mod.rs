@@ -85,13 +85,13 @@ struct InstanceMemory {
     /// A primary that refused to step down, how many times in a row, and
     /// until when it is not asked again. Other passes (watch events, waits)
     /// in between neither ask it nor reset the count.
-    step_down_refused: Option<StepDownRefused>,
+    held_step_down: Option<HeldStepDown>,
     users_fingerprint: Option<String>,
 }
 
 /// A primary's refusals to step down in a row.
 #[derive(Clone)]
-struct StepDownRefused {
+struct HeldStepDown {
     primary: MemberAddress,
     refusals: u32,
     not_before: Instant,
@@ -146,7 +146,7 @@ impl Context {
 
     /// A primary that refused to step down and is not asked again yet.
     fn step_down_held(&self, key: &str) -> Option<MemberAddress> {
-        let refused = self.memory(key).step_down_refused?;
+        let refused = self.memory(key).held_step_down?;
         (Instant::now() < refused.not_before).then_some(refused.primary)
     }
 
