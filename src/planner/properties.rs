@@ -414,9 +414,11 @@ fn majority_cluster(config: &ReplicaSetConfig) -> Option<String> {
 
 /// `no-cluster-gains-a-vote-majority`: with three clusters or more in
 /// hostconf, a step that gives a vote (initiate, or a reconfig after which
-/// some host votes that did not) leaves no cluster holding a majority of the
-/// votes — unless one already held it in the observed config: votes are
-/// taken away only to be given to another cluster, and may be diluted.
+/// some member, known by its `_id`, votes that did not) leaves no cluster
+/// holding a majority of the votes — unless one already held it in the
+/// observed config: votes are taken away only to be given to another cluster,
+/// and may be diluted. A readdressed entry keeps its `_id` and its vote: it
+/// gives none, even when its new host is another VIP.
 fn no_cluster_gains_a_vote_majority(input: &PlanInput, step: &Step) -> Result<(), String> {
     if clusters_in_hostconf(input) < 3 {
         return Ok(());
@@ -425,7 +427,7 @@ fn no_cluster_gains_a_vote_majority(input: &PlanInput, step: &Step) -> Result<()
         Step::Initiate { config, .. } => config,
         Step::Reconfig { config, .. } => {
             let old = &observed_set(input)?.config;
-            if voting_hosts(config).is_subset(&voting_hosts(old)) || majority_cluster(old).is_some()
+            if voting_ids(config).is_subset(&voting_ids(old)) || majority_cluster(old).is_some()
             {
                 return Ok(());
             }
