@@ -1018,22 +1018,25 @@ fn delete_departed(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
         return Continue(());
     };
     // Absent at its address is proof enough only for a member that recorded
-    // its entry, says who it is, or answers that it holds no config;
-    // otherwise an entry nobody lists nor accounts for may be it under an
-    // old address.
-    let knows_itself = departed.recorded.is_some()
+    // its entry (and whose recorded `_id` is gone, or stands for a member
+    // hostconf lists or a local member is), says who it is, or answers that
+    // it holds no config; otherwise an entry nobody lists nor accounts for
+    // may be it under an old address (readdressed after its last record).
+    let accounted = input.accounted_ids(&set.config);
+    let unlisted = |m: &&ConfigMember| input.hint(&m.host).is_none() && !accounted.contains(&m.id);
+    let recorded_proves = departed.recorded.as_ref().is_some_and(|recorded| {
+        !set.config
+            .members
+            .iter()
+            .any(|m| m.id == recorded.id && unlisted(&m))
+    });
+    let knows_itself = recorded_proves
         || departed
             .probe
             .as_ref()
             .is_some_and(|p| p.me.is_some() || !p.has_config);
     if !knows_itself {
-        let accounted = input.accounted_ids(&set.config);
-        let unlisted = set
-            .config
-            .members
-            .iter()
-            .find(|m| input.hint(&m.host).is_none() && !accounted.contains(&m.id));
-        if let Some(entry) = unlisted {
+        if let Some(entry) = set.config.members.iter().find(unlisted) {
             return Break(refuse(Refusal::DepartureUnproven {
                 slot: departed.slot,
                 entry: entry.host.clone(),

@@ -427,8 +427,7 @@ fn no_cluster_gains_a_vote_majority(input: &PlanInput, step: &Step) -> Result<()
         Step::Initiate { config, .. } => config,
         Step::Reconfig { config, .. } => {
             let old = &observed_set(input)?.config;
-            if voting_ids(config).is_subset(&voting_ids(old)) || majority_cluster(old).is_some()
-            {
+            if voting_ids(config).is_subset(&voting_ids(old)) || majority_cluster(old).is_some() {
                 return Ok(());
             }
             config

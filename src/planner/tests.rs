@@ -1553,3 +1553,37 @@ fn an_unwanted_member_that_never_recorded_its_entry_is_not_deleted_while_an_entr
         }
     );
 }
+
+#[test]
+fn a_recorded_entry_whose_id_stands_at_an_unlisted_host_is_no_proof_of_departure() {
+    // Member 2 is no longer wanted and its pod is down. It recorded its entry
+    // at its address; the entry was readdressed since (its VIP moved) before
+    // a new record, and the VIP moved back. The config holds its `_id` at the
+    // old VIP, which hostconf no longer lists: that is still member 2.
+    let (mut facts, mut set) = three_local_in_sync(2);
+    let moved = addr("10.0.8.1", port_of(MemberSlot::Data(2)));
+    let entry = set.config.member(&local(2)).unwrap().id;
+    facts[2].recorded = Some(RecordedEntry {
+        id: entry,
+        host: local(2),
+    });
+    for m in set.config.members.iter_mut().filter(|m| m.host == local(2)) {
+        m.host = moved.clone();
+    }
+    set.members.remove(&local(2));
+    set.members
+        .insert(moved.clone(), member_status(MemberState::Down, false, None));
+    facts[2].pod_running = false;
+    facts[2].probe = None;
+    let mut input = input(2, facts, Observed::Configured(set));
+    input.hostconf.members.retain(|m| m.address != moved);
+    assert_eq!(
+        plan(&input),
+        Step::Refuse {
+            reason: Refusal::DepartureUnproven {
+                slot: MemberSlot::Data(2),
+                entry: moved
+            }
+        }
+    );
+}
