@@ -203,6 +203,14 @@ pub struct MongoDBSpec {
     /// Sites far apart need longer timeouts than MongoDB's defaults.
     #[serde(default)]
     pub replica_set_settings: ReplicaSetSettings,
+
+    /// The featureCompatibilityVersion to raise the set to (`"8.0"`), once every
+    /// member in every cluster runs that release and no pod is outdated; the
+    /// rsInit cluster's operator raises it. Unset: the FCV is never changed.
+    /// The image moves one release past the FCV at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+\.[0-9]+$"))]
+    pub feature_compatibility_version: Option<String>,
 }
 
 /// FedState's `type` field.
@@ -468,6 +476,9 @@ pub struct MongoDBStatus {
     /// first observed as it is (it changes only when the view does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica_set_observed_at: Option<Time>,
+    /// The set's featureCompatibilityVersion, as last read from its primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feature_compatibility_version: Option<String>,
     /// Revision of the spec last applied to the member StatefulSets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_revision: Option<String>,
@@ -569,6 +580,10 @@ pub struct LocalMemberStatus {
     /// Replication lag behind the primary, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_seconds: Option<i64>,
+    /// The revision its pod runs (compare with `currentRevision`, the
+    /// revision of its StatefulSet's pod template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
 }
 
 fn default_members() -> i32 {

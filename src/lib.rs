@@ -19,6 +19,7 @@ pub mod mongo;
 pub mod plan_input;
 pub mod planner;
 pub mod replset;
+pub mod roll;
 pub mod status;
 pub mod telemetry;
 pub mod validate;

@@ -15,6 +15,7 @@ use crate::planner::{
     LocalMemberFacts, MemberProbe, MemberSlot, Observed, ObservedSet, PlanInput, RecordedEntry,
     Step,
 };
+use crate::roll::{LocalPod, RollInput, RollState};
 use crate::validate::Validated;
 
 /// The local slots a pass looks at: wanted, or still holding a StatefulSet or
@@ -134,6 +135,66 @@ pub fn plan_input(
     }
 }
 
+/// The roll planner's input: the local members the config holds (by their
+/// address: the roll runs only once the membership is in sync), their pods and
+/// what they answered, the desired revision, and the shared roll state.
+pub fn roll_input(
+    mongodb: &MongoDB,
+    validated: &Validated,
+    observed: RollObservation<'_>,
+    desired_revision: &str,
+    now_millis: i64,
+) -> RollInput {
+    let RollObservation {
+        set,
+        probes,
+        versions,
+        shared,
+        fcv,
+    } = observed;
+    let local = validated
+        .stateful_sets
+        .iter()
+        .filter_map(|(slot, facts)| {
+            let address = validated.address(*slot)?;
+            set.config.member(&address)?;
+            Some(LocalPod {
+                slot: *slot,
+                state: probes.get(&address).and_then(|p| p.state),
+                version: versions.get(&address).cloned(),
+                address,
+                desired_revision: desired_revision.to_owned(),
+                pod: facts.pod.clone(),
+            })
+        })
+        .collect();
+    RollInput {
+        local_vip: validated.vip.clone(),
+        local,
+        set: set.clone(),
+        lease: shared.lease,
+        reports: shared.reports,
+        now_millis,
+        rs_init: mongodb.spec.rs_init,
+        fcv,
+        requested_fcv: mongodb.spec.feature_compatibility_version.clone(),
+    }
+}
+
+/// What the roll stage read for the roll planner.
+pub struct RollObservation<'a> {
+    /// The set as read from its primary.
+    pub set: &'a ObservedSet,
+    /// What each member asked directly answered.
+    pub probes: &'a BTreeMap<MemberAddress, MemberProbe>,
+    /// The server version of each local member that answered.
+    pub versions: &'a BTreeMap<MemberAddress, String>,
+    /// The lease and the member reports.
+    pub shared: RollState,
+    /// The featureCompatibilityVersion, when read.
+    pub fcv: Option<String>,
+}
+
 /// Whether this cluster's members are out of the set, as a leaving pass sees
 /// it: the planner has nothing left to do, or no set can be read and no local
 /// member holds a config.
@@ -229,6 +290,7 @@ mod tests {
                 (MemberSlot::Data(0), service(30001)),
                 (MemberSlot::Data(1), service(30002)),
             ]),
+            content_digest: String::new(),
             stateful_sets: BTreeMap::from([
                 (
                     MemberSlot::Data(0),
@@ -236,6 +298,7 @@ mod tests {
                         recorded_host: None,
                         recorded_entry: None,
                         pod_running: true,
+                        pod: None,
                     },
                 ),
                 (
@@ -244,6 +307,7 @@ mod tests {
                         recorded_host: None,
                         recorded_entry: None,
                         pod_running: false,
+                        pod: None,
                     },
                 ),
                 (
@@ -252,6 +316,7 @@ mod tests {
                         recorded_host: Some(address(VIP, 30004)),
                         recorded_entry: None,
                         pod_running: true,
+                        pod: None,
                     },
                 ),
             ]),

@@ -16,6 +16,7 @@ use crate::build::{self, names};
 use crate::hostconf::MemberAddress;
 use crate::planner::{MemberSlot, ObservedSet, Step};
 use crate::replset::MemberState;
+use crate::roll::{self, RollStep};
 use crate::validate::{InvalidInput, Validated};
 
 /// The conditions in status, each always present.
@@ -42,6 +43,9 @@ pub enum ConditionType {
     SettingsMatch,
     /// Every desired object was applied this pass.
     ObjectsApplied,
+    /// Every local member's pod runs its StatefulSet's revision and this
+    /// cluster restarts nothing; False: what the roll does or waits for.
+    UpToDate,
 }
 
 impl ConditionType {
@@ -108,6 +112,8 @@ pub struct LocalMemberView {
     pub node_port: Option<i32>,
     /// `VIP:nodePort`, when known.
     pub host: Option<MemberAddress>,
+    /// The revision its pod runs, when it has a pod.
+    pub revision: Option<String>,
 }
 
 /// The local members status lists: every slot with a Service or a StatefulSet.
@@ -127,6 +133,11 @@ pub fn local_member_views(instance: &str, validated: &Validated) -> Vec<LocalMem
             stateful_set: names::slot(instance, slot),
             node_port: validated.services.get(&slot).and_then(|s| s.node_port),
             host: validated.address(slot),
+            revision: validated
+                .stateful_sets
+                .get(&slot)
+                .and_then(|s| s.pod.as_ref())
+                .and_then(|pod| pod.revision.clone()),
         })
         .collect()
 }
@@ -147,6 +158,11 @@ pub struct StatusInput<'a> {
     pub step: Option<&'a Step>,
     /// Revision of the member pod template.
     pub revision: Option<String>,
+    /// The roll's step this pass, when the roll was planned (the members
+    /// match the spec and the pass is not paused or leaving).
+    pub roll: Option<&'a RollStep>,
+    /// The featureCompatibilityVersion read this pass.
+    pub feature_compatibility_version: Option<String>,
     /// What the API server refused to apply this pass, one message each.
     pub apply_failures: &'a [String],
     /// Now, for conditions that flip.
@@ -164,6 +180,7 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
     let initialized = input.observation.is_some() || previous.replica_set_id.is_some();
     let all_ready = ready_local == desired && !local_members.iter().any(|m| is_leaving(m, desired));
     let in_sync = matches!(input.step, Some(Step::InSync));
+    let rolling = input.roll.is_some_and(|step| *step != RollStep::UpToDate);
     let refused = matches!(input.step, Some(Step::Refuse { .. }));
     let blocked = input.problem.is_some() || refused;
 
@@ -230,14 +247,14 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
         sync_message,
     );
 
-    let progressing = !input.paused && !blocked && !in_sync;
-    let (progress_reason, progress_message) = if progressing {
-        (activity_reason, activity_message.clone())
-    } else {
-        (
+    let progressing = !input.paused && !blocked && (!in_sync || rolling);
+    let (progress_reason, progress_message) = match (progressing, input.roll) {
+        (true, Some(roll)) if in_sync => (roll_reason(roll), roll.to_string()),
+        (true, _) => (activity_reason, activity_message.clone()),
+        (false, _) => (
             StatusReason::Idle.as_str(),
             "no change in progress".to_string(),
-        )
+        ),
     };
     set(
         ConditionType::Progressing,
@@ -364,6 +381,39 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
         applied_message,
     );
 
+    let previous_up_to_date = condition(Some(&previous), ConditionType::UpToDate);
+    let (up_to_date, up_to_date_reason, up_to_date_message) =
+        match (input.roll, previous_up_to_date) {
+            (Some(roll), _) => (
+                *roll == RollStep::UpToDate,
+                roll_reason(roll),
+                roll.to_string(),
+            ),
+            (None, Some(previous)) => (
+                previous.status == "True",
+                previous.reason.as_str(),
+                previous.message.clone(),
+            ),
+            (None, None) => (
+                false,
+                StatusReason::Pending.as_str(),
+                "pods are replaced once this cluster's members match the spec".to_string(),
+            ),
+        };
+    set(
+        ConditionType::UpToDate,
+        up_to_date,
+        up_to_date_reason,
+        up_to_date_message,
+    );
+
+    let restart_state = match input.roll {
+        Some(roll) => roll::restart_state(roll).to_string(),
+        None => previous
+            .restart_state
+            .clone()
+            .unwrap_or_else(|| roll::restart_state(&RollStep::UpToDate).to_string()),
+    };
     let db_user = &mongodb.spec.db_user_spec;
     let db_user_password_fingerprint = db_user
         .password
@@ -373,7 +423,11 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
     let observed_config = input.observation.map(|o| &o.config);
     MongoDBStatus {
         state: Some(state),
-        restart_state: Some("NotInProcess".to_string()),
+        restart_state: Some(restart_state),
+        feature_compatibility_version: input
+            .feature_compatibility_version
+            .clone()
+            .or(previous.feature_compatibility_version),
         replset: view.replset,
         replica_set_observed_at: view.observed_at,
         current_revision: input.revision.clone().or(previous.current_revision),
@@ -496,6 +550,14 @@ fn activity(input: &StatusInput) -> (&'static str, String) {
     }
 }
 
+/// The bounded reason of a roll step: what the roll waits for, or does.
+fn roll_reason(step: &RollStep) -> &'static str {
+    match step {
+        RollStep::Wait { reason } | RollStep::Renew { reason, .. } => reason.into(),
+        other => other.into(),
+    }
+}
+
 fn next_condition(
     previous: &[Condition],
     type_: ConditionType,
@@ -604,6 +666,7 @@ fn local_member_statuses(input: &StatusInput) -> Vec<LocalMemberStatus> {
                     previous_lag(input, view.slot),
                     observed.and_then(|m| m.lag_secs),
                 ),
+                revision: view.revision.clone(),
             }
         })
         .collect()
@@ -717,6 +780,7 @@ mod tests {
                 stateful_set: format!("demo-mongodb-{i}"),
                 node_port: Some(i32::from(*port)),
                 host: Some(host(*port)),
+                revision: Some("abc".into()),
             })
             .collect()
     }
@@ -739,6 +803,8 @@ mod tests {
             observation,
             local_members: local,
             step,
+            roll: None,
+            feature_compatibility_version: None,
             revision: Some("abc".into()),
             apply_failures: &[],
             now,

@@ -17,11 +17,12 @@ use kube::ResourceExt;
 use crate::api::{MongoDB, DEFAULT_IMAGE, VIP_LABEL};
 use crate::build::{
     self, names, BuildContext, BuildError, CredentialsSource, MemberTarget,
-    MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION,
+    MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION, REVISION_ANNOTATION,
 };
 use crate::hostconf::{HostConf, HostConfError, HostConfMember, MemberAddress};
 use crate::planner::{MemberSlot, RecordedEntry, Wanted};
 use crate::replset::MemberState;
+use crate::roll::PodFacts;
 
 /// The longest StatefulSet name whose pods can be created: the pods carry the
 /// label `controller-revision-hash: <name>-<hash of up to 10 characters>`, and
@@ -44,6 +45,9 @@ pub struct ReferencedObjects {
     pub stateful_sets: Vec<StatefulSet>,
     /// Pods carrying the instance label.
     pub pods: Vec<Pod>,
+    /// The custom mongod config ConfigMap of `spec.customConfigRef`, if it is
+    /// set and exists.
+    pub custom_config: Option<ConfigMap>,
     /// The operator's own `clusterAdmin` credentials Secret, read while the
     /// object is being deleted: leaving must not need the shared credentials.
     pub operator_credentials: Option<Secret>,
@@ -82,6 +86,15 @@ pub enum InvalidInput {
         /// What is wrong, with the key and line.
         #[source]
         source: Box<HostConfError>,
+    },
+    /// The custom config ConfigMap does not exist.
+    #[error(
+        "ConfigMap {name} (spec.customConfigRef) does not exist yet: the member pods \
+         mount it and cannot start without it"
+    )]
+    CustomConfigMissing {
+        /// The ConfigMap's name.
+        name: String,
     },
     /// The credentials Secret does not exist.
     #[error("Secret {name} (spec.credentialsSecretRef) does not exist yet")]
@@ -123,6 +136,22 @@ pub enum InvalidInput {
         image: String,
         /// The version its tag names.
         version: String,
+    },
+    /// The image's release cannot run on the set's featureCompatibilityVersion.
+    #[error(
+        "spec.image {image} is refused: {why} (featureCompatibilityVersion {fcv}); MongoDB \
+         moves one release at a time: use a {allowed} image, then raise \
+         spec.featureCompatibilityVersion once every member runs it"
+    )]
+    VersionChangeRefused {
+        /// The image.
+        image: String,
+        /// The set's featureCompatibilityVersion.
+        fcv: String,
+        /// Why it is refused.
+        why: String,
+        /// The releases allowed.
+        allowed: String,
     },
     /// A member StatefulSet's name would be too long for Kubernetes.
     #[error(
@@ -217,6 +246,8 @@ pub struct MemberStatefulSetFacts {
     pub recorded_entry: Option<RecordedEntry>,
     /// Whether its pod is running.
     pub pod_running: bool,
+    /// Its pod (`<statefulset>-0`), when one exists.
+    pub pod: Option<PodFacts>,
 }
 
 /// The checked input of a pass.
@@ -234,6 +265,10 @@ pub struct Validated {
     pub services: BTreeMap<MemberSlot, MemberService>,
     /// This operator's member StatefulSets by slot.
     pub stateful_sets: BTreeMap<MemberSlot, MemberStatefulSetFacts>,
+    /// What the member pods run with beyond their spec — the content of the
+    /// credentials and of the custom config — as a digest that enters the
+    /// pods' revision, so a change of content rolls the pods.
+    pub content_digest: String,
 }
 
 impl Validated {
@@ -291,6 +326,11 @@ pub fn validate(
     let vip = vip(mongodb.labels())?;
     if !leaving {
         supported_image(&mongodb.spec.image)?;
+        let fcv = mongodb
+            .status
+            .as_ref()
+            .and_then(|s| s.feature_compatibility_version.as_deref());
+        version_change_allowed(&mongodb.spec.image, fcv)?;
         member_names_fit(&instance, Wanted::of(mongodb, false))?;
     }
     let hostconf = match (propagated_hostconf(mongodb, referenced), leaving) {
@@ -298,8 +338,13 @@ pub fn validate(
         (Err(_), true) => last_observed_members(mongodb),
         (Err(invalid), false) => return Err(invalid),
     };
-    let root = match (shared_root_credentials(mongodb, referenced), leaving) {
-        (Ok(root), _) => root,
+    let shared = shared_root_credentials(mongodb, referenced);
+    let content_digest = match (&shared, leaving) {
+        (Ok((root, keyfile)), false) => content_digest(mongodb, referenced, root, keyfile)?,
+        _ => String::new(),
+    };
+    let root = match (shared, leaving) {
+        (Ok((root, _)), _) => root,
         (Err(invalid), true) => operator_admin(referenced).ok_or(invalid)?,
         (Err(invalid), false) => return Err(invalid),
     };
@@ -309,7 +354,47 @@ pub fn validate(
         root,
         services: member_services(&instance, &referenced.services),
         stateful_sets: member_stateful_sets(mongodb, &referenced.stateful_sets, &referenced.pods),
+        content_digest,
     })
+}
+
+/// The digest of what the pods run with beyond their spec: an HMAC keyed by
+/// the keyfile over the root credentials and the keyfile (so the revision it
+/// enters shows nothing about them to whoever cannot read the keyfile), and
+/// the custom config's content. A missing custom config is refused: the pods
+/// cannot start without it.
+fn content_digest(
+    mongodb: &MongoDB,
+    referenced: &ReferencedObjects,
+    root: &RootCredentials,
+    keyfile: &str,
+) -> Result<String, InvalidInput> {
+    let mut content = Vec::new();
+    for part in [
+        root.username.as_bytes(),
+        root.password.as_bytes(),
+        keyfile.as_bytes(),
+    ] {
+        content.extend_from_slice(&(part.len() as u64).to_be_bytes());
+        content.extend_from_slice(part);
+    }
+    if let Some(name) = &mongodb.spec.custom_config_ref {
+        let Some(config_map) = &referenced.custom_config else {
+            return Err(InvalidInput::CustomConfigMissing { name: name.clone() });
+        };
+        let data = config_map.data.iter().flatten();
+        let binary = config_map.binary_data.iter().flatten();
+        for (key, value) in data
+            .map(|(k, v)| (k, v.as_bytes()))
+            .chain(binary.map(|(k, v)| (k, v.0.as_slice())))
+        {
+            for part in [key.as_bytes(), value] {
+                content.extend_from_slice(&(part.len() as u64).to_be_bytes());
+                content.extend_from_slice(part);
+            }
+        }
+    }
+    Ok(build::content_digest(keyfile.as_bytes(), &content))
 }
 
 /// This cluster's VIP, from the `MongoDB` object's labels.
@@ -332,26 +417,76 @@ pub fn vip(labels: &BTreeMap<String, String>) -> Result<String, InvalidInput> {
 /// that names no version (`latest`, a digest, none) is accepted: the operator
 /// cannot tell, and mongod itself will say.
 pub fn supported_image(image: &str) -> Result<(), InvalidInput> {
-    let without_digest = image.split('@').next().unwrap_or(image);
-    let last_segment = without_digest.rsplit('/').next().unwrap_or(without_digest);
-    let Some((_, tag)) = last_segment.split_once(':') else {
+    let Some((tag, release)) = image_release(image) else {
         return Ok(());
     };
-    let digits = tag.strip_prefix('v').unwrap_or(tag);
-    let mut numbers = digits
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|part| part.parse::<u32>().ok());
-    let (Some(Some(major)), minor) = (numbers.next(), numbers.next()) else {
-        return Ok(());
-    };
-    let minor = minor.flatten().unwrap_or(0);
-    if (major, minor) < (4, 4) {
+    if release < (4, 4) {
         return Err(InvalidInput::UnsupportedMongoDBVersion {
             image: image.to_string(),
             version: tag.to_string(),
         });
     }
     Ok(())
+}
+
+/// MongoDB's releases in upgrade order: a binary runs data whose
+/// featureCompatibilityVersion is its own release or the one before.
+const RELEASES: [(u32, u32); 5] = [(4, 4), (5, 0), (6, 0), (7, 0), (8, 0)];
+
+/// The tag of `image` and the `(major, minor)` release it names, when it names one.
+pub fn image_release(image: &str) -> Option<(&str, (u32, u32))> {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    let last_segment = without_digest.rsplit('/').next().unwrap_or(without_digest);
+    let (_, tag) = last_segment.split_once(':')?;
+    let digits = tag.strip_prefix('v').unwrap_or(tag);
+    let mut numbers = digits
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|part| part.parse::<u32>().ok());
+    let (Some(Some(major)), minor) = (numbers.next(), numbers.next()) else {
+        return None;
+    };
+    Some((tag, (major, minor.flatten().unwrap_or(0))))
+}
+
+/// `"MAJOR.MINOR"` as a release.
+fn parse_release(text: &str) -> Option<(u32, u32)> {
+    let (major, minor) = text.split_once('.')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
+/// Refuses an image the set's featureCompatibilityVersion (as last observed,
+/// `fcv`) cannot run on: a release below the FCV (a downgrade below it), or
+/// more than one release past it (a release skipped). Unknown releases or
+/// FCV: accepted, mongod will say.
+pub fn version_change_allowed(image: &str, fcv: Option<&str>) -> Result<(), InvalidInput> {
+    let (Some((_, release)), Some(fcv_release)) =
+        (image_release(image), fcv.and_then(parse_release))
+    else {
+        return Ok(());
+    };
+    let Some(position) = RELEASES.iter().position(|r| *r == fcv_release) else {
+        return Ok(());
+    };
+    let next = RELEASES.get(position + 1).copied();
+    if release == fcv_release || Some(release) == next {
+        return Ok(());
+    }
+    let show = |(major, minor): (u32, u32)| format!("{major}.{minor}");
+    let allowed = match next {
+        Some(next) => format!("{} or {}", show(fcv_release), show(next)),
+        None => show(fcv_release),
+    };
+    let why = if release < fcv_release {
+        "a downgrade below the featureCompatibilityVersion"
+    } else {
+        "it skips a release"
+    };
+    Err(InvalidInput::VersionChangeRefused {
+        image: image.to_string(),
+        fcv: show(fcv_release),
+        why: why.to_string(),
+        allowed,
+    })
 }
 
 /// Refuses an instance name whose wanted member StatefulSets would be too
@@ -437,7 +572,7 @@ fn operator_admin(referenced: &ReferencedObjects) -> Option<RootCredentials> {
 fn shared_root_credentials(
     mongodb: &MongoDB,
     referenced: &ReferencedObjects,
-) -> Result<RootCredentials, InvalidInput> {
+) -> Result<(RootCredentials, String), InvalidInput> {
     let source = BuildContext::from_mongodb(mongodb)?.credentials().clone();
     let secret = referenced.credentials_secret.as_ref();
     match &source {
@@ -454,17 +589,19 @@ fn shared_root_credentials(
             };
             let data = secret.data.clone().unwrap_or_default();
             let value = |key: &str| data.get(key).map(|v| v.0.as_slice());
-            credentials(
+            let root = credentials(
                 secret_name,
                 (keyfile_key, value(keyfile_key)),
                 (username_key, value(username_key)),
                 (password_key, value(password_key)),
-            )
+            )?;
+            let keyfile = String::from_utf8_lossy(value(keyfile_key).unwrap_or_default());
+            Ok((root, keyfile.into_owned()))
         }
         CredentialsSource::DerivedFromRootPassword { secret_name } => {
             let password = mongodb.spec.root_password.clone().unwrap_or_default();
             let keyfile = build::derive_keyfile(&password);
-            credentials(
+            let root = credentials(
                 secret_name,
                 ("keyfile", Some(keyfile.as_bytes())),
                 (
@@ -472,7 +609,8 @@ fn shared_root_credentials(
                     Some(build::secrets::DERIVED_ROOT_USER.as_bytes()),
                 ),
                 ("password", Some(password.as_bytes())),
-            )
+            )?;
+            Ok((root, keyfile))
         }
     }
 }
@@ -581,13 +719,23 @@ fn member_stateful_sets(
                 .annotations()
                 .get(MEMBER_ENTRY_ANNOTATION)
                 .and_then(|e| e.parse().ok());
-            let pod_running = running(&format!("{name}-0"));
+            let pod_name = format!("{name}-0");
+            let pod_running = running(&pod_name);
+            let pod = pods
+                .iter()
+                .find(|pod| pod.metadata.name.as_deref() == Some(pod_name.as_str()))
+                .map(|pod| PodFacts {
+                    uid: pod.uid().unwrap_or_default(),
+                    revision: pod.annotations().get(REVISION_ANNOTATION).cloned(),
+                    terminating: pod.metadata.deletion_timestamp.is_some(),
+                });
             Some((
                 slot,
                 MemberStatefulSetFacts {
                     recorded_host,
                     recorded_entry,
                     pod_running,
+                    pod,
                 },
             ))
         })
@@ -804,6 +952,7 @@ mod tests {
             )])),
             credentials_secret: None,
             operator_credentials: None,
+            custom_config: None,
             services: vec![
                 node_port_service("demo-mongodb-0", 30001),
                 node_port_service("demo-mongodb-headless", 1),
@@ -908,6 +1057,70 @@ mod tests {
         ] {
             supported_image(image).unwrap_or_else(|e| panic!("{image}: {e}"));
         }
+    }
+
+    #[test]
+    fn the_content_digest_follows_the_custom_config_and_the_credentials() {
+        let mut mongodb = stored(&[(VIP_LABEL, "10.0.0.1")]);
+        mongodb.spec.credentials_secret_ref = None;
+        mongodb.spec.root_password = Some("first-password".into());
+        mongodb.spec.custom_config_ref = Some("custom".into());
+        let hostconf = Some(config_map(&[("datas", "host:'10.0.0.1:30001'")]));
+        let with_config = |content: Option<&str>| ReferencedObjects {
+            hostconf: hostconf.clone(),
+            custom_config: content.map(|c| config_map(&[("custom.conf", c)])),
+            ..ReferencedObjects::default()
+        };
+        assert_eq!(
+            validate(&mongodb, &with_config(None), false).unwrap_err(),
+            InvalidInput::CustomConfigMissing {
+                name: "custom".into()
+            }
+        );
+        let digest = |mongodb: &MongoDB, content| {
+            validate(mongodb, &with_config(Some(content)), false)
+                .unwrap()
+                .content_digest
+        };
+        let first = digest(&mongodb, "net:\n  maxIncomingConnections: 100");
+        assert_eq!(first.len(), 64);
+        assert_eq!(
+            first,
+            digest(&mongodb, "net:\n  maxIncomingConnections: 100")
+        );
+        assert_ne!(
+            first,
+            digest(&mongodb, "net:\n  maxIncomingConnections: 200")
+        );
+        let mut new_password = mongodb.clone();
+        new_password.spec.root_password = Some("second-password".into());
+        assert_ne!(
+            first,
+            digest(&new_password, "net:\n  maxIncomingConnections: 100")
+        );
+        // Leaving needs no custom config: nothing is built.
+        assert!(validate(&mongodb, &with_config(None), true).is_ok());
+    }
+
+    #[test]
+    fn the_image_moves_one_release_past_the_feature_compatibility_version_at_most() {
+        assert!(version_change_allowed("mongo:8.0", Some("7.0")).is_ok());
+        assert!(version_change_allowed("mongo:7.0.14", Some("7.0")).is_ok());
+        assert!(
+            version_change_allowed("mongo:8.0", None).is_ok(),
+            "no FCV known yet"
+        );
+        assert!(version_change_allowed("mongo:latest", Some("6.0")).is_ok());
+        let skip = version_change_allowed("mongo:8.0", Some("6.0")).unwrap_err();
+        assert_eq!(skip.reason(), "VersionChangeRefused");
+        assert!(skip.to_string().contains("skips a release"), "{skip}");
+        assert!(skip.to_string().contains("6.0 or 7.0"), "{skip}");
+        let downgrade = version_change_allowed("registry:5000/mongo:6.0", Some("7.0")).unwrap_err();
+        assert!(
+            downgrade.to_string().contains("downgrade below"),
+            "{downgrade}"
+        );
+        assert!(downgrade.to_string().contains("7.0 or 8.0"), "{downgrade}");
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub use pod::{
     CUSTOM_CONFIG_KEY, DATA_PATH, DATA_VOLUME, KEYFILE_PATH, METRICS_PORT, MONGODB_PORT,
 };
 pub use secrets::{
-    admin_credentials_secret, db_user_secret, derive_keyfile, derive_user_password,
+    admin_credentials_secret, content_digest, db_user_secret, derive_keyfile, derive_user_password,
     derived_credentials_secret, fingerprint, image_pull_secret, monitor_credentials_secret,
     CredentialsSource,
 };
@@ -164,6 +164,7 @@ pub struct BuildContext<'a> {
     namespace: String,
     owner: OwnerReference,
     credentials: CredentialsSource,
+    content_digest: String,
 }
 
 impl std::fmt::Debug for BuildContext<'_> {
@@ -195,7 +196,20 @@ impl<'a> BuildContext<'a> {
             namespace,
             owner,
             credentials,
+            content_digest: String::new(),
         })
+    }
+
+    /// The same context, with the digest of what the pods run with beyond
+    /// their spec (credentials, custom config content): it enters the revision.
+    pub fn with_content_digest(mut self, content_digest: String) -> Self {
+        self.content_digest = content_digest;
+        self
+    }
+
+    /// The digest of what the pods run with beyond their spec.
+    pub fn content_digest(&self) -> &str {
+        &self.content_digest
     }
 
     /// Name of the `MongoDB` object (the instance name in every object name).

@@ -179,6 +179,15 @@ pub fn fingerprint(secret: &str) -> String {
     hex
 }
 
+/// A digest of the content of what the pods run with (credentials, custom
+/// config), keyed by the keyfile: lower-case hex HMAC-SHA256.
+pub fn content_digest(keyfile: &[u8], content: &[u8]) -> String {
+    hmac_sha256(keyfile, content)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
 /// Lower-case hex SHA-256 of `bytes`.
 pub(super) fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)

@@ -4,7 +4,10 @@
 //! per member lets the operator remove exactly the member it chose.
 //!
 //! The StatefulSet's pod template carries the instance's revision (a hash of the
-//! pod spec), which the status reports as `currentRevision`.
+//! pod spec and of the content digest of the credentials and custom config),
+//! which the status reports as `currentRevision`. Updates are `OnDelete`: the
+//! operator replaces the pods itself, one member of the whole set at a time
+//! ([`crate::roll`]).
 
 use k8s_openapi::api::apps::v1::{
     StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
@@ -47,7 +50,7 @@ pub struct MemberStatefulSet {
     pub revision: String,
 }
 
-/// The StatefulSet running `target`: one replica, `Parallel`, rolling updates,
+/// The StatefulSet running `target`: one replica, `Parallel`, `OnDelete` updates,
 /// the headless governing Service, PVCs retained (the operator deletes a removed
 /// member's PVC itself, by policy), the member's host as an annotation.
 pub fn member_stateful_set(
@@ -60,7 +63,7 @@ pub fn member_stateful_set(
     }
     let labels = component_labels(ctx.name(), component(target.slot));
     let pod_spec = member_pod_spec(ctx);
-    let revision = revision(&pod_spec);
+    let revision = revision(&pod_spec, ctx.content_digest());
 
     let mut metadata = ctx.object_meta(name, labels.clone());
     metadata.annotations = target
@@ -79,7 +82,7 @@ pub fn member_stateful_set(
             service_name: Some(names::headless_service(ctx.name())),
             pod_management_policy: Some("Parallel".to_string()),
             update_strategy: Some(StatefulSetUpdateStrategy {
-                type_: Some("RollingUpdate".to_string()),
+                type_: Some("OnDelete".to_string()),
                 rolling_update: None,
             }),
             persistent_volume_claim_retention_policy: Some(
@@ -155,10 +158,13 @@ fn data_claim_template(
     }
 }
 
-/// The first 10 hex digits of the SHA-256 of the pod spec's JSON.
-fn revision(pod_spec: &PodSpec) -> String {
-    let json = serde_json::to_vec(pod_spec).expect("a PodSpec always serializes to JSON");
-    let mut revision = sha256_hex(&json);
+/// The first 10 hex digits of the SHA-256 of the pod spec's JSON and the
+/// content digest.
+fn revision(pod_spec: &PodSpec, content_digest: &str) -> String {
+    let mut input = serde_json::to_vec(pod_spec).expect("a PodSpec always serializes to JSON");
+    input.push(0);
+    input.extend_from_slice(content_digest.as_bytes());
+    let mut revision = sha256_hex(&input);
     revision.truncate(REVISION_LENGTH);
     revision
 }
@@ -276,7 +282,7 @@ mod tests {
         assert_eq!(spec.pod_management_policy.as_deref(), Some("Parallel"));
         assert_eq!(
             spec.update_strategy.unwrap().type_.as_deref(),
-            Some("RollingUpdate")
+            Some("OnDelete")
         );
         let retention = spec.persistent_volume_claim_retention_policy.unwrap();
         assert_eq!(
@@ -920,5 +926,19 @@ mod tests {
         let mut upgraded = mongodb.clone();
         upgraded.spec.image = "mongo:8.0".to_string();
         assert_ne!(build(&upgraded, &member(0)).revision, first.revision);
+    }
+
+    #[test]
+    fn revision_changes_with_the_content_digest() {
+        let mongodb = mongodb();
+        let ctx = BuildContext::from_mongodb(&mongodb).unwrap();
+        let plain = member_stateful_set(&ctx, &member(0)).unwrap().revision;
+        let with = |digest: &str| {
+            let ctx = ctx.clone().with_content_digest(digest.to_owned());
+            member_stateful_set(&ctx, &member(0)).unwrap().revision
+        };
+        assert_ne!(with("aa"), plain);
+        assert_ne!(with("aa"), with("ab"));
+        assert_eq!(with("aa"), with("aa"));
     }
 }

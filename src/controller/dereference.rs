@@ -1,7 +1,8 @@
 //! Stage `dereference` (Kubernetes I/O): reads everything a `MongoDB` object
 //! refers to — the hostconf ConfigMap, the credentials Secret, the propagated
 //! member Services (by the instance label, and the arbiter's by its name, as
-//! FedState does not label it with the instance), and the StatefulSets and pods
+//! FedState does not label it with the instance), the custom config
+//! ConfigMap, and the StatefulSets and pods
 //! this operator runs — and returns them as read. Checking them is the pure
 //! `validate` stage's work.
 
@@ -77,6 +78,14 @@ pub async fn dereference(
         .map_err(failed("the member pods".to_string()))?
         .items;
 
+    let custom_config = match &mongodb.spec.custom_config_ref {
+        Some(name) => Api::<ConfigMap>::namespaced(client.clone(), &namespace)
+            .get_opt(name)
+            .await
+            .map_err(failed(format!("ConfigMap {name}")))?,
+        None => None,
+    };
+
     // Leaving must not need the shared credentials: the operator's own
     // clusterAdmin user can take this cluster's members out.
     let operator_credentials = match mongodb.metadata.deletion_timestamp {
@@ -96,6 +105,7 @@ pub async fn dereference(
         services,
         stateful_sets,
         pods,
+        custom_config,
         operator_credentials,
     })
 }

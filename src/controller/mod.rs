@@ -2,7 +2,7 @@
 //! runs one reconcile pass per change, as a pipeline of stages:
 //!
 //! `dereference` → `validate` → `build` → `apply` → `observe` → `plan` → `record` → `act` →
-//! `status`
+//! `roll` → `status`
 //!
 //! `pass` lists them; each stage is a module here (I/O) or a pure module of
 //! the crate ([`crate::validate`], [`crate::build`], [`crate::plan_input`],
@@ -17,6 +17,7 @@ mod dereference;
 pub mod finalizer;
 mod observe;
 mod record;
+mod roll;
 #[cfg(test)]
 mod test_cluster;
 
@@ -43,6 +44,7 @@ use crate::mongo::MongoGateway;
 use crate::plan_input::{entries_to_record, has_left, plan_input};
 use crate::planner::Wanted;
 use crate::planner::{plan, ObservedSet, PlanInput, Step};
+use crate::roll::RollStep;
 use crate::status::{
     compute_status, condition, condition_reason, local_member_views, ConditionType, StatusInput,
 };
@@ -54,6 +56,7 @@ use dereference::{dereference, DereferenceError};
 use finalizer::{FinalizerError, Phase};
 use observe::observe;
 use record::record;
+use roll::roll;
 
 pub use finalizer::FINALIZER;
 
@@ -399,6 +402,14 @@ async fn pass(
     } else {
         Some(act(ctx, mongodb, &validated, &answers, &step, leaving).await)
     };
+    // roll: once in sync, replace one outdated pod of the whole set at a time (MongoDB and Kubernetes I/O).
+    let revision = desired.and_then(|d| d.revision);
+    let rolled = match (&revision, &acted) {
+        (Some(revision), Some(Ok(_))) if step == Step::InSync => {
+            roll(ctx, mongodb, &validated, &answers, revision).await
+        }
+        _ => None,
+    };
     // status: what the pass saw and did, written when it changed (pure, then Kubernetes I/O).
     let report = Report {
         paused,
@@ -406,7 +417,9 @@ async fn pass(
         validated: Some(&validated),
         observation: answers.reading.as_ref().map(|reading| &reading.set),
         step: Some(&step),
-        revision: desired.and_then(|d| d.revision),
+        roll: rolled.as_ref().map(|rolled| &rolled.step),
+        feature_compatibility_version: rolled.as_ref().and_then(|rolled| rolled.fcv.clone()),
+        revision,
         apply_failures: &apply_failures,
     };
     write_status(ctx, mongodb, &report).await?;
@@ -414,6 +427,10 @@ async fn pass(
     let requeue = match acted {
         Some(acted) => acted?.requeue,
         None => WHILE_PAUSED,
+    };
+    let requeue = match rolled.and_then(|rolled| rolled.requeue) {
+        Some(rolling) => requeue.min(rolling),
+        None => requeue,
     };
     if leaving && has_left(&input, &step) {
         let message = "this cluster's members have left the replica set".to_string();
@@ -446,7 +463,8 @@ fn build_desired(
     if hold {
         return Ok(None);
     }
-    let ctx = BuildContext::from_mongodb(mongodb)?;
+    let ctx =
+        BuildContext::from_mongodb(mongodb)?.with_content_digest(validated.content_digest.clone());
     let targets = validated.member_targets(wanted);
     let root_password = &validated.root.password;
     Ok(Some(build::desired_objects(&ctx, root_password, &targets)?))
@@ -539,6 +557,8 @@ struct Report<'a> {
     validated: Option<&'a Validated>,
     observation: Option<&'a ObservedSet>,
     step: Option<&'a Step>,
+    roll: Option<&'a RollStep>,
+    feature_compatibility_version: Option<String>,
     revision: Option<String>,
     apply_failures: &'a [String],
 }
@@ -561,6 +581,8 @@ async fn write_status(
         observation: report.observation,
         local_members: &local_members,
         step: report.step,
+        roll: report.roll,
+        feature_compatibility_version: report.feature_compatibility_version.clone(),
         revision: report.revision.clone(),
         apply_failures: report.apply_failures,
         now: Time(k8s_openapi::jiff::Timestamp::now()),

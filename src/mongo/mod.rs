@@ -13,6 +13,7 @@
 
 mod client_cache;
 pub mod config_doc;
+pub mod roll_store;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -53,6 +54,8 @@ pub mod codes {
     pub const CURRENT_CONFIG_NOT_COMMITTED: i32 = 308;
     /// Not the primary.
     pub const NOT_WRITABLE_PRIMARY: i32 = 10107;
+    /// A document with this `_id` exists (the lease is held).
+    pub const DUPLICATE_KEY: i32 = 11000;
     /// A member answering that it was removed from its set's config.
     pub const INVALID_REPLICA_SET_CONFIG: i32 = 93;
     /// The reconfig errors another cluster's concurrent change causes: retried with backoff.

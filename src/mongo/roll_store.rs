@@ -1,0 +1,293 @@
+//! The roll's shared state in the replica set (MongoDB I/O): the restart lease
+//! and the member reports, in `mongodb_member_operator.roll`, read with
+//! readConcern "majority" and written with w:"majority", always on the primary
+//! the pass observed (directly, never whichever member the driver sees as
+//! primary by then). Also each member's server version and the set's
+//! featureCompatibilityVersion.
+//!
+//! Documents: `{_id: "lease", member, primary, acquiredAt, expiresAt}` (times
+//! in Unix milliseconds) and `{_id: "member/<host:port>", upToDate, version}`.
+//! The lease is taken by an insert (a duplicate `_id` means somebody holds
+//! it), and renewed, replaced or released only by updates and deletes whose
+//! filter names its taking (member and acquiredAt): compare-and-swap.
+
+use std::collections::BTreeMap;
+
+use mongodb::bson::{doc, Bson, Document};
+
+use super::{codes, integer, MongoError, MongoGateway};
+use crate::hostconf::MemberAddress;
+use crate::roll::{Lease, LeaseView, MemberReport, RollState};
+use crate::validate::RootCredentials;
+
+/// The database of the operator's own documents.
+pub const DATABASE: &str = "mongodb_member_operator";
+/// The collection of the roll's documents.
+pub const COLLECTION: &str = "roll";
+const LEASE_ID: &str = "lease";
+const REPORT_PREFIX: &str = "member/";
+/// How long a w:"majority" write may wait for its acknowledgement.
+const MAJORITY_WAIT_MILLIS: i64 = 10_000;
+
+impl MongoGateway {
+    /// Reads the lease and the reports from `primary` (readConcern "majority").
+    pub async fn read_roll_state(
+        &self,
+        primary: &MemberAddress,
+        credentials: &RootCredentials,
+    ) -> Result<RollState, MongoError> {
+        let command = doc! {
+            "find": COLLECTION,
+            "filter": {},
+            "readConcern": {"level": "majority"},
+        };
+        let reply = self.on_primary(primary, command, credentials).await?;
+        let batch = reply
+            .get_document("cursor")
+            .and_then(|cursor| cursor.get_array("firstBatch"))
+            .map_err(|_| MongoError::Protocol("find without cursor.firstBatch".into()))?;
+        let mut state = RollState {
+            lease: LeaseView::Free,
+            reports: BTreeMap::new(),
+        };
+        for document in batch.iter().filter_map(Bson::as_document) {
+            let id = document.get_str("_id").unwrap_or_default();
+            if id == LEASE_ID {
+                state.lease = LeaseView::Held(lease_from(document)?);
+            } else if let Some(host) = id.strip_prefix(REPORT_PREFIX) {
+                let Ok(member) = MemberAddress::parse(host) else {
+                    continue;
+                };
+                let report = MemberReport {
+                    up_to_date: document.get_bool("upToDate").unwrap_or(false),
+                    version: document.get_str("version").ok().map(str::to_owned),
+                };
+                state.reports.insert(member, report);
+            }
+        }
+        Ok(state)
+    }
+
+    /// Takes the free lease; `false` when somebody holds it already.
+    pub async fn acquire_lease(
+        &self,
+        primary: &MemberAddress,
+        lease: &Lease,
+        credentials: &RootCredentials,
+    ) -> Result<bool, MongoError> {
+        let command = doc! {
+            "insert": COLLECTION,
+            "documents": [lease_document(lease)],
+            "writeConcern": majority(),
+        };
+        let reply = self.on_primary(primary, command, credentials).await?;
+        match write_outcome(&reply) {
+            Err(error) if error.code() == Some(codes::DUPLICATE_KEY) => Ok(false),
+            outcome => outcome.map(|n| n == 1),
+        }
+    }
+
+    /// Replaces the lease `current` (the same taking, maybe renewed) with
+    /// `next`; `false` when `current` is not the stored taking any more.
+    pub async fn replace_lease(
+        &self,
+        primary: &MemberAddress,
+        current: &Lease,
+        next: &Lease,
+        credentials: &RootCredentials,
+    ) -> Result<bool, MongoError> {
+        let command = doc! {
+            "update": COLLECTION,
+            "updates": [{"q": taking(current), "u": lease_document(next), "upsert": false}],
+            "writeConcern": majority(),
+        };
+        let reply = self.on_primary(primary, command, credentials).await?;
+        write_outcome(&reply).map(|n| n == 1)
+    }
+
+    /// Deletes the lease if it is still the taking of `lease`.
+    pub async fn release_lease(
+        &self,
+        primary: &MemberAddress,
+        lease: &Lease,
+        credentials: &RootCredentials,
+    ) -> Result<bool, MongoError> {
+        let command = doc! {
+            "delete": COLLECTION,
+            "deletes": [{"q": taking(lease), "limit": 1}],
+            "writeConcern": majority(),
+        };
+        let reply = self.on_primary(primary, command, credentials).await?;
+        write_outcome(&reply).map(|n| n == 1)
+    }
+
+    /// Writes what this cluster reports about `member`.
+    pub async fn publish_report(
+        &self,
+        primary: &MemberAddress,
+        member: &MemberAddress,
+        report: &MemberReport,
+        credentials: &RootCredentials,
+    ) -> Result<(), MongoError> {
+        let id = format!("{REPORT_PREFIX}{member}");
+        let version = report.version.clone().map_or(Bson::Null, Bson::String);
+        let command = doc! {
+            "update": COLLECTION,
+            "updates": [{
+                "q": {"_id": &id},
+                "u": {"_id": &id, "upToDate": report.up_to_date, "version": version},
+                "upsert": true,
+            }],
+            "writeConcern": majority(),
+        };
+        let reply = self.on_primary(primary, command, credentials).await?;
+        write_outcome(&reply).map(drop)
+    }
+
+    /// The server version `member` runs (`buildInfo`), asked directly.
+    pub async fn server_version(
+        &self,
+        member: &MemberAddress,
+        credentials: &RootCredentials,
+    ) -> Result<String, MongoError> {
+        let client = self.client(std::slice::from_ref(member), true, None, credentials)?;
+        let reply = Self::run(&client, doc! {"buildInfo": 1}, None, &member.to_string()).await?;
+        reply
+            .get_str("version")
+            .map(str::to_owned)
+            .map_err(|_| MongoError::Protocol("buildInfo without version".into()))
+    }
+
+    /// The set's featureCompatibilityVersion, asked of `primary`.
+    pub async fn feature_compatibility_version(
+        &self,
+        primary: &MemberAddress,
+        credentials: &RootCredentials,
+    ) -> Result<String, MongoError> {
+        let client = self.client(std::slice::from_ref(primary), true, None, credentials)?;
+        let command = doc! {"getParameter": 1, "featureCompatibilityVersion": 1};
+        let reply = Self::run(&client, command, None, &primary.to_string()).await?;
+        reply
+            .get_document("featureCompatibilityVersion")
+            .and_then(|fcv| fcv.get_str("version"))
+            .map(str::to_owned)
+            .map_err(|_| {
+                MongoError::Protocol("getParameter without featureCompatibilityVersion".into())
+            })
+    }
+
+    /// `setFeatureCompatibilityVersion` on `primary`, w:"majority".
+    pub async fn set_feature_compatibility_version(
+        &self,
+        primary: &MemberAddress,
+        version: &str,
+        credentials: &RootCredentials,
+    ) -> Result<(), MongoError> {
+        let client = self.client(std::slice::from_ref(primary), true, None, credentials)?;
+        let command = doc! {
+            "setFeatureCompatibilityVersion": version,
+            "confirm": true,
+            "writeConcern": majority(),
+        };
+        Self::run(&client, command, None, &primary.to_string())
+            .await
+            .map(drop)
+    }
+
+    async fn on_primary(
+        &self,
+        primary: &MemberAddress,
+        command: Document,
+        credentials: &RootCredentials,
+    ) -> Result<Document, MongoError> {
+        let client = self.client(std::slice::from_ref(primary), true, None, credentials)?;
+        Self::run_on(&client, DATABASE, command, None, &primary.to_string()).await
+    }
+}
+
+fn majority() -> Document {
+    doc! {"w": "majority", "wtimeout": MAJORITY_WAIT_MILLIS}
+}
+
+fn lease_document(lease: &Lease) -> Document {
+    doc! {
+        "_id": LEASE_ID,
+        "member": lease.member.to_string(),
+        "primary": lease.primary,
+        "acquiredAt": lease.acquired_at_millis,
+        "expiresAt": lease.expires_at_millis,
+    }
+}
+
+/// The filter naming one taking of the lease.
+fn taking(lease: &Lease) -> Document {
+    doc! {
+        "_id": LEASE_ID,
+        "member": lease.member.to_string(),
+        "acquiredAt": lease.acquired_at_millis,
+    }
+}
+
+fn lease_from(document: &Document) -> Result<Lease, MongoError> {
+    let invalid = || MongoError::Protocol(format!("lease document {document}"));
+    let member = document
+        .get_str("member")
+        .ok()
+        .and_then(|m| MemberAddress::parse(m).ok())
+        .ok_or_else(invalid)?;
+    Ok(Lease {
+        member,
+        primary: document.get_bool("primary").unwrap_or(false),
+        acquired_at_millis: integer(document.get("acquiredAt")).ok_or_else(invalid)?,
+        expires_at_millis: integer(document.get("expiresAt")).ok_or_else(invalid)?,
+    })
+}
+
+/// The number of documents a write matched (or inserted), or its error: the
+/// first write error, else the write-concern error (not acknowledged by a
+/// majority: the outcome is unknown, and the next pass reads it back).
+fn write_outcome(reply: &Document) -> Result<i64, MongoError> {
+    let error = |document: &Document| MongoError::Command {
+        code: integer(document.get("code")).unwrap_or_default() as i32,
+        code_name: document.get_str("codeName").unwrap_or_default().to_owned(),
+        message: document.get_str("errmsg").unwrap_or_default().to_owned(),
+    };
+    if let Ok(errors) = reply.get_array("writeErrors") {
+        if let Some(first) = errors.iter().find_map(Bson::as_document) {
+            return Err(error(first));
+        }
+    }
+    if let Ok(concern) = reply.get_document("writeConcernError") {
+        return Err(error(concern));
+    }
+    integer(reply.get("n")).ok_or_else(|| MongoError::Protocol(format!("write reply {reply}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_duplicate_key_is_a_write_error_and_a_majority_timeout_is_not_success() {
+        let duplicate = doc! {"n": 0, "writeErrors": [{"index": 0, "code": 11000, "errmsg": "E11000 duplicate key"}], "ok": 1};
+        assert_eq!(
+            write_outcome(&duplicate).unwrap_err().code(),
+            Some(codes::DUPLICATE_KEY)
+        );
+        let unacknowledged = doc! {"n": 1, "writeConcernError": {"code": 64, "codeName": "WriteConcernFailed", "errmsg": "waiting for replication timed out"}, "ok": 1};
+        assert_eq!(write_outcome(&unacknowledged).unwrap_err().code(), Some(64));
+        assert_eq!(write_outcome(&doc! {"n": 1, "ok": 1}).unwrap(), 1);
+    }
+
+    #[test]
+    fn a_lease_reads_back_as_written() {
+        let lease = Lease::new(MemberAddress::parse("10.0.0.1:30001").unwrap(), true, 5);
+        assert_eq!(lease_from(&lease_document(&lease)).unwrap(), lease);
+        let filter = taking(&lease);
+        assert_eq!(filter.get_i64("acquiredAt").unwrap(), 5);
+        assert!(
+            filter.get("expiresAt").is_none(),
+            "a renewal keeps the taking"
+        );
+    }
+}

@@ -1,0 +1,532 @@
+//! The roll planner: which local member's pod to replace next so that a change
+//! of the pod's revision (image, resources, config, the content of the custom
+//! config and credentials) reaches every member while **never more than one
+//! member of the whole set is down for it**.
+//!
+//! Pure: no client, no async, no clock (`now` is an input). Member
+//! StatefulSets use `OnDelete`; the controller replaces a pod only when
+//! [`plan_roll`] says so, after the replica set's membership is in sync.
+//!
+//! The operators of different clusters share nothing but the replica set, so
+//! the set-wide "one at a time" is a **lease**: one document in the set,
+//! written with w:"majority", naming the member being restarted
+//! (`docs/rolling-changes.md` says why this is safe). A cluster:
+//!
+//! 1. publishes, for each local member, whether its pod runs its StatefulSet's
+//!    revision and which MongoDB version it runs (the member reports);
+//! 2. takes the lease for one outdated local member — secondaries and the
+//!    arbiter first, the primary last and only once every other member reports
+//!    being up to date — only while every member of the set is healthy
+//!    (PRIMARY, SECONDARY or ARBITER), caught up, and no lease is held (or the
+//!    held one expired);
+//! 3. holding the lease (renewed by every step it takes), steps the member down
+//!    if it is the primary, then replaces its pod, re-checking the set's health
+//!    first;
+//! 4. releases the lease once the member answers on the new revision, healthy
+//!    and caught up, as seen by itself and by the primary.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::hostconf::MemberAddress;
+use crate::planner::{MemberSlot, ObservedSet};
+use crate::replset::MemberState;
+
+/// How long a lease lasts unless renewed. Every step of the holder renews it;
+/// it expires only when the holder's operator is gone for that long.
+pub const LEASE_TTL_MILLIS: i64 = 5 * 60 * 1000;
+/// How far behind the primary a secondary may be and still count as caught up.
+pub const CAUGHT_UP_LAG_SECS: i64 = 5;
+
+/// The set-wide restart lease, as stored in the replica set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The member being restarted (its host is its cluster's VIP).
+    pub member: MemberAddress,
+    /// Whether it was the primary when the lease was taken.
+    pub primary: bool,
+    /// When the lease was taken (Unix milliseconds, the taker's clock): with
+    /// `member`, the lease's identity for compare-and-swap.
+    pub acquired_at_millis: i64,
+    /// When the lease expires unless renewed (Unix milliseconds).
+    pub expires_at_millis: i64,
+}
+
+impl Lease {
+    /// A new lease for `member` taken at `now`.
+    pub fn new(member: MemberAddress, primary: bool, now_millis: i64) -> Self {
+        Lease {
+            member,
+            primary,
+            acquired_at_millis: now_millis,
+            expires_at_millis: now_millis + LEASE_TTL_MILLIS,
+        }
+    }
+
+    /// Whether it expired at `now`.
+    pub fn expired(&self, now_millis: i64) -> bool {
+        now_millis >= self.expires_at_millis
+    }
+
+    /// Whether `other` is the same taking of the lease (maybe renewed since).
+    pub fn same_taking(&self, other: &Lease) -> bool {
+        self.member == other.member && self.acquired_at_millis == other.acquired_at_millis
+    }
+}
+
+/// What a member's operator published about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberReport {
+    /// Whether its pod runs its StatefulSet's revision.
+    pub up_to_date: bool,
+    /// The MongoDB version it runs (`MAJOR.MINOR.PATCH`), when known.
+    pub version: Option<String>,
+}
+
+/// One local member, as the roll sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocalPod {
+    /// Which member.
+    pub slot: MemberSlot,
+    /// Its host in the config.
+    pub address: MemberAddress,
+    /// The revision its StatefulSet's pod template carries.
+    pub desired_revision: String,
+    /// Its pod, when one exists.
+    pub pod: Option<PodFacts>,
+    /// Its own state, as it answered when asked directly.
+    pub state: Option<MemberState>,
+    /// The MongoDB version it answered with, when it answered.
+    pub version: Option<String>,
+}
+
+/// What is known of a member's pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodFacts {
+    /// `metadata.uid`: a replacement is deleted with it as precondition.
+    pub uid: String,
+    /// The revision annotation it was created with.
+    pub revision: Option<String>,
+    /// Whether it is being deleted.
+    pub terminating: bool,
+}
+
+impl LocalPod {
+    /// Whether its pod runs another revision than its StatefulSet's.
+    pub fn outdated(&self) -> bool {
+        self.pod.as_ref().is_some_and(|pod| {
+            !pod.terminating && pod.revision.as_deref() != Some(&self.desired_revision)
+        })
+    }
+
+    /// What this cluster publishes about it.
+    pub fn report(&self) -> MemberReport {
+        MemberReport {
+            up_to_date: self
+                .pod
+                .as_ref()
+                .is_some_and(|pod| pod.revision.as_deref() == Some(&self.desired_revision)),
+            version: self.version.clone(),
+        }
+    }
+}
+
+/// The lease as read from the set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeaseView {
+    /// No lease document: nobody is restarting.
+    Free,
+    /// Held (maybe expired).
+    Held(Lease),
+}
+
+/// The roll's state shared through the replica set, as read from the primary.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RollState {
+    /// The lease.
+    pub lease: LeaseView,
+    /// Every member's report.
+    pub reports: BTreeMap<MemberAddress, MemberReport>,
+}
+
+/// Everything the roll planner decides from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RollInput {
+    /// This cluster's VIP: a lease for a member behind it is this cluster's.
+    pub local_vip: String,
+    /// This cluster's members that are in the config, in slot order.
+    pub local: Vec<LocalPod>,
+    /// The set as read from its primary.
+    pub set: ObservedSet,
+    /// The lease, read with readConcern "majority" from the primary.
+    pub lease: LeaseView,
+    /// What every member's operator published, by member.
+    pub reports: BTreeMap<MemberAddress, MemberReport>,
+    /// The current time (Unix milliseconds).
+    pub now_millis: i64,
+    /// Whether this cluster may change set-wide settings (the rsInit cluster).
+    pub rs_init: bool,
+    /// The set's featureCompatibilityVersion, when read.
+    pub fcv: Option<String>,
+    /// `spec.featureCompatibilityVersion`: the FCV to raise the set to.
+    pub requested_fcv: Option<String>,
+}
+
+/// The one roll step of a pass.
+#[derive(Clone, Debug, PartialEq, strum::IntoStaticStr)]
+pub enum RollStep {
+    /// Every local member runs its revision and this cluster holds no lease.
+    #[strum(serialize = "PodsOnRevision")]
+    UpToDate,
+    /// Take the free lease for this member.
+    #[strum(serialize = "TakingRestartLease")]
+    Acquire { lease: Lease },
+    /// Replace the expired lease `expired` with `lease`.
+    #[strum(serialize = "TakingOverExpiredLease")]
+    TakeOver { expired: Lease, lease: Lease },
+    /// Renew the lease, then step the primary down (it is restarted next).
+    #[strum(serialize = "SteppingDownForRestart")]
+    StepDown {
+        lease: Lease,
+        primary: MemberAddress,
+    },
+    /// Renew the lease, then delete the member's pod (precondition: its uid);
+    /// the StatefulSet controller re-creates it on the new revision.
+    #[strum(serialize = "RestartingMember")]
+    Restart {
+        lease: Lease,
+        slot: MemberSlot,
+        pod_uid: String,
+    },
+    /// The member is back on its revision: renew, nothing else.
+    Renew { lease: Lease, reason: RollWait },
+    /// The member is back, healthy and caught up: release the lease.
+    #[strum(serialize = "ReleasingRestartLease")]
+    Release { lease: Lease },
+    /// Every member runs the requested release and no pod is outdated: raise
+    /// the featureCompatibilityVersion.
+    #[strum(serialize = "RaisingFeatureCompatibilityVersion")]
+    RaiseFeatureCompatibility { version: String },
+    /// An outdated member waits.
+    Wait { reason: RollWait },
+}
+
+/// What an outdated member, or the held lease, waits for.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
+pub enum RollWait {
+    /// Another cluster's member is restarting.
+    #[error("{member} (another cluster's member) is restarting")]
+    LeaseHeldElsewhere { member: MemberAddress },
+    /// A member of the set is not PRIMARY, SECONDARY or ARBITER.
+    #[error("{member} is {state}, not healthy")]
+    MemberNotHealthy {
+        member: MemberAddress,
+        state: String,
+    },
+    /// A secondary is too far behind the primary.
+    #[error("{member} is {lag_secs} s behind the primary")]
+    MemberLagging {
+        member: MemberAddress,
+        lag_secs: i64,
+    },
+    /// A newly added member is still syncing.
+    #[error("{member} is newly added and still syncing")]
+    MemberSyncing { member: MemberAddress },
+    /// The set has no primary.
+    #[error("the replica set has no primary")]
+    NoPrimary,
+    /// The restarted member is not back yet.
+    #[error("{member} is restarting")]
+    MemberRestarting { member: MemberAddress },
+    /// The primary is restarted last, once every other member is up to date.
+    #[error("the primary {primary} restarts last; {member} is not up to date yet")]
+    PrimaryRestartsLast {
+        primary: MemberAddress,
+        member: MemberAddress,
+    },
+    /// The featureCompatibilityVersion is raised once every member runs the
+    /// requested release on an up-to-date pod.
+    #[error("featureCompatibilityVersion {requested} waits for {member}: {why}")]
+    FeatureCompatibilityWaits {
+        requested: String,
+        member: MemberAddress,
+        why: String,
+    },
+    /// The featureCompatibilityVersion is only ever raised.
+    #[error("spec.featureCompatibilityVersion {requested} is below the set's {fcv}: the operator only raises it")]
+    FeatureCompatibilityLowerNotApplied { requested: String, fcv: String },
+}
+
+impl fmt::Display for RollStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RollStep::UpToDate => write!(f, "every local member runs its revision"),
+            RollStep::Acquire { lease } => write!(f, "take the restart lease for {}", lease.member),
+            RollStep::TakeOver { expired, lease } => write!(
+                f,
+                "take the restart lease for {} over from {} (expired)",
+                lease.member, expired.member
+            ),
+            RollStep::StepDown { primary, .. } => {
+                write!(f, "step {primary} down before its restart")
+            }
+            RollStep::Restart { slot, lease, .. } => {
+                write!(f, "restart {slot} ({}) on its new revision", lease.member)
+            }
+            RollStep::Renew { reason, .. } => write!(f, "wait: {reason}"),
+            RollStep::Release { lease } => {
+                write!(f, "release the restart lease: {} is back", lease.member)
+            }
+            RollStep::RaiseFeatureCompatibility { version } => {
+                write!(f, "raise the featureCompatibilityVersion to {version}")
+            }
+            RollStep::Wait { reason } => write!(f, "wait: {reason}"),
+        }
+    }
+}
+
+/// FedState's `restartState`, from the step: the lease this cluster holds says
+/// whether a secondary or the primary is being restarted.
+pub fn restart_state(step: &RollStep) -> &'static str {
+    let lease = match step {
+        RollStep::StepDown { lease, .. }
+        | RollStep::Restart { lease, .. }
+        | RollStep::Renew { lease, .. } => lease,
+        _ => return "NotInProcess",
+    };
+    if lease.primary {
+        "PrimaryDeleted"
+    } else {
+        "SecondaryDeleted"
+    }
+}
+
+/// The one next roll step.
+pub fn plan_roll(input: &RollInput) -> RollStep {
+    if let LeaseView::Held(lease) = &input.lease {
+        if let Some(member) = input.local.iter().find(|m| m.address == lease.member) {
+            return continue_restart(input, lease, member);
+        }
+        if lease.member.host == input.local_vip {
+            // Ours, for a member no longer in the config (removed meanwhile).
+            return RollStep::Release {
+                lease: lease.clone(),
+            };
+        }
+    }
+    let Some(candidate) = next_to_restart(input) else {
+        return feature_compatibility(input);
+    };
+    let is_primary = input.set.primary.as_ref() == Some(&candidate.address);
+    if is_primary {
+        if let Some(member) = first_outdated_elsewhere(input, &candidate.address) {
+            return RollStep::Wait {
+                reason: RollWait::PrimaryRestartsLast {
+                    primary: candidate.address.clone(),
+                    member,
+                },
+            };
+        }
+    }
+    if let Err(reason) = set_healthy(input) {
+        return RollStep::Wait { reason };
+    }
+    let lease = Lease::new(candidate.address.clone(), is_primary, input.now_millis);
+    match &input.lease {
+        LeaseView::Free => RollStep::Acquire { lease },
+        LeaseView::Held(held) if held.expired(input.now_millis) => RollStep::TakeOver {
+            expired: held.clone(),
+            lease,
+        },
+        LeaseView::Held(held) => RollStep::Wait {
+            reason: RollWait::LeaseHeldElsewhere {
+                member: held.member.clone(),
+            },
+        },
+    }
+}
+
+/// With every local pod up to date: in the rsInit cluster, the raise of the
+/// featureCompatibilityVersion when asked and every data member of the set
+/// runs the requested release on an up-to-date pod and nobody is restarting.
+fn feature_compatibility(input: &RollInput) -> RollStep {
+    let (Some(requested), Some(fcv)) = (&input.requested_fcv, &input.fcv) else {
+        return RollStep::UpToDate;
+    };
+    let (Some(wanted), Some(current)) = (release(requested), release(fcv)) else {
+        return RollStep::UpToDate;
+    };
+    if wanted == current || !input.rs_init {
+        return RollStep::UpToDate;
+    }
+    if wanted < current {
+        return RollStep::Wait {
+            reason: RollWait::FeatureCompatibilityLowerNotApplied {
+                requested: requested.clone(),
+                fcv: fcv.clone(),
+            },
+        };
+    }
+    let waits = |member: &MemberAddress, why: String| RollStep::Wait {
+        reason: RollWait::FeatureCompatibilityWaits {
+            requested: requested.clone(),
+            member: member.clone(),
+            why,
+        },
+    };
+    for entry in input.set.config.members.iter().filter(|m| !m.arbiter_only) {
+        let report = input.reports.get(&entry.host);
+        let runs = report.and_then(|r| r.version.as_deref());
+        match (report, runs.and_then(release)) {
+            (None, _) => return waits(&entry.host, "no report from its cluster".into()),
+            (Some(r), _) if !r.up_to_date => {
+                return waits(&entry.host, "its pod is outdated".into())
+            }
+            (_, Some(runs)) if runs >= wanted => {}
+            _ => {
+                let why = format!("it runs {}", runs.unwrap_or("an unknown version"));
+                return waits(&entry.host, why);
+            }
+        }
+    }
+    if let Err(reason) = set_healthy(input) {
+        return RollStep::Wait { reason };
+    }
+    if let LeaseView::Held(lease) = &input.lease {
+        let reason = RollWait::LeaseHeldElsewhere {
+            member: lease.member.clone(),
+        };
+        return RollStep::Wait { reason };
+    }
+    RollStep::RaiseFeatureCompatibility {
+        version: requested.clone(),
+    }
+}
+
+/// `MAJOR.MINOR[.PATCH…]` as `(major, minor)`.
+fn release(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split('.');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// The step for a member this cluster holds the lease for.
+fn continue_restart(input: &RollInput, lease: &Lease, member: &LocalPod) -> RollStep {
+    let lease = lease.clone();
+    if member.outdated() {
+        if let Err(reason) = set_healthy(input) {
+            return RollStep::Renew { lease, reason };
+        }
+        if input.set.primary.as_ref() == Some(&member.address) {
+            let primary = member.address.clone();
+            return RollStep::StepDown { lease, primary };
+        }
+        let pod_uid = member
+            .pod
+            .as_ref()
+            .map(|p| p.uid.clone())
+            .unwrap_or_default();
+        return RollStep::Restart {
+            lease,
+            slot: member.slot,
+            pod_uid,
+        };
+    }
+    let restarting = RollWait::MemberRestarting {
+        member: member.address.clone(),
+    };
+    let answers_healthy = matches!(
+        member.state,
+        Some(MemberState::Primary | MemberState::Secondary | MemberState::Arbiter)
+    );
+    let back = member.pod.as_ref().is_some_and(|p| !p.terminating)
+        && answers_healthy
+        && member_healthy(input, &member.address).is_ok();
+    if back {
+        RollStep::Release { lease }
+    } else {
+        RollStep::Renew {
+            lease,
+            reason: restarting,
+        }
+    }
+}
+
+/// The local member to restart next: an outdated secondary or arbiter first,
+/// by slot; the primary only when it is the last one.
+fn next_to_restart(input: &RollInput) -> Option<&LocalPod> {
+    let outdated = || input.local.iter().filter(|m| m.outdated());
+    let primary = input.set.primary.as_ref();
+    outdated()
+        .find(|m| Some(&m.address) != primary)
+        .or_else(|| outdated().next())
+}
+
+/// A member of the config, other than `primary`, that its cluster reports as
+/// not up to date.
+fn first_outdated_elsewhere(input: &RollInput, primary: &MemberAddress) -> Option<MemberAddress> {
+    input
+        .set
+        .config
+        .members
+        .iter()
+        .map(|m| &m.host)
+        .filter(|host| *host != primary)
+        .find(|host| input.reports.get(*host).is_some_and(|r| !r.up_to_date))
+        .cloned()
+}
+
+/// Every member of the config is healthy and caught up, and there is a primary.
+fn set_healthy(input: &RollInput) -> Result<(), RollWait> {
+    if input.set.primary.is_none() {
+        return Err(RollWait::NoPrimary);
+    }
+    input
+        .set
+        .config
+        .members
+        .iter()
+        .try_for_each(|m| member_healthy(input, &m.host))
+}
+
+/// One member is PRIMARY, SECONDARY or ARBITER, not newly added, and caught up.
+fn member_healthy(input: &RollInput, member: &MemberAddress) -> Result<(), RollWait> {
+    let entry = input.set.config.members.iter().find(|m| &m.host == member);
+    if entry.is_some_and(|m| m.newly_added) {
+        return Err(RollWait::MemberSyncing {
+            member: member.clone(),
+        });
+    }
+    let Some(status) = input.set.members.get(member) else {
+        return Err(RollWait::MemberNotHealthy {
+            member: member.clone(),
+            state: "not reported".to_owned(),
+        });
+    };
+    if !status.counts_towards_majority() {
+        let state = if status.healthy {
+            format!("{:?}", status.state).to_uppercase()
+        } else {
+            "DOWN".to_owned()
+        };
+        return Err(RollWait::MemberNotHealthy {
+            member: member.clone(),
+            state,
+        });
+    }
+    match status.lag_secs {
+        Some(lag_secs)
+            if lag_secs > CAUGHT_UP_LAG_SECS && status.state == MemberState::Secondary =>
+        {
+            Err(RollWait::MemberLagging {
+                member: member.clone(),
+                lag_secs,
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod properties;
+#[cfg(test)]
+mod tests;

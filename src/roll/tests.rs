@@ -1,0 +1,353 @@
+//! Unit tests of the roll planner: one case per rule.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::api::ReplicaSetSettings;
+use crate::replset::{ConfigMember, ConfigSettings, MemberStatus, ReplicaSetConfig};
+
+const NOW: i64 = 10_000_000;
+
+fn address(cluster: u8, port: u16) -> MemberAddress {
+    MemberAddress {
+        host: format!("10.0.0.{cluster}"),
+        port,
+    }
+}
+
+/// Cluster 1 runs 30000 (the primary) and 30001; clusters 2 and 3 one each.
+fn set() -> ObservedSet {
+    let hosts = [
+        address(1, 30000),
+        address(1, 30001),
+        address(2, 30000),
+        address(3, 30000),
+    ];
+    ObservedSet {
+        config: ReplicaSetConfig {
+            set_name: "rs0".into(),
+            version: 3,
+            term: None,
+            members: hosts
+                .iter()
+                .enumerate()
+                .map(|(i, host)| ConfigMember {
+                    id: i as i64,
+                    host: host.clone(),
+                    arbiter_only: false,
+                    votes: 1,
+                    priority: 1.0,
+                    hidden: false,
+                    tags: BTreeMap::new(),
+                    newly_added: false,
+                })
+                .collect(),
+            settings: ConfigSettings::from_desired(&ReplicaSetSettings::default(), None),
+        },
+        primary: Some(address(1, 30000)),
+        members: hosts
+            .iter()
+            .enumerate()
+            .map(|(i, host)| {
+                let state = if i == 0 {
+                    MemberState::Primary
+                } else {
+                    MemberState::Secondary
+                };
+                let status = MemberStatus {
+                    id: i as i64,
+                    healthy: true,
+                    state,
+                    sync_source: String::new(),
+                    lag_secs: Some(0),
+                    config_version: Some(3),
+                };
+                (host.clone(), status)
+            })
+            .collect(),
+        config_committed: true,
+    }
+}
+
+fn pod(index: u32, revision: &str, state: MemberState) -> LocalPod {
+    LocalPod {
+        slot: MemberSlot::Data(index),
+        address: address(1, 30000 + index as u16),
+        desired_revision: "new".into(),
+        pod: Some(PodFacts {
+            uid: format!("uid-{index}"),
+            revision: Some(revision.into()),
+            terminating: false,
+        }),
+        state: Some(state),
+        version: Some("7.0.14".into()),
+    }
+}
+
+/// Cluster 1's view: both its members outdated, nobody holds the lease.
+fn input() -> RollInput {
+    RollInput {
+        local_vip: "10.0.0.1".into(),
+        local: vec![
+            pod(0, "old", MemberState::Primary),
+            pod(1, "old", MemberState::Secondary),
+        ],
+        set: set(),
+        lease: LeaseView::Free,
+        reports: BTreeMap::new(),
+        now_millis: NOW,
+        rs_init: true,
+        fcv: Some("7.0".into()),
+        requested_fcv: None,
+    }
+}
+
+fn ours(member: MemberAddress, primary: bool) -> LeaseView {
+    LeaseView::Held(Lease::new(member, primary, NOW - 1_000))
+}
+
+#[test]
+fn nothing_to_roll_when_every_pod_runs_its_revision() {
+    let mut input = input();
+    for member in &mut input.local {
+        member.pod.as_mut().unwrap().revision = Some("new".into());
+    }
+    assert_eq!(plan_roll(&input), RollStep::UpToDate);
+}
+
+#[test]
+fn a_secondary_is_restarted_before_the_primary() {
+    let step = plan_roll(&input());
+    let RollStep::Acquire { lease } = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!(lease.member, address(1, 30001));
+    assert!(!lease.primary);
+    assert_eq!(lease.expires_at_millis, NOW + LEASE_TTL_MILLIS);
+}
+
+#[test]
+fn the_primary_waits_until_every_other_member_reports_up_to_date() {
+    let mut input = input();
+    input.local[1].pod.as_mut().unwrap().revision = Some("new".into());
+    let up_to_date = MemberReport {
+        up_to_date: true,
+        version: None,
+    };
+    let outdated = MemberReport {
+        up_to_date: false,
+        ..up_to_date.clone()
+    };
+    input.reports.insert(address(2, 30000), up_to_date.clone());
+    input.reports.insert(address(3, 30000), outdated);
+    assert_eq!(
+        plan_roll(&input),
+        RollStep::Wait {
+            reason: RollWait::PrimaryRestartsLast {
+                primary: address(1, 30000),
+                member: address(3, 30000)
+            }
+        }
+    );
+    input.reports.insert(address(3, 30000), up_to_date);
+    let step = plan_roll(&input);
+    assert!(
+        matches!(&step, RollStep::Acquire { lease } if lease.primary),
+        "{step:?}"
+    );
+}
+
+#[test]
+fn nothing_is_taken_while_a_member_is_down_lagging_or_syncing() {
+    let mut down = input();
+    down.set
+        .members
+        .get_mut(&address(2, 30000))
+        .unwrap()
+        .healthy = false;
+    assert!(matches!(
+        plan_roll(&down),
+        RollStep::Wait {
+            reason: RollWait::MemberNotHealthy { .. }
+        }
+    ));
+    let mut lagging = input();
+    lagging
+        .set
+        .members
+        .get_mut(&address(3, 30000))
+        .unwrap()
+        .lag_secs = Some(CAUGHT_UP_LAG_SECS + 1);
+    assert!(matches!(
+        plan_roll(&lagging),
+        RollStep::Wait {
+            reason: RollWait::MemberLagging { lag_secs: 6, .. }
+        }
+    ));
+    let mut syncing = input();
+    syncing.set.config.members[3].newly_added = true;
+    assert!(matches!(
+        plan_roll(&syncing),
+        RollStep::Wait {
+            reason: RollWait::MemberSyncing { .. }
+        }
+    ));
+    let mut no_primary = input();
+    no_primary.set.primary = None;
+    assert_eq!(
+        plan_roll(&no_primary),
+        RollStep::Wait {
+            reason: RollWait::NoPrimary
+        }
+    );
+}
+
+#[test]
+fn a_lease_held_elsewhere_is_waited_for_until_it_expires() {
+    let mut input = input();
+    let theirs = Lease::new(address(2, 30000), false, NOW - 1_000);
+    input.lease = LeaseView::Held(theirs.clone());
+    assert_eq!(
+        plan_roll(&input),
+        RollStep::Wait {
+            reason: RollWait::LeaseHeldElsewhere {
+                member: address(2, 30000)
+            }
+        }
+    );
+    input.now_millis = theirs.expires_at_millis;
+    let step = plan_roll(&input);
+    assert!(
+        matches!(&step, RollStep::TakeOver { expired, lease } if *expired == theirs && lease.member == address(1, 30001)),
+        "{step:?}"
+    );
+}
+
+#[test]
+fn holding_the_lease_the_pod_is_deleted_by_uid_once_the_set_is_healthy() {
+    let mut input = input();
+    input.lease = ours(address(1, 30001), false);
+    let step = plan_roll(&input);
+    assert!(
+        matches!(&step, RollStep::Restart { slot: MemberSlot::Data(1), pod_uid, .. } if pod_uid == "uid-1"),
+        "{step:?}"
+    );
+    input
+        .set
+        .members
+        .get_mut(&address(3, 30000))
+        .unwrap()
+        .healthy = false;
+    assert!(matches!(plan_roll(&input), RollStep::Renew { .. }));
+}
+
+#[test]
+fn holding_the_lease_for_the_primary_it_is_stepped_down_first() {
+    let mut input = input();
+    input.local[1].pod.as_mut().unwrap().revision = Some("new".into());
+    input.lease = ours(address(1, 30000), true);
+    let step = plan_roll(&input);
+    assert!(matches!(&step, RollStep::StepDown { primary, .. } if *primary == address(1, 30000)));
+    assert_eq!(restart_state(&step), "PrimaryDeleted");
+}
+
+#[test]
+fn the_lease_is_released_only_once_the_member_answers_healthy_on_its_revision() {
+    let mut input = input();
+    input.lease = ours(address(1, 30001), false);
+    // Re-created on the new revision, mongod not answering yet; the primary's
+    // view still shows it healthy (heartbeats lag): not released.
+    input.local[1].pod.as_mut().unwrap().revision = Some("new".into());
+    input.local[1].state = None;
+    let step = plan_roll(&input);
+    assert!(
+        matches!(
+            &step,
+            RollStep::Renew {
+                reason: RollWait::MemberRestarting { .. },
+                ..
+            }
+        ),
+        "{step:?}"
+    );
+    assert_eq!(restart_state(&step), "SecondaryDeleted");
+    // Answering SECONDARY, but the primary sees it lagging: not yet.
+    input.local[1].state = Some(MemberState::Secondary);
+    input
+        .set
+        .members
+        .get_mut(&address(1, 30001))
+        .unwrap()
+        .lag_secs = Some(30);
+    assert!(matches!(plan_roll(&input), RollStep::Renew { .. }));
+    input
+        .set
+        .members
+        .get_mut(&address(1, 30001))
+        .unwrap()
+        .lag_secs = Some(0);
+    assert!(matches!(plan_roll(&input), RollStep::Release { .. }));
+}
+
+#[test]
+fn a_lease_of_ours_for_a_member_no_longer_in_the_config_is_released() {
+    let mut input = input();
+    input.lease = ours(address(1, 30009), false);
+    assert!(matches!(plan_roll(&input), RollStep::Release { .. }));
+}
+
+#[test]
+fn the_fcv_is_raised_only_once_every_data_member_runs_the_release_on_an_up_to_date_pod() {
+    let mut input = input();
+    for member in &mut input.local {
+        member.pod.as_mut().unwrap().revision = Some("new".into());
+    }
+    input.requested_fcv = Some("8.0".into());
+    let report = |version: &str, up_to_date| MemberReport {
+        up_to_date,
+        version: Some(version.into()),
+    };
+    let hosts = [
+        address(1, 30000),
+        address(1, 30001),
+        address(2, 30000),
+        address(3, 30000),
+    ];
+    for host in &hosts {
+        input.reports.insert(host.clone(), report("8.0.3", true));
+    }
+    input
+        .reports
+        .insert(address(3, 30000), report("7.0.14", true));
+    let step = plan_roll(&input);
+    assert!(
+        matches!(&step, RollStep::Wait { reason: RollWait::FeatureCompatibilityWaits { member, .. } } if *member == address(3, 30000)),
+        "{step:?}"
+    );
+    input
+        .reports
+        .insert(address(3, 30000), report("8.0.3", false));
+    assert!(matches!(plan_roll(&input), RollStep::Wait { .. }));
+    input
+        .reports
+        .insert(address(3, 30000), report("8.0.3", true));
+    assert_eq!(
+        plan_roll(&input),
+        RollStep::RaiseFeatureCompatibility {
+            version: "8.0".into()
+        }
+    );
+    // Only the rsInit cluster raises it; never lowered.
+    input.rs_init = false;
+    assert_eq!(plan_roll(&input), RollStep::UpToDate);
+    input.rs_init = true;
+    input.fcv = Some("8.0".into());
+    assert_eq!(plan_roll(&input), RollStep::UpToDate);
+    input.requested_fcv = Some("7.0".into());
+    assert!(matches!(
+        plan_roll(&input),
+        RollStep::Wait {
+            reason: RollWait::FeatureCompatibilityLowerNotApplied { .. }
+        }
+    ));
+}
