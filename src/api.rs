@@ -70,6 +70,12 @@ pub const DEFAULT_IMAGE: &str = "mongo:7.0";
         description = "host of the replica set's primary"
     ),
     printcolumn(
+        name = "Restart",
+        type_ = "string",
+        json_path = ".status.restartState",
+        description = "NotInProcess, or SecondaryDeleted / PrimaryDeleted while this cluster restarts a member for a roll"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"

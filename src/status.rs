@@ -845,6 +845,76 @@ mod tests {
     }
 
     #[test]
+    fn a_roll_shows_in_restart_state_up_to_date_and_progressing_and_is_kept_between_rolls() {
+        let mongodb = mongodb(2);
+        let observed = observation(&[
+            (30001, MemberState::Primary, true),
+            (30002, MemberState::Secondary, true),
+        ]);
+        let local = views(&[30001, 30002]);
+        let lease = roll::Lease::new(host(30001), true, 0);
+        let restarting = RollStep::Renew {
+            lease: lease.clone(),
+            reason: roll::RollWait::MemberRestarting {
+                member: host(30001),
+            },
+        };
+        let mut rolling = input(
+            &mongodb,
+            Some(&observed),
+            &local,
+            Some(&Step::InSync),
+            at(100),
+        );
+        rolling.roll = Some(&restarting);
+        rolling.feature_compatibility_version = Some("7.0".into());
+        let status = compute_status(&rolling);
+        assert_eq!(status.restart_state.as_deref(), Some("PrimaryDeleted"));
+        assert_eq!(status.feature_compatibility_version.as_deref(), Some("7.0"));
+        let up_to_date = condition(&status, "UpToDate");
+        assert_eq!(
+            (up_to_date.status.as_str(), up_to_date.reason.as_str()),
+            ("False", "MemberRestarting")
+        );
+        assert!(
+            up_to_date
+                .message
+                .contains("127.0.10.1:30001 is restarting"),
+            "{}",
+            up_to_date.message
+        );
+        let progressing = condition(&status, "Progressing");
+        assert_eq!(
+            (progressing.status.as_str(), progressing.reason.as_str()),
+            ("True", "MemberRestarting")
+        );
+        assert_eq!(status.local_members[0].revision.as_deref(), Some("abc"));
+
+        // A pass that does not plan the roll (membership not in sync) keeps
+        // what the last one said.
+        let mut later = mongodb.clone();
+        later.status = Some(status);
+        let kept = compute_status(&input(&later, Some(&observed), &local, None, at(101)));
+        assert_eq!(kept.restart_state.as_deref(), Some("PrimaryDeleted"));
+        assert_eq!(condition(&kept, "UpToDate").reason, "MemberRestarting");
+        assert_eq!(kept.feature_compatibility_version.as_deref(), Some("7.0"));
+
+        let done = RollStep::UpToDate;
+        let mut finished = input(
+            &later,
+            Some(&observed),
+            &local,
+            Some(&Step::InSync),
+            at(102),
+        );
+        finished.roll = Some(&done);
+        let status = compute_status(&finished);
+        assert_eq!(status.restart_state.as_deref(), Some("NotInProcess"));
+        assert_eq!(condition(&status, "UpToDate").status, "True");
+        assert_eq!(condition(&status, "Progressing").status, "False");
+    }
+
+    #[test]
     fn a_refused_step_is_an_error_with_its_reason_in_conditions() {
         let mongodb = mongodb(1);
         let observed = observation(&[(30001, MemberState::Primary, true)]);
