@@ -1,11 +1,15 @@
 //! Reading the lab's state back: what every cluster's `MongoDB` status says, the
-//! readiness criterion of the demo and the tests, and the human table of
-//! `lab status`.
+//! readiness criterion of the demo and the tests, the human table of
+//! `lab status`, and samples of the replica set's members taken straight from
+//! the simulator ([`SetSampler`]), not through any operator.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
+use mongod_sim::{MemberState, Network};
 use mongodb_member_operator::api::{MongoDB, MongoState};
 
 use crate::controlplane::{ControlPlane, Split};
@@ -164,6 +168,213 @@ pub fn table(views: &[ClusterView]) -> String {
     out
 }
 
+/// One member of the set as the simulator has it at one instant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberSample {
+    /// The member's host in the set (`VIP:nodePort`).
+    pub host: String,
+    /// The listen address (pod address) of the running member that host
+    /// reaches, if any.
+    pub listen: Option<String>,
+    /// Its state; `None` when no running member answers to the host.
+    pub state: Option<MemberState>,
+    /// Its term, when it runs.
+    pub term: Option<i64>,
+}
+
+impl MemberSample {
+    /// PRIMARY, SECONDARY or ARBITER: a healthy member of the set. Anything
+    /// else (stopped, unreachable by its host, STARTUP, STARTUP2, REMOVED, ...)
+    /// is down.
+    pub fn is_up(&self) -> bool {
+        matches!(
+            self.state,
+            Some(MemberState::Primary | MemberState::Secondary | MemberState::Arbiter)
+        )
+    }
+}
+
+/// Every member of the set at one instant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SetSample {
+    /// When the sample was taken.
+    pub at: Instant,
+    /// One entry per host asked for, in that order.
+    pub members: Vec<MemberSample>,
+}
+
+impl SetSample {
+    /// Hosts of the members that are down.
+    pub fn down(&self) -> Vec<&str> {
+        self.members
+            .iter()
+            .filter(|m| !m.is_up())
+            .map(|m| m.host.as_str())
+            .collect()
+    }
+
+    /// `(term, host)` of every member that is PRIMARY.
+    pub fn primaries(&self) -> Vec<(i64, &str)> {
+        self.members
+            .iter()
+            .filter(|m| m.state == Some(MemberState::Primary))
+            .map(|m| (m.term.unwrap_or(-1), m.host.as_str()))
+            .collect()
+    }
+
+    /// The highest term any running member holds.
+    pub fn highest_term(&self) -> Option<i64> {
+        self.members.iter().filter_map(|m| m.term).max()
+    }
+}
+
+/// The members `hosts` reach on `network` now: each host resolved through
+/// the self aliases (kube-proxy's routes) or as a listen address itself.
+pub fn sample_set(network: &Network, hosts: &[String]) -> SetSample {
+    let mut reaches: BTreeMap<String, String> = BTreeMap::new();
+    for listen in network.running() {
+        for alias in network.aliases_of(&listen) {
+            reaches.insert(alias, listen.clone());
+        }
+        reaches.insert(listen.clone(), listen);
+    }
+    let members = hosts
+        .iter()
+        .map(|host| {
+            let listen = reaches.get(host).cloned();
+            let member = listen.as_deref().and_then(|l| network.member(l));
+            MemberSample {
+                host: host.clone(),
+                listen: member.as_ref().map(|m| m.listen().to_string()),
+                state: member.as_ref().map(|m| m.state()),
+                term: member.as_ref().map(|m| m.term()),
+            }
+        })
+        .collect();
+    SetSample {
+        at: Instant::now(),
+        members,
+    }
+}
+
+/// Samples the set on its own thread (so that a busy async runtime cannot
+/// stretch the interval) every `every` until stopped.
+pub struct SetSampler {
+    samples: Arc<Mutex<Vec<SetSample>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SetSampler {
+    /// Starts sampling `hosts` on `network`.
+    pub fn start(network: Arc<Network>, hosts: Vec<String>, every: Duration) -> SetSampler {
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (samples, stop) = (samples.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let sample = sample_set(&network, &hosts);
+                    samples
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(sample);
+                    std::thread::sleep(every);
+                }
+            })
+        };
+        SetSampler {
+            samples,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// The latest sample.
+    pub fn latest(&self) -> Option<SetSample> {
+        self.samples
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last()
+            .cloned()
+    }
+
+    /// Every sample so far.
+    pub fn samples(&self) -> Vec<SetSample> {
+        self.samples
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Stops sampling; returns every sample.
+    pub fn stop(&mut self) -> Vec<SetSample> {
+        self.halt();
+        self.samples()
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for SetSampler {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// The longest time between two consecutive samples.
+pub fn longest_sample_gap(samples: &[SetSample]) -> Duration {
+    samples
+        .windows(2)
+        .map(|pair| pair[1].at.saturating_duration_since(pair[0].at))
+        .max()
+        .unwrap_or_default()
+}
+
+/// The first sample with the most members down at once.
+pub fn most_down(samples: &[SetSample]) -> Option<&SetSample> {
+    let most = samples.iter().map(|s| s.down().len()).max()?;
+    samples.iter().find(|s| s.down().len() == most)
+}
+
+/// How long, in total, more than `allowed` members were down at once (each
+/// sample counting until the next).
+pub fn time_with_more_down_than(samples: &[SetSample], allowed: usize) -> Duration {
+    samples
+        .windows(2)
+        .filter(|pair| pair[0].down().len() > allowed)
+        .map(|pair| pair[1].at.saturating_duration_since(pair[0].at))
+        .sum()
+}
+
+/// The hosts seen PRIMARY in each term.
+pub fn primaries_by_term(samples: &[SetSample]) -> BTreeMap<i64, BTreeSet<String>> {
+    let mut by_term: BTreeMap<i64, BTreeSet<String>> = BTreeMap::new();
+    for sample in samples {
+        for (term, host) in sample.primaries() {
+            by_term.entry(term).or_default().insert(host.to_string());
+        }
+    }
+    by_term
+}
+
+/// The member that listened on `listen` at `at`, as the last sample taken
+/// at or before `at` that shows it has it (pod addresses change across
+/// restarts and may be reused): its host, and its state then.
+pub fn listening_on(samples: &[SetSample], listen: &str, at: Instant) -> Option<MemberSample> {
+    samples.iter().rev().filter(|s| s.at <= at).find_map(|s| {
+        s.members
+            .iter()
+            .find(|m| m.listen.as_deref() == Some(listen))
+            .cloned()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,5 +427,132 @@ mod tests {
             !is_ready(&[view("a", 1, "Running", &members)], &split),
             "a cluster missing"
         );
+    }
+}
+
+#[cfg(test)]
+mod sample_tests {
+    use super::*;
+
+    fn member(host: &str, state: Option<MemberState>, term: i64) -> MemberSample {
+        MemberSample {
+            host: host.into(),
+            listen: state.map(|_| format!("pod-{host}")),
+            state,
+            term: state.map(|_| term),
+        }
+    }
+
+    fn sample(start: Instant, millis: u64, members: Vec<MemberSample>) -> SetSample {
+        SetSample {
+            at: start + Duration::from_millis(millis),
+            members,
+        }
+    }
+
+    #[test]
+    fn samples_count_down_members_primaries_per_term_and_gaps() {
+        use MemberState::*;
+        let t0 = Instant::now();
+        let samples = vec![
+            sample(
+                t0,
+                0,
+                vec![
+                    member("a", Some(Primary), 1),
+                    member("b", Some(Secondary), 1),
+                    member("c", Some(Arbiter), 1),
+                ],
+            ),
+            // b restarting (STARTUP2 counts as down), a stale primary of term 1
+            // while c won term 2: two primaries, but in two terms.
+            sample(
+                t0,
+                100,
+                vec![
+                    member("a", Some(Primary), 1),
+                    member("b", Some(Startup2), 1),
+                    member("c", Some(Primary), 2),
+                ],
+            ),
+            sample(
+                t0,
+                400,
+                vec![
+                    member("a", None, 0),
+                    member("b", Some(Removed), 2),
+                    member("c", Some(Primary), 2),
+                ],
+            ),
+            sample(
+                t0,
+                450,
+                vec![
+                    member("a", Some(Primary), 2),
+                    member("b", Some(Secondary), 2),
+                    member("c", Some(Primary), 2),
+                ],
+            ),
+        ];
+        assert_eq!(samples[1].down(), vec!["b"]);
+        let worst = most_down(&samples).unwrap();
+        assert_eq!(worst.down(), vec!["a", "b"]);
+        assert_eq!(worst.at, t0 + Duration::from_millis(400));
+        assert_eq!(
+            time_with_more_down_than(&samples, 1),
+            Duration::from_millis(50)
+        );
+        assert_eq!(
+            time_with_more_down_than(&samples, 0),
+            Duration::from_millis(350)
+        );
+        assert_eq!(longest_sample_gap(&samples), Duration::from_millis(300));
+        let by_term = primaries_by_term(&samples);
+        assert_eq!(by_term[&1], BTreeSet::from(["a".to_string()]));
+        assert_eq!(
+            by_term[&2],
+            BTreeSet::from(["a".to_string(), "c".to_string()])
+        );
+        assert_eq!(samples[2].highest_term(), Some(2));
+        let b = listening_on(&samples, "pod-b", t0 + Duration::from_millis(420)).unwrap();
+        assert_eq!((b.host.as_str(), b.state), ("b", Some(Removed)));
+        let a = listening_on(&samples, "pod-a", t0 + Duration::from_millis(420)).unwrap();
+        assert_eq!(
+            (a.host.as_str(), a.state),
+            ("a", Some(Primary)),
+            "the last sample before that instant that shows it"
+        );
+        assert_eq!(
+            listening_on(&samples, "pod-a", t0 - Duration::from_millis(1)),
+            None
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_sampler_reads_members_by_their_aliases_and_counts_stopped_ones_down() {
+        let network = Network::new();
+        let listen = "127.93.0.1:27017";
+        network
+            .start_member(
+                mongod_sim::MemberSpec::new(listen.parse().unwrap(), "rs0"),
+                mongod_sim::Volume::new(),
+            )
+            .await
+            .unwrap();
+        network.add_alias(listen, "vip:30001");
+        let hosts = vec!["vip:30001".to_string(), "vip:30002".to_string()];
+        let now = sample_set(&network, &hosts);
+        assert_eq!(now.members[0].listen.as_deref(), Some(listen));
+        assert_eq!(now.members[0].state, Some(MemberState::Startup));
+        assert_eq!(now.members[1].state, None);
+        assert_eq!(now.down(), vec!["vip:30001", "vip:30002"]);
+        let mut sampler = SetSampler::start(network.clone(), hosts, Duration::from_millis(10));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        network.stop_member(listen);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let samples = sampler.stop();
+        assert!(samples.len() >= 5, "{} samples", samples.len());
+        assert_eq!(samples.last().unwrap().members[0].state, None);
+        assert!(longest_sample_gap(&samples) < Duration::from_millis(100));
     }
 }

@@ -1,13 +1,15 @@
 //! The simulated network shared by every member in a process: which member a host
 //! string reaches (listen addresses and self aliases such as `VIP:nodePort`), which
 //! members run, and the injected faults (isolated members, cut host pairs, cut
-//! sites, replication lag). Members talk to each other only through it.
+//! sites, replication lag). Members talk to each other only through it. It also
+//! keeps a record of every member stop ([`Network::stops`]): who, in what role,
+//! when.
 
-use crate::member::{Member, MemberSpec};
+use crate::member::{Member, MemberSpec, MemberState};
 use crate::state::Volume;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 /// Failures of the library API.
 #[derive(Debug, thiserror::Error)]
@@ -41,10 +43,31 @@ struct Registry {
     faults: Faults,
 }
 
+/// One member stop, as [`Network::stops`] records it: what the member was at
+/// the moment it was stopped (e.g. whether a primary was stepped down first).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberStop {
+    /// The listen address of the stopped member (its pod address).
+    pub listen: String,
+    /// Its host string in its config (`me`, e.g. `VIP:nodePort`), if it had one.
+    pub host: Option<String>,
+    /// The other host strings that reached it (aliases) when it was stopped.
+    pub aliases: Vec<String>,
+    /// Its role (PRIMARY, SECONDARY, ...) when it was stopped.
+    pub state: MemberState,
+    /// Its term when it was stopped.
+    pub term: i64,
+    /// When it was stopped.
+    pub at: Instant,
+    /// When it was stopped, by the wall clock (to compare with logs).
+    pub wall: SystemTime,
+}
+
 /// Many replica-set members in one process and the network between them.
 #[derive(Default)]
 pub struct Network {
     reg: Mutex<Registry>,
+    stops: Mutex<Vec<MemberStop>>,
 }
 
 impl Drop for Network {
@@ -113,6 +136,7 @@ impl Network {
         let member = self.reg().running.remove(listen);
         match member {
             Some(m) => {
+                self.record_stop(&m);
                 m.shutdown();
                 true
             }
@@ -126,6 +150,7 @@ impl Network {
         let member = self.reg().running.remove(listen);
         match member {
             Some(m) => {
+                self.record_stop(&m);
                 for task in m.shutdown() {
                     // Aborted tasks end with a cancellation error; only the wait matters.
                     let _ = task.await;
@@ -143,8 +168,37 @@ impl Network {
             .into_values()
             .collect();
         for m in members {
+            self.record_stop(&m);
             m.shutdown();
         }
+    }
+
+    /// Notes what `member` is as it is stopped (it has left the registry but
+    /// still runs: its role is the one it had until now). The registry's lock
+    /// is not held while the member's are taken.
+    fn record_stop(&self, member: &Member) {
+        let aliases = self.aliases_of(member.listen());
+        let stop = MemberStop {
+            listen: member.listen().to_string(),
+            host: member.self_host(),
+            aliases,
+            state: member.state(),
+            term: member.term(),
+            at: Instant::now(),
+            wall: SystemTime::now(),
+        };
+        tracing::info!(member = %stop.listen, state = stop.state.name(), term = stop.term, "stopping member");
+        self.stops
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(stop);
+    }
+
+    /// Every member stop so far, oldest first: which member, in what role and
+    /// term, and when ([`Network::stop_member`], [`Network::stop_member_and_wait`]
+    /// and [`Network::stop_all`] each record one per member they stop).
+    pub fn stops(&self) -> Vec<MemberStop> {
+        self.stops.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// A running member by listen address.
@@ -357,5 +411,87 @@ fn reachable(f: &Faults, a: &str, b: &str) -> bool {
             !(sa.map(|s| f.cut_sites.contains(s)).unwrap_or(false)
                 || sb.map(|s| f.cut_sites.contains(s)).unwrap_or(false))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    /// Waits up to 10 s for `member` to reach `state`.
+    async fn wait_state(net: &Network, listen: &str, state: MemberState) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while net.member(listen).map(|m| m.state()) != Some(state) {
+            assert!(Instant::now() < deadline, "{listen} never became {state:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Starts a member on `listen` and makes it the primary of a one-member set
+    /// whose config names it by `host` (an alias, as a NodePort would).
+    async fn primary_of_one(net: &Arc<Network>, listen: &str, host: &str, volume: Volume) {
+        net.add_alias(listen, host);
+        net.start_member(MemberSpec::new(listen.parse().unwrap(), "rs0"), volume)
+            .await
+            .unwrap();
+        let member = net.member(listen).unwrap();
+        let config = doc! {
+            "_id": "rs0", "version": 1, "members": [{"_id": 0, "host": host}],
+            "settings": {"electionTimeoutMillis": 200, "heartbeatIntervalMillis": 50},
+        };
+        crate::repl_commands::initiate(&member, &doc! {"replSetInitiate": config})
+            .await
+            .unwrap();
+        wait_state(net, listen, MemberState::Primary).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_stop_is_recorded_with_the_role_the_member_had_then() {
+        let net = Network::new();
+        let (a, b) = ("127.92.0.1:27017", "127.92.0.2:27017");
+        let volume = Volume::new();
+        let before = Instant::now();
+        primary_of_one(&net, a, "vip-a:30001", volume.clone()).await;
+        net.start_member(MemberSpec::new(b.parse().unwrap(), "rs0"), Volume::new())
+            .await
+            .unwrap();
+        assert!(net.stops().is_empty(), "nothing stopped yet");
+
+        // A member without a config, then the primary (killed as it is).
+        assert!(net.stop_member(b));
+        assert!(net.stop_member_and_wait(a).await);
+        assert!(!net.stop_member(a), "no longer running");
+        let stops = net.stops();
+        assert_eq!(stops.len(), 2, "{stops:?}");
+        assert_eq!(stops[0].listen, b);
+        assert_eq!(stops[0].host, None);
+        assert_eq!(stops[0].state, MemberState::Startup);
+        assert_eq!(stops[1].listen, a);
+        assert_eq!(stops[1].host.as_deref(), Some("vip-a:30001"));
+        assert_eq!(stops[1].aliases, vec!["vip-a:30001".to_string()]);
+        assert_eq!(stops[1].state, MemberState::Primary);
+        assert!(stops[1].term >= 1, "{stops:?}");
+        assert!(before <= stops[0].at && stops[0].at <= stops[1].at);
+        assert!(stops[0].wall <= stops[1].wall);
+
+        // Back on its volume it is primary again; stepped down first, it is
+        // recorded as the SECONDARY it then is; stop_all records too.
+        net.start_member(MemberSpec::new(a.parse().unwrap(), "rs0"), volume)
+            .await
+            .unwrap();
+        wait_state(&net, a, MemberState::Primary).await;
+        let member = net.member(a).unwrap();
+        let term = member.term();
+        member.step_down_locked(&mut member.lock(), Some(Duration::from_secs(60)));
+        assert_eq!(member.state(), MemberState::Secondary);
+        drop(member);
+        net.stop_all();
+        let stops = net.stops();
+        assert_eq!(stops.len(), 3, "{stops:?}");
+        assert_eq!(stops[2].listen, a);
+        assert_eq!(stops[2].state, MemberState::Secondary);
+        assert_eq!(stops[2].term, term);
+        assert!(stops[2].term >= stops[1].term);
     }
 }

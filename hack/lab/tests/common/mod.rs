@@ -387,3 +387,136 @@ pub fn ready_condition(
         .iter()
         .find(|c| c.type_ == "Ready")
 }
+
+/// The majority writer, with the time each acknowledgement arrived (its
+/// stdout is read as it comes; the writer flushes every line): how long the
+/// set accepted no write can be measured.
+pub struct TimedMajorityWriter {
+    child: tokio::process::Child,
+    stop_file: PathBuf,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<(Instant, String)>>>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl TimedMajorityWriter {
+    /// Starts the writer as [`MajorityWriter::start`] does (`None` when the
+    /// tools are not there and not required).
+    pub async fn start(
+        lab: &Lab,
+        name: &str,
+        hosts: &[String],
+    ) -> Result<Option<TimedMajorityWriter>, String> {
+        let Some(MajorityWriter {
+            mut child,
+            stop_file,
+        }) = MajorityWriter::start(lab, name, hosts).await?
+        else {
+            return Ok(None);
+        };
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or("the writer's stdout is not piped")?;
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let reader = {
+            let lines = lines.clone();
+            tokio::spawn(async move {
+                use tokio::io::AsyncBufReadExt;
+                let mut stdout = tokio::io::BufReader::new(stdout).lines();
+                while let Ok(Some(line)) = stdout.next_line().await {
+                    lines
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((Instant::now(), line));
+                }
+            })
+        };
+        Ok(Some(TimedMajorityWriter {
+            child,
+            stop_file,
+            lines,
+            reader,
+        }))
+    }
+
+    /// Every acknowledged write so far: when its acknowledgement arrived, its number.
+    pub fn acknowledged(&self) -> Vec<(Instant, u64)> {
+        self.lines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(|(at, line)| Some((*at, line.strip_prefix("ACK ")?.parse().ok()?)))
+            .collect()
+    }
+
+    /// Waits until `count` writes are acknowledged.
+    pub async fn wait_acknowledged(&self, count: usize, timeout: Duration) -> Outcome {
+        let deadline = Instant::now() + timeout;
+        while self.acknowledged().len() < count {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the writer had {} writes acknowledged after {timeout:?}, expected {count}",
+                    self.acknowledged().len()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+
+    /// Stops the writer and checks, as [`MajorityWriter::stop_and_check`]
+    /// does, that every acknowledged write is present; returns the
+    /// acknowledgements.
+    pub async fn stop_and_check(self) -> Result<Vec<(Instant, u64)>, String> {
+        std::fs::write(&self.stop_file, b"stop").map_err(fail("stop file"))?;
+        let output = tokio::time::timeout(Duration::from_secs(120), self.child.wait_with_output())
+            .await
+            .map_err(fail("writer did not stop"))?
+            .map_err(fail("writer"))?;
+        tokio::time::timeout(Duration::from_secs(10), self.reader)
+            .await
+            .map_err(fail("the writer's output did not end"))?
+            .map_err(fail("reading the writer's output"))?;
+        let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let acked: Vec<(Instant, u64)> = lines
+            .iter()
+            .filter_map(|(at, line)| Some((*at, line.strip_prefix("ACK ")?.parse().ok()?)))
+            .collect();
+        let found: std::collections::BTreeSet<u64> = lines
+            .iter()
+            .find_map(|(_, line)| line.strip_prefix("FOUND"))
+            .ok_or_else(|| {
+                format!(
+                    "the writer did not read back: {} {}",
+                    lines.last().map(|(_, l)| l.as_str()).unwrap_or_default(),
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            })?
+            .split_whitespace()
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        if acked.len() < 10 {
+            return Err(format!(
+                "only {} writes were acknowledged during the change",
+                acked.len()
+            ));
+        }
+        let lost: Vec<u64> = acked
+            .iter()
+            .map(|(_, n)| *n)
+            .filter(|n| !found.contains(n))
+            .collect();
+        if !lost.is_empty() {
+            return Err(format!(
+                "{} of {} majority-acknowledged writes were lost: {lost:?}",
+                lost.len(),
+                acked.len()
+            ));
+        }
+        eprintln!(
+            "{} majority writes acknowledged during the change, none lost",
+            acked.len()
+        );
+        Ok(acked)
+    }
+}
