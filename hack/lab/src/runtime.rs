@@ -363,6 +363,72 @@ impl RunningContainer for IdleContainer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kubelet_sim::{ClaimIdentity, PodIdentity, ResolvedMount};
+    use mongod_sim::state::SYSTEM_VERSION_NS;
+    use mongod_sim::{Fcv, Release};
+
+    fn mongod_container(image: &str, pod_ip: [u8; 4]) -> ResolvedContainer {
+        ResolvedContainer {
+            pod: PodIdentity {
+                namespace: "db".into(),
+                name: "rs-0".into(),
+                uid: "pod-uid".into(),
+            },
+            pod_ip: pod_ip.into(),
+            name: "mongod".into(),
+            init: false,
+            image: image.into(),
+            command: vec!["mongod".into()],
+            args: vec!["--replSet".into(), "rs0".into()],
+            env: Vec::new(),
+            mounts: vec![ResolvedMount {
+                volume_name: "data".into(),
+                mount_path: "/data/db".into(),
+                sub_path: None,
+                read_only: false,
+                volume: ResolvedVolume::PersistentVolumeClaim(ClaimIdentity {
+                    namespace: "db".into(),
+                    claim_name: "data-rs-0".into(),
+                    claim_uid: "claim-uid".into(),
+                }),
+            }],
+            ports: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_mongod_image_too_old_for_the_pvcs_fcv_exits_with_62() {
+        let network = Network::new();
+        let runtime = MongodRuntime::new(network.clone(), "cluster-a");
+        // The PVC holds data of an FCV 8.0 set.
+        let mut state = mongod_sim::DurableState::default();
+        state.data.insert(
+            SYSTEM_VERSION_NS.into(),
+            vec![Fcv::Version(Release::new(8, 0)).document()],
+        );
+        runtime
+            .volumes
+            .lock()
+            .unwrap()
+            .insert("claim-uid".into(), Volume::from_state(state));
+
+        let old = runtime
+            .start(mongod_container("mongo:7.0.14", [127, 97, 0, 1]))
+            .await
+            .unwrap();
+        assert_eq!(old.wait().await.exit_code, 62);
+        assert!(network.member("127.97.0.1:27017").is_none());
+
+        let new = runtime
+            .start(mongod_container("mongo:8.0.3", [127, 97, 0, 1]))
+            .await
+            .unwrap();
+        let member = network
+            .member("127.97.0.1:27017")
+            .expect("8.0 runs FCV 8.0 data");
+        assert_eq!(member.version().to_string(), "8.0.3");
+        assert_eq!(new.stop(Duration::ZERO).await, ContainerExit::TERMINATED);
+    }
 
     #[test]
     fn the_version_is_the_first_number_of_the_image_tag() {
