@@ -7,6 +7,18 @@
 //!   `MONGO_INITDB_ROOT_USERNAME` / `_PASSWORD` when its data is empty (what the
 //!   official image's entrypoint does). Its data lives with the PVC's uid: a
 //!   restarted pod resumes it, a new PVC starts empty.
+//! - The mongod version comes from the image tag: the first `MAJOR.MINOR[.PATCH]`
+//!   in the tag (`mongo:7.0` → 7.0.0, `mongo:8.0.3` → 8.0.3,
+//!   `docker.io/library/mongo:7.0.14` → 7.0.14, `registry:5000/x/mongo:6.0-jammy`
+//!   → 6.0.0; a digest after `@` is ignored). An image without a tag, or whose tag
+//!   has no such number (`mongo:latest`), runs the simulator's default,
+//!   [`ServerVersion::DEFAULT`] (7.0.14). The member reports it in `buildInfo`,
+//!   `serverStatus` and `hello.maxWireVersion`.
+//! - Like mongod, the container exits at once with code 62 when the PVC's data has
+//!   a featureCompatibilityVersion its version cannot run (an 8.0 image on FCV 6.0
+//!   data, a 7.0 image on FCV 8.0 data), logging mongod's "UPGRADE PROBLEM"
+//!   error; and it exits with code 14 when replication or an initial sync brings
+//!   it an FCV its version cannot parse (mongod's fatal assertion).
 //! - Init containers cannot run shell scripts here. They are emulated by what
 //!   the member pods' init container does: every file of a Secret volume it
 //!   mounts is copied into the emptyDir volumes it mounts writable.
@@ -21,7 +33,7 @@ use anyhow::{anyhow, bail, Context};
 use kubelet_sim::{
     BoxFuture, ContainerExit, ContainerRuntime, ResolvedContainer, ResolvedVolume, RunningContainer,
 };
-use mongod_sim::{MemberSpec, Network, RootUser, Volume};
+use mongod_sim::{Member, MemberSpec, Network, RootUser, ServerVersion, Volume};
 use tokio::sync::watch;
 
 /// Files of one emptyDir, by path relative to the volume.
@@ -81,7 +93,7 @@ impl MongodRuntime {
                 .or_default()
                 .extend(files.clone());
         }
-        Box::new(Exited)
+        Box::new(Exited(ContainerExit::SUCCESS))
     }
 
     /// The content of the file at `path` as the container sees it.
@@ -152,8 +164,18 @@ impl MongodRuntime {
             repl_set: repl_set.to_string(),
             keyfile,
             root_user,
+            version: server_version_of_image(&container.image),
         };
         let volume = self.volume_of(container);
+        // mongod's startup check of the data's featureCompatibilityVersion: the
+        // process logs the error and exits before it listens.
+        if let Err(e) = mongod_sim::fcv::startup_check(spec.version, &volume.snapshot()) {
+            tracing::error!(pod = %container.pod.name, container = %container.name, version = %spec.version,
+                id = e.log_id, error = %e.message, "{}", e.log_msg);
+            return Ok(Box::new(Exited(ContainerExit {
+                exit_code: e.exit_code,
+            })));
+        }
         self.network
             .start_member(spec, volume)
             .await
@@ -163,6 +185,7 @@ impl MongodRuntime {
         Ok(Box::new(MongodContainer {
             network: self.network.clone(),
             listen: listen.to_string(),
+            member: self.network.member(&listen.to_string()),
             exited: Arc::new(exited),
         }))
     }
@@ -196,15 +219,66 @@ impl ContainerRuntime for MongodRuntime {
     }
 }
 
-/// An init container that already completed.
-struct Exited;
+/// The mongod version an image runs: the first `MAJOR.MINOR[.PATCH]` in its tag,
+/// else [`ServerVersion::DEFAULT`].
+pub fn server_version_of_image(image: &str) -> ServerVersion {
+    let reference = image.split('@').next().unwrap_or_default();
+    let name = reference.rsplit('/').next().unwrap_or_default();
+    let Some((_, tag)) = name.split_once(':') else {
+        return ServerVersion::DEFAULT;
+    };
+    first_version_in(tag).unwrap_or(ServerVersion::DEFAULT)
+}
+
+/// The first `MAJOR.MINOR[.PATCH]` (digits separated by dots) in `s`.
+fn first_version_in(s: &str) -> Option<ServerVersion> {
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    while start < bytes.len() {
+        if !bytes[start].is_ascii_digit() || (start > 0 && bytes[start - 1].is_ascii_digit()) {
+            start += 1;
+            continue;
+        }
+        // Up to three dot-separated numbers from here.
+        let mut numbers = Vec::new();
+        let mut i = start;
+        while numbers.len() < 3 {
+            let from = i;
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
+            }
+            if i == from {
+                break;
+            }
+            numbers.push(&s[from..i]);
+            if i + 1 < bytes.len() && bytes[i] == b'.' && bytes[i + 1].is_ascii_digit() {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        if numbers.len() >= 2 {
+            if let Some(v) = ServerVersion::parse(&numbers.join(".")) {
+                return Some(v);
+            }
+        }
+        start = i.max(start + 1);
+    }
+    None
+}
+
+/// A container that already ended (a completed init container, or a mongod that
+/// exited at startup).
+struct Exited(ContainerExit);
 
 impl RunningContainer for Exited {
     fn wait(&self) -> BoxFuture<'_, ContainerExit> {
-        Box::pin(async { ContainerExit::SUCCESS })
+        let exit = self.0;
+        Box::pin(async move { exit })
     }
     fn stop(&self, _grace: Duration) -> BoxFuture<'_, ContainerExit> {
-        Box::pin(async { ContainerExit::SUCCESS })
+        let exit = self.0;
+        Box::pin(async move { exit })
     }
 }
 
@@ -212,6 +286,8 @@ impl RunningContainer for Exited {
 struct MongodContainer {
     network: Arc<Network>,
     listen: String,
+    /// The member this container started (to read how it died).
+    member: Option<Arc<Member>>,
     exited: Arc<watch::Sender<Option<ContainerExit>>>,
 }
 
@@ -220,13 +296,22 @@ impl RunningContainer for MongodContainer {
         let mut exited = self.exited.subscribe();
         let network = self.network.clone();
         let listen = self.listen.clone();
+        let member = self.member.clone();
         Box::pin(async move {
             loop {
                 if let Some(exit) = *exited.borrow() {
                     return exit;
                 }
-                if network.member(&listen).is_none() {
-                    return ContainerExit::KILLED;
+                let running = network
+                    .member(&listen)
+                    .is_some_and(|m| member.as_ref().is_none_or(|mine| Arc::ptr_eq(&m, mine)));
+                if !running {
+                    // A member that died on its own (a fatal assertion) exits
+                    // with its code; any other disappearance is a kill.
+                    return match member.as_ref().and_then(|m| m.exit_code()) {
+                        Some(exit_code) => ContainerExit { exit_code },
+                        None => ContainerExit::KILLED,
+                    };
                 }
                 tokio::select! {
                     _ = exited.changed() => {}
@@ -272,5 +357,108 @@ impl RunningContainer for IdleContainer {
     fn stop(&self, _grace: Duration) -> BoxFuture<'_, ContainerExit> {
         self.exited.send_replace(Some(ContainerExit::TERMINATED));
         Box::pin(async { ContainerExit::TERMINATED })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubelet_sim::{ClaimIdentity, PodIdentity, ResolvedMount};
+    use mongod_sim::state::SYSTEM_VERSION_NS;
+    use mongod_sim::{Fcv, Release};
+
+    fn mongod_container(image: &str, pod_ip: [u8; 4]) -> ResolvedContainer {
+        ResolvedContainer {
+            pod: PodIdentity {
+                namespace: "db".into(),
+                name: "rs-0".into(),
+                uid: "pod-uid".into(),
+            },
+            pod_ip: pod_ip.into(),
+            name: "mongod".into(),
+            init: false,
+            image: image.into(),
+            command: vec!["mongod".into()],
+            args: vec!["--replSet".into(), "rs0".into()],
+            env: Vec::new(),
+            mounts: vec![ResolvedMount {
+                volume_name: "data".into(),
+                mount_path: "/data/db".into(),
+                sub_path: None,
+                read_only: false,
+                volume: ResolvedVolume::PersistentVolumeClaim(ClaimIdentity {
+                    namespace: "db".into(),
+                    claim_name: "data-rs-0".into(),
+                    claim_uid: "claim-uid".into(),
+                }),
+            }],
+            ports: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_mongod_image_too_old_for_the_pvcs_fcv_exits_with_62() {
+        let network = Network::new();
+        let runtime = MongodRuntime::new(network.clone(), "cluster-a");
+        // The PVC holds data of an FCV 8.0 set.
+        let mut state = mongod_sim::DurableState::default();
+        state.data.insert(
+            SYSTEM_VERSION_NS.into(),
+            vec![Fcv::Version(Release::new(8, 0)).document()],
+        );
+        runtime
+            .volumes
+            .lock()
+            .unwrap()
+            .insert("claim-uid".into(), Volume::from_state(state));
+
+        let old = runtime
+            .start(mongod_container("mongo:7.0.14", [127, 97, 0, 1]))
+            .await
+            .unwrap();
+        assert_eq!(old.wait().await.exit_code, 62);
+        assert!(network.member("127.97.0.1:27017").is_none());
+
+        let new = runtime
+            .start(mongod_container("mongo:8.0.3", [127, 97, 0, 1]))
+            .await
+            .unwrap();
+        let member = network
+            .member("127.97.0.1:27017")
+            .expect("8.0 runs FCV 8.0 data");
+        assert_eq!(member.version().to_string(), "8.0.3");
+        assert_eq!(new.stop(Duration::ZERO).await, ContainerExit::TERMINATED);
+    }
+
+    #[test]
+    fn the_version_is_the_first_number_of_the_image_tag() {
+        let v = |s: &str| server_version_of_image(s).to_string();
+        assert_eq!(v("mongo:7.0"), "7.0.0");
+        assert_eq!(v("mongo:8.0.3"), "8.0.3");
+        assert_eq!(v("docker.io/library/mongo:7.0.14"), "7.0.14");
+        assert_eq!(v("registry:5000/x/mongo:6.0-jammy"), "6.0.0");
+        assert_eq!(v("mongo:8.0.3-noble@sha256:0123abcd"), "8.0.3");
+        assert_eq!(v("mongo:4.4.29-focal"), "4.4.29");
+        assert_eq!(v("mongo:jammy-7.0"), "7.0.0");
+    }
+
+    #[test]
+    fn no_tag_or_no_number_runs_the_default() {
+        let default = ServerVersion::DEFAULT.to_string();
+        assert_eq!(default, "7.0.14");
+        for image in [
+            "mongo",
+            "registry:5000/x/mongo",
+            "mongo:latest",
+            "mongo:8",
+            "",
+            "mongo@sha256:7.0.1",
+        ] {
+            assert_eq!(
+                server_version_of_image(image).to_string(),
+                default,
+                "{image}"
+            );
+        }
     }
 }

@@ -79,6 +79,19 @@ if (items.countDocuments({}) !== 3 || items.countDocuments({ k: 'a' }) !== 2) {
 }
 expectCode(40324, () => items.aggregate([{ $frobnicate: {} }]).toArray());
 
+// updateOne / replaceOne with upsert (mongosh names the upserted _id insertedId) /
+// deleteOne, and the FCV of a 7.0 binary.
+const leases = db.getSiblingDB('app').leases;
+let u = leases.replaceOne({ _id: 'lease' }, { holder: 'a' }, { upsert: true });
+if (u.insertedId !== 'lease' || u.upsertedCount !== 1 || u.matchedCount !== 0) throw new Error('replaceOne: ' + JSON.stringify(u));
+u = leases.updateOne({ _id: 'lease', holder: 'a' }, { $set: { term: 2 } }, { writeConcern: { w: 'majority' } });
+if (u.matchedCount !== 1 || u.modifiedCount !== 1) throw new Error('updateOne: ' + JSON.stringify(u));
+expectCode(9, () => leases.updateOne({ _id: 'lease' }, { $inc: { term: 1 } }));
+if (leases.deleteOne({ _id: 'lease' }).deletedCount !== 1) throw new Error('deleteOne');
+const fcv = db.adminCommand({ getParameter: 1, featureCompatibilityVersion: 1 }).featureCompatibilityVersion;
+if (fcv.version !== '7.0') throw new Error('FCV: ' + JSON.stringify(fcv));
+expectCode(7369100, () => db.adminCommand({ setFeatureCompatibilityVersion: '6.0' }));
+
 // Step down: another member becomes primary, this connection stays usable.
 r = rs.stepDown(10, 5);
 if (r.ok !== 1) throw new Error('rs.stepDown failed: ' + JSON.stringify(r));

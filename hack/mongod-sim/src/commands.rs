@@ -2,12 +2,14 @@
 //! with mongod's localhost exception while no user exists), the handshake and
 //! diagnostic commands, SCRAM, user management, and insert with write concern.
 //! Replica-set administration lives in [`crate::repl_commands`], reads (find,
-//! aggregate) in [`crate::query`].
+//! aggregate) in [`crate::query`], update and delete in [`crate::update`],
+//! featureCompatibilityVersion in [`crate::fcv`].
 
 use crate::error::{self, fail, CmdError};
 use crate::member::{now_ms, user_document, Member, MemberState};
 use crate::scram::{self, Conversation, Mechanism};
-use crate::state::{Op, OpTime, OplogEntry, USERS_NS};
+use crate::state::{is_fcv_document, DurableState, Op, OpTime, OplogEntry, USERS_NS};
+use crate::values::{render, values_equal};
 use bson::{doc, oid::ObjectId, spec::BinarySubtype, Binary, Bson, DateTime, Document};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,9 +35,6 @@ impl Connection {
         }
     }
 }
-
-const VERSION: &str = "7.0.14";
-const MAX_WIRE_VERSION: i32 = 21;
 
 /// Commands any client may run before authenticating.
 const NO_AUTH: &[&str] = &[
@@ -132,8 +131,8 @@ async fn run(
         "hello" => hello(member, conn, body, false).await,
         "isMaster" | "ismaster" => hello(member, conn, body, true).await,
         "ping" => Ok(doc! {}),
-        "buildInfo" | "buildinfo" => Ok(build_info()),
-        "getParameter" => Ok(get_parameter(body)),
+        "buildInfo" | "buildinfo" => Ok(build_info(member)),
+        "getParameter" => crate::fcv::get_parameter(member, body),
         "endSessions" => Ok(doc! {}),
         "serverStatus" => Ok(server_status(member, conn)),
         "connectionStatus" => Ok(connection_status(conn)),
@@ -148,6 +147,9 @@ async fn run(
         "dropUser" => drop_user(member, body).await,
         "usersInfo" => users_info(member, body),
         "insert" => insert(member, body).await,
+        "update" => crate::update::update(member, body).await,
+        "delete" => crate::update::delete(member, body).await,
+        "setFeatureCompatibilityVersion" => crate::fcv::set_fcv(member, body).await,
         "find" => crate::query::find(member, body),
         "aggregate" => crate::query::aggregate(member, body),
         "replSetInitiate" => crate::repl_commands::initiate(member, body).await,
@@ -323,7 +325,7 @@ fn hello_response(member: &Member, conn: &Connection, body: &Document, legacy: b
     d.insert("logicalSessionTimeoutMinutes", 30);
     d.insert("connectionId", conn.id as i32);
     d.insert("minWireVersion", 0);
-    d.insert("maxWireVersion", MAX_WIRE_VERSION);
+    d.insert("maxWireVersion", member.version().max_wire_version());
     d.insert("readOnly", false);
     if let Ok(spec) = body.get_str("saslSupportedMechs") {
         if let Some((db, user)) = spec.split_once('.') {
@@ -339,29 +341,26 @@ fn hello_response(member: &Member, conn: &Connection, body: &Document, legacy: b
     d
 }
 
-fn build_info() -> Document {
+fn build_info(member: &Member) -> Document {
+    let version = member.version();
+    let array: Vec<Bson> = version
+        .version_array()
+        .iter()
+        .map(|n| Bson::Int32(*n))
+        .collect();
     doc! {
-        "version": VERSION, "gitVersion": "mongod-sim", "versionArray": [7, 0, 14, 0],
+        "version": version.to_string(), "gitVersion": "mongod-sim", "versionArray": array,
         "bits": 64, "debug": false, "maxBsonObjectSize": 16_777_216,
         "storageEngines": ["devnull", "wiredTiger"], "modules": [], "javascriptEngine": "none",
         "sysInfo": "deprecated", "openssl": { "running": "disabled", "compiled": "disabled" },
     }
 }
 
-fn get_parameter(body: &Document) -> Document {
-    let mut d = Document::new();
-    let all = matches!(body.get("getParameter"), Some(Bson::String(s)) if s == "*");
-    if all || body.contains_key("featureCompatibilityVersion") {
-        d.insert("featureCompatibilityVersion", doc! { "version": "7.0" });
-    }
-    d
-}
-
 fn server_status(member: &Member, conn: &Connection) -> Document {
     let inner = member.lock();
     doc! {
         "host": inner.self_host.clone().unwrap_or_else(|| member.listen().to_string()),
-        "version": VERSION, "process": "mongod", "pid": std::process::id() as i64,
+        "version": member.version().to_string(), "process": "mongod", "pid": std::process::id() as i64,
         "uptime": member.uptime_secs() as f64, "uptimeMillis": member.uptime_secs() * 1000,
         "localTime": DateTime::now(),
         "connections": { "current": 1, "totalCreated": conn.id },
@@ -456,13 +455,13 @@ fn sasl_continue(conn: &mut Connection, body: &Document) -> CmdResult {
 // ---- writes ------------------------------------------------------------------
 
 /// Parsed `writeConcern`.
-struct WriteConcern {
+pub(crate) struct WriteConcern {
     /// None = majority; Some(n) = n members.
-    w: Option<i64>,
-    wtimeout: Option<Duration>,
+    pub w: Option<i64>,
+    pub wtimeout: Option<Duration>,
 }
 
-fn write_concern(body: &Document) -> WriteConcern {
+pub(crate) fn write_concern(body: &Document) -> WriteConcern {
     let mut wc = WriteConcern {
         w: None,
         wtimeout: None,
@@ -479,23 +478,41 @@ fn write_concern(body: &Document) -> WriteConcern {
 }
 
 /// Why a write-concern wait ended without success.
-enum WaitFailure {
+pub(crate) enum WaitFailure {
     TimedOut,
     SteppedDown,
 }
 
-fn not_primary() -> CmdError {
+pub(crate) fn not_primary() -> CmdError {
     CmdError::new(error::NOT_WRITABLE_PRIMARY, "not primary")
 }
 
 /// Appends operations as the primary; returns the optime of the last one and the
 /// role generation to detect a step-down while waiting.
-fn write_ops(member: &Member, ops: Vec<Op>) -> Result<(OpTime, u64), CmdError> {
+pub(crate) fn write_ops(member: &Member, ops: Vec<Op>) -> Result<(OpTime, u64), CmdError> {
+    write_planned(member, |_| (ops, ())).map(|(optime, generation, ())| (optime, generation))
+}
+
+/// The primary's last optime and role generation: what a write that changed
+/// nothing waits for (mongod's `setLastOpToSystemLastOpTime`).
+pub(crate) fn last_op(member: &Member) -> Result<(OpTime, u64), CmdError> {
+    write_ops(member, Vec::new())
+}
+
+/// Plans a write on the primary's data and appends the operations the plan
+/// returns, both under the member's locks so no other write interleaves. Returns
+/// the optime to wait for (the last entry, or the last optime when the plan wrote
+/// nothing), the role generation, and the plan's result.
+pub(crate) fn write_planned<R>(
+    member: &Member,
+    plan: impl FnOnce(&DurableState) -> (Vec<Op>, R),
+) -> Result<(OpTime, u64, R), CmdError> {
     let inner = member.lock();
     if inner.state != MemberState::Primary {
         return Err(not_primary());
     }
     let mut disk = member.disk();
+    let (ops, result) = plan(&disk);
     let term = disk.term;
     for op in ops {
         let optime = disk.next_optime(term, now_ms());
@@ -505,10 +522,10 @@ fn write_ops(member: &Member, ops: Vec<Op>) -> Result<(OpTime, u64), CmdError> {
             op,
         });
     }
-    Ok((disk.last_optime(), inner.role_generation))
+    Ok((disk.last_optime(), inner.role_generation, result))
 }
 
-async fn wait_for_write_concern(
+pub(crate) async fn wait_for_write_concern(
     member: &Member,
     optime: OpTime,
     generation: u64,
@@ -563,7 +580,7 @@ fn count_members_with(member: &Member, optime: OpTime) -> usize {
         .count()
 }
 
-fn write_concern_error(f: WaitFailure, body: &Document) -> Document {
+pub(crate) fn write_concern_error(f: WaitFailure, body: &Document) -> Document {
     let wc = body
         .get_document("writeConcern")
         .cloned()
@@ -731,11 +748,59 @@ fn users_info(member: &Member, body: &Document) -> CmdResult {
     Ok(doc! { "users": users })
 }
 
+/// A duplicate `_id` write error as mongod reports it (with `keyPattern` and
+/// `keyValue`).
+pub(crate) fn duplicate_key_error(index: usize, ns: &str, id: &Bson) -> Bson {
+    Bson::Document(doc! {
+        "index": index as i32, "code": error::DUPLICATE_KEY,
+        "keyPattern": { "_id": 1 }, "keyValue": { "_id": id.clone() },
+        "errmsg": format!("E11000 duplicate key error collection: {ns} index: _id_ dup key: {{ _id: {} }}", render(id)),
+    })
+}
+
+/// A write error entry (`{index, code, errmsg}`).
+pub(crate) fn write_error(index: usize, e: &CmdError) -> Bson {
+    Bson::Document(doc! { "index": index as i32, "code": e.code, "errmsg": e.errmsg.clone() })
+}
+
+/// The reply of a write command: waits for the write concern on `optime` (also
+/// when nothing was written: mongod then waits for the last optime) and adds
+/// `writeErrors` / `writeConcernError`.
+pub(crate) async fn finish_write(
+    member: &Member,
+    body: &Document,
+    (optime, generation): (OpTime, u64),
+    mut reply: Document,
+    write_errors: Vec<Bson>,
+) -> CmdResult {
+    if let Err(f) = wait_for_write_concern(member, optime, generation, &write_concern(body)).await {
+        reply.insert("writeConcernError", write_concern_error(f, body));
+    }
+    if !write_errors.is_empty() {
+        reply.insert("writeErrors", write_errors);
+    }
+    Ok(reply)
+}
+
+/// The name of the collection a CRUD command targets (mongod's
+/// `parseNsCollectionRequired`: 73 when it is not a string).
+pub(crate) fn collection_name<'b>(body: &'b Document, command: &str) -> Result<&'b str, CmdError> {
+    match body.get(command) {
+        Some(Bson::String(c)) => Ok(c),
+        Some(other) => fail(
+            error::INVALID_NAMESPACE,
+            format!(
+                "collection name has invalid type {}",
+                crate::values::type_name(other)
+            ),
+        ),
+        None => fail(error::INVALID_NAMESPACE, "collection name has invalid type"),
+    }
+}
+
 async fn insert(member: &Member, body: &Document) -> CmdResult {
     let db = db_of(body);
-    let coll = body
-        .get_str("insert")
-        .map_err(|_| CmdError::new(error::BAD_VALUE, "collection name must be a string"))?;
+    let coll = collection_name(body, "insert")?;
     let ns = format!("{db}.{coll}");
     let docs = body
         .get_array("documents")
@@ -744,31 +809,42 @@ async fn insert(member: &Member, body: &Document) -> CmdResult {
     if member.state() != MemberState::Primary {
         return Err(not_primary());
     }
-    let mut ops = Vec::new();
-    let mut write_errors = Vec::new();
-    {
-        let disk = member.disk();
-        let existing = disk.collection(&ns);
-        let mut ids: Vec<Bson> = existing
+    let mut docs_in = Vec::new();
+    for d in docs {
+        let Bson::Document(d) = d else {
+            return fail(error::TYPE_MISMATCH, "documents must be objects");
+        };
+        docs_in.push(d.clone());
+    }
+    let binary = member.version();
+    let (optime, generation, (n, write_errors)) = write_planned(member, |disk| {
+        let mut ops = Vec::new();
+        let mut write_errors = Vec::new();
+        let mut ids: Vec<Bson> = disk
+            .collection(&ns)
             .iter()
             .filter_map(|d| d.get("_id").cloned())
             .collect();
-        for (i, d) in docs.iter().enumerate() {
-            let Bson::Document(d) = d else {
-                return fail(error::TYPE_MISMATCH, "documents must be objects");
-            };
-            let mut d = d.clone();
+        for (i, mut d) in docs_in.into_iter().enumerate() {
             if !d.contains_key("_id") {
                 let mut with_id = doc! { "_id": ObjectId::new() };
                 with_id.extend(d);
                 d = with_id;
             }
             let id = d.get("_id").cloned().unwrap_or(Bson::Null);
-            if ids.contains(&id) {
-                write_errors.push(Bson::Document(doc! {
-                    "index": i as i32, "code": error::DUPLICATE_KEY,
-                    "errmsg": format!("E11000 duplicate key error collection: {ns} index: _id_ dup key: {{ _id: {id} }}"),
-                }));
+            let refused = if ids.iter().any(|x| values_equal(x, &id)) {
+                Some(duplicate_key_error(i, &ns, &id))
+            } else if is_fcv_document(&ns, &d) {
+                // The FCV op observer parses the document; a value the binary
+                // cannot run fails the write.
+                crate::fcv::check_write(binary, &d)
+                    .err()
+                    .map(|e| write_error(i, &e))
+            } else {
+                None
+            };
+            if let Some(err) = refused {
+                write_errors.push(err);
                 if ordered {
                     break;
                 }
@@ -780,19 +856,15 @@ async fn insert(member: &Member, body: &Document) -> CmdResult {
                 doc: d,
             });
         }
-    }
-    let n = ops.len() as i32;
-    let mut reply = doc! { "n": n };
-    if n > 0 {
-        let (optime, generation) = write_ops(member, ops)?;
-        if let Err(f) =
-            wait_for_write_concern(member, optime, generation, &write_concern(body)).await
-        {
-            reply.insert("writeConcernError", write_concern_error(f, body));
-        }
-    }
-    if !write_errors.is_empty() {
-        reply.insert("writeErrors", write_errors);
-    }
-    Ok(reply)
+        let n = ops.len() as i32;
+        (ops, (n, write_errors))
+    })?;
+    finish_write(
+        member,
+        body,
+        (optime, generation),
+        doc! { "n": n },
+        write_errors,
+    )
+    .await
 }

@@ -6,6 +6,7 @@
 mod commands;
 pub mod config;
 pub mod error;
+pub mod fcv;
 pub mod member;
 pub mod network;
 mod query;
@@ -13,9 +14,14 @@ mod repl_commands;
 mod scram;
 mod server;
 pub mod state;
+mod update;
+mod values;
+pub mod version;
 pub mod wire;
 
 pub use config::{MemberConfig, ReplSetConfig, Settings};
+pub use fcv::{Fcv, StartupError};
 pub use member::{Member, MemberSpec, MemberState, RootUser};
 pub use network::{Network, NetworkError};
 pub use state::{DurableState, OpTime, Volume};
+pub use version::{Release, ServerVersion};

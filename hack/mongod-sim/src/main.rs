@@ -3,7 +3,7 @@
 //! start, cut, heal and lag members and to dump the state as JSON.
 
 use anyhow::{bail, Context, Result};
-use mongod_sim::{MemberSpec, Network, RootUser, Volume};
+use mongod_sim::{MemberSpec, Network, RootUser, ServerVersion, Volume};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -11,10 +11,13 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 const USAGE: &str = "usage: mongod-sim --member ADDR [--member ADDR ...] [--repl-set NAME] \
-[--root-user NAME --root-password-file FILE] [--keyfile FILE] [--lag-ms N] [--control ADDR]
+[--root-user NAME --root-password-file FILE] [--keyfile FILE] [--lag-ms N] [--control ADDR] \
+[--server-version X.Y[.Z]]
   The root user/password may also come from MONGO_INITDB_ROOT_USERNAME / MONGO_INITDB_ROOT_PASSWORD.
+  --server-version: the mongod version every member runs (default 7.0.14).
   Control commands (stdin lines, or HTTP GET/POST /<command>/<args...>):
-    stop HOST | start HOST | cut HOST | heal HOST | heal-all | lag HOST MS | state";
+    stop HOST | start HOST | cut HOST | heal HOST | heal-all | lag HOST MS | state
+    | version HOST X.Y[.Z]   (the version HOST runs from its next start)";
 
 struct Options {
     members: Vec<SocketAddr>,
@@ -23,6 +26,7 @@ struct Options {
     keyfile: Option<String>,
     lag: Duration,
     control: Option<SocketAddr>,
+    version: ServerVersion,
 }
 
 fn parse_args() -> Result<Options> {
@@ -34,6 +38,7 @@ fn parse_args() -> Result<Options> {
     let mut keyfile = None;
     let mut lag = Duration::ZERO;
     let mut control = None;
+    let mut version = ServerVersion::DEFAULT;
     while let Some(flag) = args.next() {
         let mut value = || {
             args.next()
@@ -62,6 +67,12 @@ fn parse_args() -> Result<Options> {
                 lag = Duration::from_millis(value()?.parse().context("--lag-ms must be a number")?)
             }
             "--control" => control = Some(value()?.parse().context("--control must be IP:PORT")?),
+            "--server-version" => {
+                version = value()?
+                    .parse()
+                    .map_err(|e: String| anyhow::anyhow!(e))
+                    .context("--server-version")?
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -84,13 +95,14 @@ fn parse_args() -> Result<Options> {
         keyfile,
         lag,
         control,
+        version,
     })
 }
 
 /// The running simulation and the volumes of its members.
 struct Sim {
     net: Arc<Network>,
-    specs: BTreeMap<String, MemberSpec>,
+    specs: Mutex<BTreeMap<String, MemberSpec>>,
     volumes: Mutex<BTreeMap<String, Volume>>,
 }
 
@@ -98,6 +110,8 @@ impl Sim {
     async fn start(&self, host: &str) -> Result<()> {
         let spec = self
             .specs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
             .get(host)
             .with_context(|| format!("unknown member {host}"))?
             .clone();
@@ -108,8 +122,27 @@ impl Sim {
             .entry(host.to_string())
             .or_default()
             .clone();
+        // mongod exits at startup on data its binary cannot run.
+        if let Err(e) = mongod_sim::fcv::startup_check(spec.version, &volume.snapshot()) {
+            bail!(
+                "mongod {} exited with code {}: {}",
+                spec.version,
+                e.exit_code,
+                e.message
+            );
+        }
         self.net.start_member(spec, volume).await?;
         Ok(())
+    }
+
+    fn set_version(&self, host: &str, version: &str) -> Result<String> {
+        let version: ServerVersion = version.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+        let mut specs = self.specs.lock().unwrap_or_else(|p| p.into_inner());
+        let spec = specs
+            .get_mut(host)
+            .with_context(|| format!("unknown member {host}"))?;
+        spec.version = version;
+        Ok(format!("{host} runs {version} from its next start"))
     }
 
     /// Runs one control command and returns its answer (JSON or a short message).
@@ -122,6 +155,7 @@ impl Sim {
                 "not running".into()
             }),
             ["start", host] => self.start(host).await.map(|_| "started".into()),
+            ["version", host, version] => self.set_version(host, version),
             ["cut", host] => {
                 self.net.isolate(host);
                 Ok("cut".into())
@@ -203,13 +237,14 @@ async fn main() -> Result<()> {
                 repl_set: opts.repl_set.clone(),
                 keyfile: opts.keyfile.clone(),
                 root_user: opts.root_user.clone(),
+                version: opts.version,
             };
             (addr.to_string(), spec)
         })
         .collect();
     let sim = Arc::new(Sim {
         net: net.clone(),
-        specs,
+        specs: Mutex::new(specs),
         volumes: Mutex::new(BTreeMap::new()),
     });
     for addr in &opts.members {

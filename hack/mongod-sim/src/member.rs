@@ -3,15 +3,23 @@
 //! elections (dry run, term + 1, one vote per term, freshness, priority takeover),
 //! and a primary's step-down when it cannot see a majority. Peers are reached only
 //! through the [`Network`], synchronously and without holding this member's locks.
+//!
+//! A member runs one server version ([`MemberSpec::version`]). Like mongod it
+//! refuses to start on data whose featureCompatibilityVersion its binary cannot
+//! run (exit code 62), and it dies (exit code 14) when replication or an initial
+//! sync brings it an FCV document it cannot parse; see [`Member::exit_code`].
 
 use crate::config::ReplSetConfig;
 use crate::network::Network;
 use crate::scram;
-use crate::state::{DurableState, LastVote, Op, OpTime, OplogEntry, Volume, USERS_NS};
+use crate::state::{
+    DurableState, LastVote, Op, OpTime, OplogEntry, Volume, SYSTEM_VERSION_NS, USERS_NS,
+};
+use crate::version::ServerVersion;
 use bson::{doc, oid::ObjectId, Bson, Document};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -73,6 +81,11 @@ pub struct MemberSpec {
     /// With a keyfile (or a root user) access control is on.
     pub keyfile: Option<String>,
     pub root_user: Option<RootUser>,
+    /// The server version the member runs (the image's mongod): what `buildInfo`,
+    /// `serverStatus` and `hello.maxWireVersion` report and which
+    /// featureCompatibilityVersions it can run. [`MemberSpec::new`] uses
+    /// [`ServerVersion::DEFAULT`] (7.0.14).
+    pub version: ServerVersion,
 }
 
 impl std::fmt::Debug for MemberSpec {
@@ -82,6 +95,7 @@ impl std::fmt::Debug for MemberSpec {
             .field("repl_set", &self.repl_set)
             .field("keyfile", &self.keyfile.as_ref().map(|_| "<redacted>"))
             .field("root_user", &self.root_user)
+            .field("version", &self.version)
             .finish()
     }
 }
@@ -93,6 +107,7 @@ impl MemberSpec {
             repl_set: repl_set.to_string(),
             keyfile: None,
             root_user: None,
+            version: ServerVersion::DEFAULT,
         }
     }
 }
@@ -137,6 +152,10 @@ pub(crate) struct Inner {
     /// Incremented on every role change; writes waiting for write concern watch it.
     pub role_generation: u64,
     pub topology_counter: i64,
+    /// Failed initial sync attempts (mongod gives up after 10).
+    pub initial_sync_failures: u32,
+    /// No initial sync attempt before this instant (1 s between attempts).
+    pub next_initial_sync: Option<Instant>,
 }
 
 /// A running member. Obtain through [`Network::member`].
@@ -152,6 +171,9 @@ pub struct Member {
     shutdown_tx: watch::Sender<bool>,
     next_connection_id: AtomicI64,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The process exit code once it died on its own (-1 while it runs or after
+    /// an ordinary stop).
+    exit_code: AtomicI32,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -198,21 +220,28 @@ impl Member {
         volume: Volume,
         listener: tokio::net::TcpListener,
     ) -> Arc<Member> {
-        {
+        let startup = {
             let mut disk = volume.lock();
             if disk.is_empty() {
                 if let Some(root) = &spec.root_user {
+                    // The image's entrypoint creates the user with a standalone
+                    // mongod first, which writes the FCV document of a clean start
+                    // (the binary's release).
                     let user = user_document(
                         "admin",
                         &root.username,
                         &root.password,
                         Bson::Array(vec![Bson::Document(doc! {"role": "root", "db": "admin"})]),
                     );
-                    disk.base.insert(USERS_NS.to_string(), vec![user.clone()]);
-                    disk.data.insert(USERS_NS.to_string(), vec![user]);
+                    let fcv = crate::fcv::Fcv::Version(spec.version.release()).document();
+                    for (ns, doc) in [(USERS_NS, user), (SYSTEM_VERSION_NS, fcv)] {
+                        disk.base.insert(ns.to_string(), vec![doc.clone()]);
+                        disk.data.insert(ns.to_string(), vec![doc]);
+                    }
                 }
             }
-        }
+            crate::fcv::startup_check(spec.version, &disk)
+        };
         let (topology, _) = watch::channel(0);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let member = Arc::new(Member {
@@ -236,6 +265,8 @@ impl Member {
                 heartbeat_now: true,
                 role_generation: 0,
                 topology_counter: 0,
+                initial_sync_failures: 0,
+                next_initial_sync: None,
             }),
             topology,
             process_id: ObjectId::new(),
@@ -243,7 +274,16 @@ impl Member {
             shutdown_tx,
             next_connection_id: AtomicI64::new(1),
             tasks: Mutex::new(Vec::new()),
+            exit_code: AtomicI32::new(-1),
         });
+        if let Err(e) = startup {
+            // mongod logs the reason and exits before it listens.
+            tracing::error!(member = %member.listen, id = e.log_id, error = %e.message, "{}", e.log_msg);
+            member.exit_code.store(e.exit_code, Ordering::SeqCst);
+            drop(listener);
+            member.leave_network_when_registered();
+            return member;
+        }
         {
             let mut inner = member.lock();
             member.refresh_role(&mut inner);
@@ -288,7 +328,54 @@ impl Member {
         tasks
     }
 
+    /// A member that died on its own leaves the network as soon as
+    /// `Network::start_member` has registered it (it registers what `start`
+    /// returns right after).
+    fn leave_network_when_registered(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            for _ in 0..1000 {
+                {
+                    let Some(me) = weak.upgrade() else { return };
+                    let Some(net) = me.network() else { return };
+                    if net.member(&me.listen).is_some_and(|m| Arc::ptr_eq(&m, &me)) {
+                        net.stop_member(&me.listen);
+                        return;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        });
+    }
+
+    /// The process dies (a fatal assertion): it stops serving at once, like a
+    /// killed member, with `exit_code`; its volume keeps what was written.
+    pub(crate) fn crash(&self, exit_code: i32) {
+        self.exit_code.store(exit_code, Ordering::SeqCst);
+        if let Some(net) = self.network() {
+            if net
+                .member(&self.listen)
+                .is_some_and(|m| std::ptr::eq(Arc::as_ptr(&m), self))
+            {
+                net.stop_member(&self.listen);
+            }
+        }
+    }
+
     // ---- accessors -------------------------------------------------------
+
+    /// The server version this member runs.
+    pub fn version(&self) -> ServerVersion {
+        self.spec.version
+    }
+
+    /// How the member's process ended when it ended on its own: 62 when it
+    /// refused to start on data whose featureCompatibilityVersion its binary
+    /// cannot run, 14 after a fatal assertion (an FCV it cannot parse arrived by
+    /// replication or initial sync). None while it runs or after a stop.
+    pub fn exit_code(&self) -> Option<i32> {
+        Some(self.exit_code.load(Ordering::SeqCst)).filter(|c| *c >= 0)
+    }
 
     /// The pod address this member listens on.
     pub fn listen(&self) -> &str {
@@ -608,6 +695,9 @@ impl Member {
     // ---- the background loop -------------------------------------------------
 
     fn tick(self: &Arc<Self>) {
+        if self.exit_code().is_some() {
+            return;
+        }
         let Some(net) = self.network() else { return };
         let Some(cfg) = self.disk().config.clone() else {
             return;
@@ -622,6 +712,10 @@ impl Member {
             MemberState::Startup2 => self.initial_sync(&net, &cfg),
             MemberState::Secondary => {
                 self.replicate(&net, &cfg);
+                if self.exit_code().is_some() {
+                    // Died applying what it fetched.
+                    return;
+                }
                 self.maybe_elect(&net, &cfg);
             }
             MemberState::Primary => {
@@ -735,7 +829,13 @@ impl Member {
     }
 
     fn initial_sync(&self, net: &Network, cfg: &ReplSetConfig) {
-        let my_host = self.lock().self_host.clone();
+        let my_host = {
+            let inner = self.lock();
+            if inner.next_initial_sync.is_some_and(|t| Instant::now() < t) {
+                return;
+            }
+            inner.self_host.clone()
+        };
         for m in &cfg.members {
             if Some(&m.host) == my_host.as_ref() {
                 continue;
@@ -746,6 +846,19 @@ impl Member {
             let Some(copy) = peer.clone_data() else {
                 continue;
             };
+            // The initial syncer reads the source's FCV document first: one this
+            // binary cannot parse, or an unfinished upgrade/downgrade, fails the
+            // attempt.
+            if let Some(Err(reason)) = copy.fcv_document().map(|d| {
+                match crate::fcv::parse_document(self.spec.version, d) {
+                    Ok(crate::fcv::Fcv::Version(_)) => Ok(()),
+                    Ok(unsafe_fcv) => Err(format!("IncompatibleServerVersion: Sync source had unsafe feature compatibility version: {unsafe_fcv}")),
+                    Err(e) => Err(format!("{}: {}", e.code_name, e.errmsg)),
+                }
+            }) {
+                self.initial_sync_attempt_failed(&reason);
+                return;
+            }
             let mut inner = self.lock();
             {
                 let mut disk = self.disk();
@@ -758,9 +871,31 @@ impl Member {
                 }
             }
             inner.sync_source = Some(m.host.clone());
+            inner.initial_sync_failures = 0;
+            inner.next_initial_sync = None;
             self.refresh_role(&mut inner);
             tracing::info!(member = %self.listen, source = %m.host, "initial sync done");
             return;
+        }
+    }
+
+    /// mongod retries a failed initial sync attempt after `initialSyncRetryWait`
+    /// (1 s) and gives up after `numInitialSyncAttempts` (10) with a fatal
+    /// assertion.
+    fn initial_sync_attempt_failed(&self, reason: &str) {
+        const ATTEMPTS: u32 = 10;
+        let failures = {
+            let mut inner = self.lock();
+            inner.initial_sync_failures += 1;
+            inner.next_initial_sync = Some(Instant::now() + Duration::from_secs(1));
+            inner.initial_sync_failures
+        };
+        tracing::error!(member = %self.listen, id = 21200, attemptsLeft = ATTEMPTS - failures.min(ATTEMPTS), error = %reason, "Initial sync attempt failed");
+        if failures >= ATTEMPTS {
+            tracing::error!(member = %self.listen, id = 21202, "The maximum number of retries have been exhausted for initial sync");
+            tracing::error!(member = %self.listen, id = 21416, "Initial sync failed, shutting down now. Restart the server to attempt a new initial sync");
+            tracing::error!(member = %self.listen, id = 23095, msgid = 40088, error = %reason, "Fatal assertion");
+            self.crash(14);
         }
     }
 
@@ -857,14 +992,33 @@ impl Member {
         }
         let horizon = now_ms() - lag.as_millis() as i64;
         let mut disk = self.disk();
+        let mut fatal = None;
         for e in entries {
             if e.wall_ms > horizon {
                 break;
+            }
+            // The FCV op observer parses an FCV document the entry writes; one
+            // this binary cannot parse fails the batch, and the applier's
+            // fassert ends the process.
+            if let Some(doc) = e.op.written_fcv_document() {
+                if let Err(err) = crate::fcv::check_write(self.spec.version, doc) {
+                    fatal = Some((e, err));
+                    break;
+                }
             }
             disk.append(e);
         }
         let last = disk.last_optime();
         drop(disk);
+        if let Some((entry, err)) = fatal {
+            drop(inner);
+            let error = format!("{}: {}", err.code_name, err.errmsg);
+            tracing::error!(member = %self.listen, id = 21237, oplogEntry = ?entry, error = %error, "Error applying operation");
+            tracing::error!(member = %self.listen, id = 21235, error = %error, "Failed to apply batch of operations");
+            tracing::error!(member = %self.listen, id = 23095, msgid = 34437, error = %error, "Fatal assertion");
+            self.crash(14);
+            return;
+        }
         // The majority commit point travels with replication; never past what we hold.
         inner.commit_point = inner.commit_point.max(commit.min(last)).min(last);
         if inner.sync_source.as_deref() != Some(source) {

@@ -6,6 +6,7 @@
 use crate::commands::{db_of, num, CmdResult};
 use crate::error::{self, fail, CmdError};
 use crate::member::{Member, MemberState};
+use crate::values::{get_path, type_name, values_equal};
 use bson::{doc, Bson, Document};
 
 /// Reads on a non-primary need a non-primary `$readPreference` (else 13435).
@@ -25,13 +26,14 @@ fn check_readable(member: &Member, body: &Document) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// A query filter: top-level fields compared for equality. Query operators are
+/// A query filter: fields (top-level or dotted paths through embedded documents)
+/// compared for equality, numbers by value as mongod does. Query operators are
 /// not modelled; a filter using one is refused (mongod's code and message for an
 /// operator it does not know) rather than silently compared as a value.
-struct Filter(Document);
+pub(crate) struct Filter(Document);
 
 impl Filter {
-    fn parse(filter: &Document) -> Result<Filter, CmdError> {
+    pub(crate) fn parse(filter: &Document) -> Result<Filter, CmdError> {
         for (k, v) in filter {
             if k.starts_with('$') {
                 return fail(error::BAD_VALUE, format!("unknown top level operator: {k}"));
@@ -45,8 +47,17 @@ impl Filter {
         Ok(Filter(filter.clone()))
     }
 
-    fn matches(&self, d: &Document) -> bool {
-        self.0.iter().all(|(k, v)| d.get(k) == Some(v))
+    pub(crate) fn matches(&self, d: &Document) -> bool {
+        self.0.iter().all(|(k, v)| match get_path(d, k) {
+            Some(found) => values_equal(found, v),
+            // A missing field equals null, as in mongod.
+            None => *v == Bson::Null,
+        })
+    }
+
+    /// The equality fields (what an upsert seeds its new document with).
+    pub(crate) fn equalities(&self) -> impl Iterator<Item = (&String, &Bson)> {
+        self.0.iter()
     }
 }
 
@@ -366,24 +377,4 @@ pub(crate) fn aggregate(member: &Member, body: &Document) -> CmdResult {
         };
     }
     Ok(cursor_reply(ns, docs))
-}
-
-/// mongod's name for a BSON type, as in its "wrong type" messages.
-fn type_name(v: &Bson) -> &'static str {
-    match v {
-        Bson::Double(_) => "double",
-        Bson::String(_) => "string",
-        Bson::Document(_) => "object",
-        Bson::Array(_) => "array",
-        Bson::Boolean(_) => "bool",
-        Bson::Null => "null",
-        Bson::Int32(_) => "int",
-        Bson::Int64(_) => "long",
-        Bson::ObjectId(_) => "objectId",
-        Bson::DateTime(_) => "date",
-        Bson::Binary(_) => "binData",
-        Bson::Timestamp(_) => "timestamp",
-        Bson::Decimal128(_) => "decimal",
-        _ => "other",
-    }
 }

@@ -7,7 +7,7 @@ use crate::config::{check_reconfig_compatible, ReplSetConfig};
 use crate::error::{self, fail, CmdError};
 use crate::member::{now_ms, Member, MemberState};
 use crate::network::Network;
-use crate::state::{Op, OpTime, OplogEntry};
+use crate::state::{Op, OpTime, OplogEntry, SYSTEM_VERSION_NS};
 use bson::{doc, oid::ObjectId, Bson, DateTime, Document};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -168,6 +168,19 @@ pub(crate) async fn initiate(member: &Arc<Member>, body: &Document) -> CmdResult
                 msg: "initiating set".into(),
             },
         });
+        // A clean start gets the binary's FCV (data from the image's entrypoint
+        // already has one).
+        if disk.fcv_document().is_none() {
+            let optime = disk.next_optime(term, now_ms());
+            disk.append(OplogEntry {
+                optime,
+                wall_ms: now_ms(),
+                op: Op::Insert {
+                    ns: SYSTEM_VERSION_NS.into(),
+                    doc: crate::fcv::Fcv::Version(member.version().release()).document(),
+                },
+            });
+        }
     }
     member.install_config(&mut inner, cfg);
     if single_voter {

@@ -1,5 +1,6 @@
 //! A member's durable state — what lives on its PVC: config, term, last vote, the
-//! oplog and the data (collections, including `admin.system.users`). The data is
+//! oplog and the data (collections, including `admin.system.users` and the
+//! featureCompatibilityVersion document in `admin.system.version`). The data is
 //! `base` (what existed before the oplog starts, e.g. the image's root user) with
 //! the oplog applied, so a rollback is "truncate the oplog and re-apply".
 
@@ -12,6 +13,18 @@ use std::sync::{Arc, Mutex};
 
 /// Namespace of the users collection.
 pub const USERS_NS: &str = "admin.system.users";
+
+/// Namespace of the server configuration collection (mongod's
+/// `NamespaceString::kServerConfigurationNamespace`).
+pub const SYSTEM_VERSION_NS: &str = "admin.system.version";
+
+/// `_id` of the featureCompatibilityVersion document in [`SYSTEM_VERSION_NS`].
+pub const FCV_ID: &str = "featureCompatibilityVersion";
+
+/// Is `doc` in `ns` the featureCompatibilityVersion document?
+pub fn is_fcv_document(ns: &str, doc: &Document) -> bool {
+    ns == SYSTEM_VERSION_NS && doc.get_str("_id").ok() == Some(FCV_ID)
+}
 
 /// An optime: (term, timestamp), ordered by term first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +68,16 @@ pub enum Op {
         ns: String,
         doc: Document,
     },
+    /// Replaces the document with the same `_id` by `doc` (its post-image).
+    Update {
+        ns: String,
+        doc: Document,
+    },
+    /// Removes the document whose `_id` is `id`.
+    Delete {
+        ns: String,
+        id: Bson,
+    },
     /// Insert or replace a user document (keyed by its `_id`, "db.user").
     PutUser {
         doc: Document,
@@ -62,6 +85,18 @@ pub enum Op {
     DropUser {
         id: String,
     },
+}
+
+impl Op {
+    /// The featureCompatibilityVersion document this operation writes, if any.
+    pub fn written_fcv_document(&self) -> Option<&Document> {
+        match self {
+            Op::Insert { ns, doc } | Op::Update { ns, doc } if is_fcv_document(ns, doc) => {
+                Some(doc)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// One oplog entry.
@@ -158,6 +193,13 @@ impl DurableState {
         self.data.get(ns).map(|v| v.as_slice()).unwrap_or(&[])
     }
 
+    /// The featureCompatibilityVersion document, if the data has one.
+    pub fn fcv_document(&self) -> Option<&Document> {
+        self.collection(SYSTEM_VERSION_NS)
+            .iter()
+            .find(|d| d.get_str("_id").ok() == Some(FCV_ID))
+    }
+
     pub fn user(&self, db: &str, user: &str) -> Option<&Document> {
         let id = format!("{db}.{user}");
         self.collection(USERS_NS)
@@ -170,6 +212,26 @@ fn apply(data: &mut BTreeMap<String, Vec<Document>>, op: &Op) {
     match op {
         Op::Noop { .. } => {}
         Op::Insert { ns, doc } => data.entry(ns.clone()).or_default().push(doc.clone()),
+        Op::Update { ns, doc } => {
+            let docs = data.entry(ns.clone()).or_default();
+            let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
+            match docs
+                .iter_mut()
+                .find(|d| crate::values::values_equal(d.get("_id").unwrap_or(&Bson::Null), &id))
+            {
+                Some(d) => *d = doc.clone(),
+                None => docs.push(doc.clone()),
+            }
+        }
+        Op::Delete { ns, id } => {
+            if let Some(docs) = data.get_mut(ns) {
+                if let Some(i) = docs.iter().position(|d| {
+                    crate::values::values_equal(d.get("_id").unwrap_or(&Bson::Null), id)
+                }) {
+                    docs.remove(i);
+                }
+            }
+        }
         Op::PutUser { doc } => {
             let users = data.entry(USERS_NS.to_string()).or_default();
             let id = doc.get("_id").cloned();

@@ -132,6 +132,29 @@ fn pymongo_initiates_reconfigures_steps_down_authenticates_and_sees_documented_c
 }
 
 #[test]
+fn pymongo_updates_deletes_feature_compatibility_version_and_server_versions() {
+    let Some(python) = tool("MMO_PYTHON") else {
+        return;
+    };
+    let hosts: Vec<String> = (1..=3).map(|i| format!("127.75.0.{i}:27017")).collect();
+    let control = "127.75.0.100:18080".to_string();
+    let _sim = start_sim(
+        &hosts,
+        &[
+            "--server-version".into(),
+            "8.0.3".into(),
+            "--control".into(),
+            control.clone(),
+        ],
+    );
+    let mut cmd = Command::new(python);
+    cmd.arg(script("pymongo_writes_and_fcv.py"))
+        .env("MMO_HOSTS", hosts.join(","))
+        .env("MMO_CONTROL", &control);
+    run_script(cmd, "PYMONGO WRITES AND FCV OK");
+}
+
+#[test]
 fn mongosh_rs_helpers_initiate_status_add_reconfig_stepdown() {
     let Some(mongosh) = tool("MMO_MONGOSH") else {
         return;
