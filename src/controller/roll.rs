@@ -126,7 +126,7 @@ pub async fn roll(
         }
     }
     let step = plan_roll(&input);
-    tracing::info!(instance = %mongodb.name_any(), step = %step, "roll planned");
+    tracing::info!(instance = %mongodb.name_any(), roll = %step, "roll step");
     let requeue = (step != RollStep::UpToDate).then_some(WHILE_ROLLING);
     match carry_out(ctx, mongodb, validated, &primary, &step).await {
         Ok(Some(message)) => {

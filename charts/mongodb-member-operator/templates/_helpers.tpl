@@ -98,9 +98,10 @@ MongoDB objects. Granted cluster-wide (ClusterRole) or in the watched namespace
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["get", "list", "watch", "delete"]
+# delete: a member's pod is replaced by the operator for a roll (OnDelete StatefulSets).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list", "watch", "delete"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]

@@ -307,7 +307,8 @@ async fn an_idle_instance_costs_each_operator_under_one_percent_of_a_core() {
     finish(lab, outcome).await;
 }
 
-/// How many passes operator `index` has logged (one "planned" line each).
+/// How many passes operator `index` has logged (one "planned" line each; the
+/// roll stage logs its step as "roll step").
 fn passes(lab: &Lab, index: usize) -> Result<usize, String> {
     let log = std::fs::read_to_string(lab.operator_log(index)).map_err(fail("operator log"))?;
     Ok(log
