@@ -172,7 +172,8 @@ fn needed_rules() -> BTreeSet<(String, String, BTreeSet<String>)> {
             "persistentvolumeclaims",
             &["get", "list", "watch", "delete"],
         ),
-        rule("", "pods", &read),
+        // delete: the roll replaces member pods (OnDelete StatefulSets).
+        rule("", "pods", &["get", "list", "watch", "delete"]),
         rule("policy", "poddisruptionbudgets", &manage),
         rule("events.k8s.io", "events", &["create", "patch"]),
         rule("", "events", &["create", "patch"]),
