@@ -444,6 +444,17 @@ pub enum WaitReason {
     NoElectableSecondary { primary: MemberAddress },
     #[error("only {healthy} healthy voters, {needed} needed for a majority after the change")]
     NotEnoughHealthyVoters { healthy: usize, needed: usize },
+    #[error(
+        "{} of {voters} voters do not answer ({}): no primary can be elected; the operator \
+         changes nothing until a majority is back (restore the lost members, or recover the \
+         set by hand with a forced reconfig)",
+        lost.len(),
+        lost.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    VotingMajorityLost {
+        lost: Vec<MemberAddress>,
+        voters: usize,
+    },
     #[error("replica set {replica_set_id} exists but no member answered")]
     ReplicaSetUnreachable { replica_set_id: String },
     #[error("{host} already has a replica-set config, but the set could not be read")]
@@ -984,6 +995,7 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
             }));
         }
     }
+    check_voting_majority(set)?;
     delete_departed(input, set)?;
     // A member whose address moved counts as down until its entry follows,
     // also one that is leaving: it takes part in the majority its removal and
@@ -1002,6 +1014,36 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
         Some(wait) => Break(wait),
         None => Continue(()),
     }
+}
+
+/// Without a primary, whether a majority of the voters still answers
+/// heartbeats: if not, no primary can be elected, and the loss is reported
+/// with the voters gone; nothing is changed (`docs/replica-set-rules.md`,
+/// `reconfig-accepted-without-force`).
+fn check_voting_majority(set: &ObservedSet) -> ControlFlow<Step> {
+    if set.primary.is_some() {
+        return Continue(());
+    }
+    let voters: Vec<&MemberAddress> = set
+        .config
+        .members
+        .iter()
+        .filter(|m| m.votes > 0 && !m.newly_added)
+        .map(|m| &m.host)
+        .collect();
+    let mut lost: Vec<MemberAddress> = voters
+        .iter()
+        .filter(|host| !set.members.get(**host).is_some_and(|m| m.healthy))
+        .map(|host| (*host).clone())
+        .collect();
+    if (voters.len() - lost.len()) * 2 > voters.len() {
+        return Continue(());
+    }
+    lost.sort();
+    Break(wait(WaitReason::VotingMajorityLost {
+        lost,
+        voters: voters.len(),
+    }))
 }
 
 /// Deletes the StatefulSet of an unwanted member once the primary's committed
@@ -1620,6 +1662,13 @@ mod reason_names {
                     replica_set_id: "id".to_owned(),
                 },
                 "ReplicaSetUnreachable",
+            ),
+            (
+                WaitReason::VotingMajorityLost {
+                    lost: vec![host()],
+                    voters: 3,
+                },
+                "VotingMajorityLost",
             ),
             (
                 WaitReason::ExistingConfigUnreadable { host: host() },

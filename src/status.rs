@@ -14,7 +14,7 @@ use crate::api::{
 use crate::build::mongod_options::mongod_settings;
 use crate::build::{self, names};
 use crate::hostconf::MemberAddress;
-use crate::planner::{MemberSlot, ObservedSet, Step};
+use crate::planner::{MemberSlot, ObservedSet, Step, WaitReason};
 use crate::replset::MemberState;
 use crate::roll::{self, RollStep};
 use crate::validate::{InvalidInput, Validated};
@@ -264,7 +264,13 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
     );
 
     let unhealthy = unhealthy_members(input.observation);
-    let (degraded_reason, degraded_message) = if blocked {
+    let majority_lost = matches!(
+        input.step,
+        Some(Step::Wait {
+            reason: WaitReason::VotingMajorityLost { .. }
+        })
+    );
+    let (degraded_reason, degraded_message) = if blocked || majority_lost {
         (activity_reason, activity_message)
     } else if !unhealthy.is_empty() {
         let message = format!("members not healthy: {}", unhealthy.join(", "));
@@ -279,7 +285,8 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
         let message = "every member of the replica set is healthy".to_string();
         (StatusReason::Healthy.as_str(), message)
     };
-    let degraded = blocked || !unhealthy.is_empty() || !input.apply_failures.is_empty();
+    let degraded =
+        blocked || majority_lost || !unhealthy.is_empty() || !input.apply_failures.is_empty();
     set(
         ConditionType::Degraded,
         degraded,
@@ -912,6 +919,40 @@ mod tests {
         assert_eq!(status.restart_state.as_deref(), Some("NotInProcess"));
         assert_eq!(condition(&status, "UpToDate").status, "True");
         assert_eq!(condition(&status, "Progressing").status, "False");
+    }
+
+    #[test]
+    fn a_lost_voting_majority_is_degraded_naming_the_members_gone() {
+        let mongodb = mongodb(2);
+        let observed = observation(&[
+            (30001, MemberState::Secondary, true),
+            (30002, MemberState::Down, false),
+        ]);
+        let local = views(&[30001, 30002]);
+        let step = Step::Wait {
+            reason: WaitReason::VotingMajorityLost {
+                lost: vec![host(30002)],
+                voters: 2,
+            },
+        };
+        let status = compute_status(&input(
+            &mongodb,
+            Some(&observed),
+            &local,
+            Some(&step),
+            at(100),
+        ));
+        let degraded = condition(&status, "Degraded");
+        assert_eq!(
+            (degraded.status.as_str(), degraded.reason.as_str()),
+            ("True", "VotingMajorityLost")
+        );
+        assert!(
+            degraded.message.contains("127.0.10.1:30002"),
+            "{}",
+            degraded.message
+        );
+        assert_eq!(condition(&status, "Ready").reason, "VotingMajorityLost");
     }
 
     #[test]

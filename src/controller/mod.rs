@@ -43,7 +43,7 @@ use crate::hostconf::MemberAddress;
 use crate::mongo::MongoGateway;
 use crate::plan_input::{entries_to_record, has_left, plan_input};
 use crate::planner::Wanted;
-use crate::planner::{plan, ObservedSet, PlanInput, Step};
+use crate::planner::{plan, ObservedSet, PlanInput, Step, WaitReason};
 use crate::roll::RollStep;
 use crate::status::{
     compute_status, condition, condition_reason, local_member_views, ConditionType, StatusInput,
@@ -596,6 +596,18 @@ async fn write_status(
     if let Some(refused) = refused_settings {
         let message = refused.message.clone();
         ctx.publish(mongodb, EventType::Warning, &refused.reason, message)
+            .await;
+    }
+    // A lost voting majority is announced once, when it is first seen.
+    let majority_lost = match report.step {
+        Some(Step::Wait {
+            reason: lost @ WaitReason::VotingMajorityLost { .. },
+        }) => Some(lost),
+        _ => None,
+    };
+    let previous_degraded = condition_reason(mongodb.status.as_ref(), ConditionType::Degraded);
+    if let Some(lost) = majority_lost.filter(|lost| previous_degraded != Some(lost.reason())) {
+        ctx.publish(mongodb, EventType::Warning, lost.reason(), lost.to_string())
             .await;
     }
     let api: Api<MongoDB> =

@@ -1587,3 +1587,53 @@ fn a_recorded_entry_whose_id_stands_at_an_unlisted_host_is_no_proof_of_departure
         }
     );
 }
+
+#[test]
+fn a_lost_voting_majority_is_reported_with_the_members_gone_and_nothing_is_changed() {
+    // Three local voters and two remote; the remote ones and a local one do
+    // not answer heartbeats: 2 of 5 voters answer, no primary can be elected.
+    let (facts, mut set) = three_local_in_sync(2);
+    set.primary = None;
+    set.config_committed = false;
+    for (host, status) in set.members.iter_mut() {
+        let gone = host.host != VIP || *host == local(2);
+        status.healthy = !gone;
+        status.state = if gone {
+            MemberState::Down
+        } else {
+            MemberState::Secondary
+        };
+    }
+    // Even with a change wanted (member 2 no longer wanted), nothing is planned.
+    let lost_input = input(2, facts, Observed::Configured(set.clone()));
+    let mut lost = vec![local(2), remote(0), remote(1)];
+    lost.sort();
+    assert_eq!(
+        plan(&lost_input),
+        Step::Wait {
+            reason: WaitReason::VotingMajorityLost {
+                lost: lost.clone(),
+                voters: 5
+            }
+        }
+    );
+    let message = WaitReason::VotingMajorityLost { lost, voters: 5 }.to_string();
+    assert!(message.contains("3 of 5 voters"), "{message}");
+    assert!(
+        message.contains("10.0.0.2") || message.contains(&remote(0).to_string()),
+        "{message}"
+    );
+
+    // A plain election (every voter answers, no primary yet) is no loss.
+    for status in set.members.values_mut() {
+        status.healthy = true;
+        status.state = MemberState::Secondary;
+    }
+    let healthy_input = input(3, three_local_in_sync(2).0, Observed::Configured(set));
+    assert!(!matches!(
+        plan(&healthy_input),
+        Step::Wait {
+            reason: WaitReason::VotingMajorityLost { .. }
+        }
+    ));
+}
