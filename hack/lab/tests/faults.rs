@@ -1,0 +1,190 @@
+//! Faults (issue 12's matrix): the operator killed (SIGKILL) the moment it has
+//! planned a step — initiate, add, promote, step-down, remove — and restarted a
+//! second later, while a w:"majority" writer runs and the set is sampled every
+//! 50 ms. The step may or may not have been carried out; the restarted operator
+//! must resume from the live config: one initiate, no forced reconfig, never two
+//! primaries in one term, the desired members in the end, no acknowledged write
+//! lost. (A kill mid-roll is `rolling.rs`'s.)
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::*;
+use lab::controlplane::{Split, ToSubmission};
+use lab::lab::Lab;
+use lab::observe::{self, primaries_by_term, SetSampler};
+
+/// How often the set is sampled.
+const SAMPLE_EVERY: Duration = Duration::from_millis(50);
+/// How long to wait for an operator to plan the step it is killed at.
+const STEP_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Kills operator `index` the moment its log shows a planned step containing
+/// `step` on a line after the first `seen` lines, and restarts it a second
+/// later. Returns the step's log line.
+async fn kill_at_step(
+    lab: &mut Lab,
+    index: usize,
+    step: &str,
+    seen: usize,
+) -> Result<String, String> {
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    let line = loop {
+        let log = std::fs::read_to_string(lab.operator_log(index)).unwrap_or_default();
+        let found = log
+            .lines()
+            .skip(seen)
+            .find(|l| l.contains(" planned ") && l.contains(step))
+            .map(str::to_owned);
+        if let Some(line) = found {
+            break line;
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "operator {index} never planned a step with {step:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    lab.kill_operator(index).await.map_err(fail("kill"))?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    lab.restart_operator(index).map_err(fail("restart"))?;
+    Ok(line)
+}
+
+/// How many lines operator `index` has logged so far.
+fn log_lines(lab: &Lab, index: usize) -> usize {
+    std::fs::read_to_string(lab.operator_log(index))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+/// The text after `step=` of a log line (colour codes removed).
+fn step_of(line: &str) -> String {
+    let plain: String = line
+        .split('\u{1b}')
+        .enumerate()
+        .map(|(i, part)| match (i, part.find('m')) {
+            (0, _) => part,
+            (_, Some(end)) => &part[end + 1..],
+            (_, None) => part,
+        })
+        .collect();
+    plain
+        .split_once("step=")
+        .map_or(plain.clone(), |(_, step)| step.trim().to_owned())
+}
+
+async fn ready(lab: &Lab, split: &str) -> Outcome {
+    observe::wait_ready(
+        &lab.control_plane(),
+        "default",
+        "faults",
+        &Split::parse(split).unwrap(),
+        READY_TIMEOUT,
+        |_| {},
+    )
+    .await
+    .map(drop)
+    .map_err(fail(split))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_killed_the_moment_it_plans_each_step_resumes_from_the_live_config() {
+    let _serial = serial().await;
+    let mut lab = lab(82, 3).await;
+    let outcome = async {
+        let control_plane = lab.control_plane();
+        let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
+        let mut killed = Vec::new();
+
+        // Initiate, in the rsInit cluster (a).
+        control_plane
+            .apply(&request("faults", "a=2,b=2,c=1"))
+            .await
+            .map_err(fail("apply"))?;
+        killed.push(kill_at_step(&mut lab, 0, "initiate replica set", 0).await?);
+        ready(&lab, "a=2,b=2,c=1").await?;
+        let hosts = hosts_of(&lab, 0, "faults").await?;
+        let first = config(&lab, "faults", &hosts).await?;
+        let writer = TimedMajorityWriter::start(&lab, "faults", &hosts).await?;
+        let mut sampler = SetSampler::start(lab.network().clone(), hosts.clone(), SAMPLE_EVERY);
+
+        // Add (and, when a newcomer joins without a vote, promote) in cluster b.
+        let seen = log_lines(&lab, 1);
+        control_plane
+            .apply(
+                &request("faults", "a=2,b=3,c=1")
+                    .to_submission()
+                    .keep_unchanged_clusters_on_scale_up(),
+            )
+            .await
+            .map_err(fail("scale out"))?;
+        killed.push(kill_at_step(&mut lab, 1, "add ", seen).await?);
+        ready(&lab, "a=2,b=3,c=1").await?;
+        let mut samples = sampler.stop();
+        let grown = hosts_of(&lab, 0, "faults").await?;
+        let mut sampler = SetSampler::start(lab.network().clone(), grown, SAMPLE_EVERY);
+
+        // Step-down and remove: cluster a, made to hold the primary, gives up
+        // its members.
+        let leaving = member_host(&lab, 0, "faults", 1).await?;
+        make_primary(&lab, "faults", &leaving).await?;
+        control_plane
+            .settled("default", "faults", READY_TIMEOUT)
+            .await
+            .map_err(fail("FedState's status"))?;
+        let seen = log_lines(&lab, 0);
+        control_plane
+            .apply(&request("faults", "a=1,b=3,c=1"))
+            .await
+            .map_err(fail("scale in"))?;
+        killed.push(kill_at_step(&mut lab, 0, "step primary", seen).await?);
+        let seen = log_lines(&lab, 0);
+        killed.push(kill_at_step(&mut lab, 0, "remove ", seen).await?);
+        ready(&lab, "a=1,b=3,c=1").await?;
+        pruner.abort();
+
+        samples.extend(sampler.stop());
+        let acknowledged = match writer {
+            Some(writer) => writer.stop_and_check().await?.len(),
+            None => 0,
+        };
+        let remaining = hosts_of(&lab, 1, "faults").await?;
+        let last = config(&lab, "faults", &remaining).await?;
+        eprintln!(
+            "killed at: {:?}\n{} samples, {} majority writes acknowledged, none lost; config \
+             version {} -> {}",
+            killed.iter().map(|l| step_of(l)).collect::<Vec<_>>(),
+            samples.len(),
+            acknowledged,
+            version(&first),
+            version(&last)
+        );
+        if remaining.contains(&leaving) || remaining.len() != 5 {
+            return Err(format!("{leaving} should have left: {remaining:?}"));
+        }
+        if replica_set_id(&first) != replica_set_id(&last) {
+            return Err("the replicaSetId changed: the set was initiated twice".into());
+        }
+        if version(&last) >= 10_000 {
+            return Err(format!(
+                "config version {} betrays a forced reconfig",
+                version(&last)
+            ));
+        }
+        let doubled: BTreeMap<_, _> = primaries_by_term(&samples)
+            .into_iter()
+            .filter(|(_, primaries)| primaries.len() > 1)
+            .collect();
+        if !doubled.is_empty() {
+            return Err(format!("two primaries in one term: {doubled:?}"));
+        }
+        Ok(())
+    }
+    .await;
+    finish(lab, outcome).await;
+}
