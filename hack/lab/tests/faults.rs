@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::*;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::Api;
 use lab::controlplane::{Split, ToSubmission};
 use lab::lab::Lab;
 use lab::observe::{self, primaries_by_term, SetSampler};
@@ -175,6 +177,146 @@ async fn the_operator_killed_the_moment_it_plans_each_step_resumes_from_the_live
                 "config version {} betrays a forced reconfig",
                 version(&last)
             ));
+        }
+        let doubled: BTreeMap<_, _> = primaries_by_term(&samples)
+            .into_iter()
+            .filter(|(_, primaries)| primaries.len() > 1)
+            .collect();
+        if !doubled.is_empty() {
+            return Err(format!("two primaries in one term: {doubled:?}"));
+        }
+        Ok(())
+    }
+    .await;
+    finish(lab, outcome).await;
+}
+
+/// Waits until `host` answers SECONDARY again on a running member other than
+/// `gone` (the listen address it had before its fault); returns the new one.
+async fn back_as_secondary(
+    sampler: &SetSampler,
+    host: &str,
+    gone: &str,
+    timeout: Duration,
+) -> Result<String, String> {
+    let deadline = Instant::now() + timeout;
+    let mut left = false;
+    loop {
+        let member = sampler
+            .latest()
+            .and_then(|s| s.members.into_iter().find(|m| m.host == host));
+        if let Some(member) = member {
+            left |= member.listen.as_deref() != Some(gone);
+            if left && member.state == Some(mongod_sim::MemberState::Secondary) {
+                return Ok(member.listen.unwrap_or_default());
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{host} is not back as SECONDARY after {timeout:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The running member (its listen address) that `host` reaches.
+fn listen_of(lab: &Lab, host: &str) -> Result<String, String> {
+    let network = lab.network();
+    network
+        .running()
+        .into_iter()
+        .find(|listen| network.aliases_of(listen).iter().any(|a| a == host))
+        .ok_or_else(|| format!("no running member answers at {host}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_mongod_and_a_lost_volume_rejoin_by_resync_never_by_initiate() {
+    let _serial = serial().await;
+    let lab = lab(83, 3).await;
+    let outcome = async {
+        let control_plane = lab.control_plane();
+        let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
+        control_plane
+            .apply(&request("disks", "a=2,b=2,c=1"))
+            .await
+            .map_err(fail("apply"))?;
+        observe::wait_ready(
+            &control_plane,
+            "default",
+            "disks",
+            &Split::parse("a=2,b=2,c=1").unwrap(),
+            READY_TIMEOUT,
+            |_| {},
+        )
+        .await
+        .map_err(fail("2+2+1"))?;
+        let hosts = hosts_of(&lab, 0, "disks").await?;
+        let first = config(&lab, "disks", &hosts).await?;
+        let writer = TimedMajorityWriter::start(&lab, "disks", &hosts).await?;
+        if let Some(writer) = &writer {
+            writer.wait_acknowledged(5, Duration::from_secs(60)).await?;
+        }
+        let sampler = SetSampler::start(lab.network().clone(), hosts.clone(), SAMPLE_EVERY);
+
+        // mongod crashes: kubelet restarts the container on the same volume.
+        let crashed = member_host(&lab, 1, "disks", 1).await?;
+        let listen = listen_of(&lab, &crashed)?;
+        lab.network().stop_member(&listen);
+        back_as_secondary(&sampler, &crashed, &listen, Duration::from_secs(90)).await?;
+
+        // A member's volume is lost (PVC and pod deleted, as when a disk is
+        // replaced): its pod comes back on a new, empty volume (the lab's
+        // runtime keys data by the claim's uid) and must resync from the set,
+        // never be initiated. (mongod-sim's initial sync copies at once, so
+        // STARTUP2 is too short to sample.)
+        let lost = member_host(&lab, 2, "disks", 0).await?;
+        let listen = listen_of(&lab, &lost)?;
+        let claims: Api<PersistentVolumeClaim> =
+            Api::namespaced(lab.clusters()[2].client.clone(), "default");
+        let claim = "data-disks-mongodb-0-0";
+        let claim_uid = |found: Option<PersistentVolumeClaim>| found.and_then(|c| c.metadata.uid);
+        let old_claim = claim_uid(claims.get_opt(claim).await.map_err(fail("PVC"))?);
+        let initiates_before = std::fs::read_to_string(lab.operator_log(2))
+            .unwrap_or_default()
+            .matches("initiate replica set")
+            .count();
+        lab.kubectl("c", &["delete", "pvc", claim, "--wait=false"])
+            .await
+            .map_err(fail("delete the PVC"))?;
+        lab.kubectl("c", &["delete", "pod", "disks-mongodb-0-0", "--wait=false"])
+            .await
+            .map_err(fail("delete the pod"))?;
+        back_as_secondary(&sampler, &lost, &listen, Duration::from_secs(120)).await?;
+        let new_claim = claim_uid(claims.get_opt(claim).await.map_err(fail("PVC"))?);
+        if new_claim.is_none() || new_claim == old_claim {
+            return Err(format!(
+                "the member's PVC was not replaced: {old_claim:?} -> {new_claim:?}"
+            ));
+        }
+        let initiates_after = std::fs::read_to_string(lab.operator_log(2))
+            .unwrap_or_default()
+            .matches("initiate replica set")
+            .count();
+        pruner.abort();
+
+        let mut sampler = sampler;
+        let samples = sampler.stop();
+        let acknowledged = match writer {
+            Some(writer) => writer.stop_and_check().await?.len(),
+            None => 0,
+        };
+        let last = config(&lab, "disks", &hosts).await?;
+        eprintln!(
+            "{} samples, {} majority writes acknowledged, none lost; config version {} -> {}",
+            samples.len(),
+            acknowledged,
+            version(&first),
+            version(&last)
+        );
+        if initiates_after != initiates_before {
+            return Err("cluster c's operator planned an initiate for the empty member".into());
+        }
+        if replica_set_id(&first) != replica_set_id(&last) || version(&last) >= 10_000 {
+            return Err("second initiate or forced reconfig detected".into());
         }
         let doubled: BTreeMap<_, _> = primaries_by_term(&samples)
             .into_iter()
