@@ -330,3 +330,172 @@ async fn a_crashed_mongod_and_a_lost_volume_rejoin_by_resync_never_by_initiate()
     .await;
     finish(lab, outcome).await;
 }
+
+/// Waits until every one of `hosts` answers PRIMARY or SECONDARY.
+async fn all_healthy(sampler: &SetSampler, hosts: &[String], timeout: Duration) -> Outcome {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let sample = sampler.latest();
+        let healthy = |host: &String| {
+            sample.as_ref().is_some_and(|s| {
+                s.members.iter().any(|m| {
+                    &m.host == host
+                        && matches!(
+                            m.state,
+                            Some(
+                                mongod_sim::MemberState::Primary
+                                    | mongod_sim::MemberState::Secondary
+                            )
+                        )
+                })
+            })
+        };
+        if hosts.iter().all(healthy) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "not every member is healthy after {timeout:?}: {sample:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_minority_cluster_a_cut_vip_and_a_failing_api_server_are_survived() {
+    let _serial = serial().await;
+    let lab = lab(84, 3).await;
+    let outcome = async {
+        let control_plane = lab.control_plane();
+        let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
+        control_plane
+            .apply(&request("weather", "a=2,b=2,c=1"))
+            .await
+            .map_err(fail("apply"))?;
+        observe::wait_ready(
+            &control_plane,
+            "default",
+            "weather",
+            &Split::parse("a=2,b=2,c=1").unwrap(),
+            READY_TIMEOUT,
+            |_| {},
+        )
+        .await
+        .map_err(fail("2+2+1"))?;
+        let hosts = hosts_of(&lab, 0, "weather").await?;
+        // The primary in cluster a: the clusters cut below are minorities
+        // without it, so the writer keeps a primary it can reach.
+        let a0 = member_host(&lab, 0, "weather", 0).await?;
+        make_primary(&lab, "weather", &a0).await?;
+        let first = config(&lab, "weather", &hosts).await?;
+        let writer = TimedMajorityWriter::start(&lab, "weather", &hosts).await?;
+        let sampler = SetSampler::start(lab.network().clone(), hosts.clone(), SAMPLE_EVERY);
+        let acknowledged = |writer: &Option<TimedMajorityWriter>| {
+            writer.as_ref().map_or(0, |w| w.acknowledged().len())
+        };
+        let keeps_writing = |writer: &Option<TimedMajorityWriter>, since: usize| {
+            let Some(writer) = writer else {
+                return Ok(());
+            };
+            let now = writer.acknowledged().len();
+            if now > since {
+                Ok(())
+            } else {
+                Err(format!(
+                    "no majority write acknowledged while a minority was cut ({now})"
+                ))
+            }
+        };
+
+        // A minority cluster (c: 1 of 5 voters) is lost, then comes back.
+        let c = &lab.clusters()[2];
+        let before = acknowledged(&writer);
+        c.node.lose_cluster();
+        lab.network().cut_site(&c.name);
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        keeps_writing(&writer, before)?;
+        c.node.heal();
+        lab.network().heal_site(&c.name);
+        all_healthy(&sampler, &hosts, Duration::from_secs(90)).await?;
+
+        // Cluster b's VIP is cut (2 of 5 voters unreachable; its pods run).
+        let b = &lab.clusters()[1];
+        let before = acknowledged(&writer);
+        b.node.cut_vip();
+        lab.network().cut_site_ingress(&b.name);
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        keeps_writing(&writer, before)?;
+        b.node.heal();
+        lab.network().heal_site_ingress(&b.name);
+        all_healthy(&sampler, &hosts, Duration::from_secs(90)).await?;
+
+        // Cluster a's API server fails a third of the requests (500, 429)
+        // and drops its watches while a scales out.
+        let a = &lab.clusters()[0];
+        a.api
+            .faults()
+            .fail_share(0.33, apiserver_sim::InjectedError::Internal);
+        control_plane
+            .apply(
+                &request("weather", "a=3,b=2,c=1")
+                    .to_submission()
+                    .keep_unchanged_clusters_on_scale_up(),
+            )
+            .await
+            .map_err(fail("scale out"))?;
+        for _ in 0..3 {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            a.api.faults().drop_watches();
+        }
+        a.api
+            .faults()
+            .fail_share(0.33, apiserver_sim::InjectedError::TooManyRequests);
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let injected = a.api.faults().injected_count();
+        a.api.faults().clear();
+        observe::wait_ready(
+            &control_plane,
+            "default",
+            "weather",
+            &Split::parse("a=3,b=2,c=1").unwrap(),
+            READY_TIMEOUT,
+            |_| {},
+        )
+        .await
+        .map_err(fail("3+2+1 after API faults"))?;
+        pruner.abort();
+
+        let mut sampler = sampler;
+        let samples = sampler.stop();
+        let acknowledged = match writer {
+            Some(writer) => writer.stop_and_check().await?.len(),
+            None => 0,
+        };
+        let last = config(&lab, "weather", &hosts_of(&lab, 0, "weather").await?).await?;
+        eprintln!(
+            "{} samples, {injected} API requests failed on purpose, {} majority writes \
+             acknowledged, none lost; config version {} -> {}",
+            samples.len(),
+            acknowledged,
+            version(&first),
+            version(&last)
+        );
+        if injected == 0 {
+            return Err("no API request was failed: the fault proved nothing".into());
+        }
+        if replica_set_id(&first) != replica_set_id(&last) || version(&last) >= 10_000 {
+            return Err("second initiate or forced reconfig detected".into());
+        }
+        let doubled: BTreeMap<_, _> = primaries_by_term(&samples)
+            .into_iter()
+            .filter(|(_, primaries)| primaries.len() > 1)
+            .collect();
+        if !doubled.is_empty() {
+            return Err(format!("two primaries in one term: {doubled:?}"));
+        }
+        Ok(())
+    }
+    .await;
+    finish(lab, outcome).await;
+}
