@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::*;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::PostParams;
 use kube::Api;
 use lab::controlplane::{Split, ToSubmission};
 use lab::lab::Lab;
@@ -493,6 +495,111 @@ async fn a_lost_minority_cluster_a_cut_vip_and_a_failing_api_server_are_survived
             .collect();
         if !doubled.is_empty() {
             return Err(format!("two primaries in one term: {doubled:?}"));
+        }
+        Ok(())
+    }
+    .await;
+    finish(lab, outcome).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_propagated_service_deleted_and_restored_changes_nothing_in_the_set() {
+    let _serial = serial().await;
+    let lab = lab(85, 3).await;
+    let outcome = async {
+        let control_plane = lab.control_plane();
+        control_plane
+            .apply(&request("svc", "a=2,b=2,c=1"))
+            .await
+            .map_err(fail("apply"))?;
+        observe::wait_ready(
+            &control_plane,
+            "default",
+            "svc",
+            &Split::parse("a=2,b=2,c=1").unwrap(),
+            READY_TIMEOUT,
+            |_| {},
+        )
+        .await
+        .map_err(fail("2+2+1"))?;
+        let hosts = hosts_of(&lab, 0, "svc").await?;
+        let first = config(&lab, "svc", &hosts).await?;
+        let writer = TimedMajorityWriter::start(&lab, "svc", &hosts).await?;
+        let sampler = SetSampler::start(lab.network().clone(), hosts.clone(), SAMPLE_EVERY);
+        let member = member_host(&lab, 1, "svc", 1).await?;
+
+        // The member's Service disappears from cluster b (a human, a broken
+        // propagation): its address is still recorded on its StatefulSet, so
+        // the operator neither removes nor re-adds the member.
+        let services: Api<Service> = Api::namespaced(lab.clusters()[1].client.clone(), "default");
+        let mut saved = services
+            .get("svc-mongodb-1")
+            .await
+            .map_err(fail("Service"))?;
+        let seen = log_lines(&lab, 1);
+        lab.kubectl("b", &["delete", "service", "svc-mongodb-1"])
+            .await
+            .map_err(fail("delete the Service"))?;
+        // Wait for the pass the deletion triggers in b, then hold a while.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !std::fs::read_to_string(lab.operator_log(1))
+            .unwrap_or_default()
+            .lines()
+            .skip(seen)
+            .any(|l| l.contains("Service.v1./svc-mongodb-1") && l.contains(" planned "))
+        {
+            if Instant::now() > deadline {
+                return Err("cluster b's operator never planned after the deletion".into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let during = config(&lab, "svc", &hosts).await?;
+        // Restored as it was (same nodePort), as Karmada re-applies a
+        // propagated object deleted in a member cluster (the lab's stand-in
+        // does not: here the test puts it back).
+        saved.metadata = ObjectMeta {
+            name: saved.metadata.name.take(),
+            namespace: saved.metadata.namespace.take(),
+            labels: saved.metadata.labels.take(),
+            annotations: saved.metadata.annotations.take(),
+            ..ObjectMeta::default()
+        };
+        if let Some(spec) = saved.spec.as_mut() {
+            spec.cluster_ip = None;
+            spec.cluster_ips = None;
+        }
+        saved.status = None;
+        services
+            .create(&PostParams::default(), &saved)
+            .await
+            .map_err(fail("restore the Service"))?;
+        let restored = member_host(&lab, 1, "svc", 1).await?;
+        all_healthy(&sampler, &hosts, Duration::from_secs(60)).await?;
+
+        let mut sampler = sampler;
+        let samples = sampler.stop();
+        let acknowledged = match writer {
+            Some(writer) => writer.stop_and_check().await?.len(),
+            None => 0,
+        };
+        let last = config(&lab, "svc", &hosts).await?;
+        eprintln!(
+            "{} samples, {} majority writes acknowledged, none lost; config version {} -> {} \
+             (while the Service was gone: {}); member {member} restored at {restored}",
+            samples.len(),
+            acknowledged,
+            version(&first),
+            version(&last),
+            version(&during)
+        );
+        if version(&during) != version(&first) || version(&last) != version(&first) {
+            return Err("the config changed while a Service was missing".into());
+        }
+        if restored != member {
+            return Err(format!(
+                "the member's address moved: {member} -> {restored}"
+            ));
         }
         Ok(())
     }
