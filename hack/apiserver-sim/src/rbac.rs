@@ -121,12 +121,10 @@ pub fn request_attributes(
         }
         .to_string();
     }
-    if parts[0] == "namespaces" {
-        if parts.len() > 1 {
-            info.namespace = parts[1].to_string();
-            if parts.len() > 2 && !matches!(parts[2], "status" | "finalize") {
-                parts.drain(..2);
-            }
+    if parts[0] == "namespaces" && parts.len() > 1 {
+        info.namespace = parts[1].to_string();
+        if parts.len() > 2 && !matches!(parts[2], "status" | "finalize") {
+            parts.drain(..2);
         }
     }
     if parts.len() >= 3 && info.verb != "proxy" {
