@@ -7,6 +7,11 @@
 
 Used by hack/deploy-check/tests/helm_charts.rs; run it by hand with
     python hack/deploy-check/render_charts.py <repository root>
+
+With `render`, renders one chart as `helm template` would and prints its
+manifests as JSON ({template path: text}); the lab installs the member chart's
+ServiceAccount and RBAC this way:
+    python hack/deploy-check/render_charts.py render <chart dir> <values JSON> <release> <namespace>
 """
 
 import json
@@ -58,7 +63,19 @@ def run(root: Path) -> dict:
     return {"helm_sdk_version": helm_python.helm_sdk_version(), "cases": results}
 
 
+def render(chart_dir: str, values: dict, release: str, namespace: str) -> dict:
+    chart = helm_python.Chart.load(chart_dir)
+    return chart.render(values=values, name=release, namespace=namespace)
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "render":
+        if len(sys.argv) != 6:
+            sys.exit("usage: render_charts.py render <chart dir> <values JSON> <release> <namespace>")
+        _, _, chart_dir, values_json, release_name, release_namespace = sys.argv
+        json.dump(render(chart_dir, json.loads(values_json), release_name, release_namespace), sys.stdout)
+        sys.stdout.write("\n")
+        sys.exit(0)
     repository_root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2]
     json.dump(run(repository_root), sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")

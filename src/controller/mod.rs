@@ -30,7 +30,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Patch, PatchParams};
+use kube::api::{PartialObjectMeta, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -215,7 +215,10 @@ pub async fn run(
             hostconf == name || m.spec.custom_config_ref.as_deref() == Some(name.as_str())
         })
     };
-    let refers_to_secret = move |secret: Secret| {
+    // Secrets are watched by their metadata only (`Api<PartialObjectMeta<_>>`
+    // sends metadata-only list and watch requests): the operator never caches
+    // Secret data; `dereference` GETs the one Secret a pass needs.
+    let refers_to_secret = move |secret: PartialObjectMeta<Secret>| {
         let name = secret.name_any();
         referrers(&secret_store, &secret, |m| {
             m.spec
@@ -239,7 +242,7 @@ pub async fn run(
             refers_to_config_map,
         )
         .watches(
-            scoped::<Secret>(&client, &namespace),
+            scoped::<PartialObjectMeta<Secret>>(&client, &namespace),
             watcher::Config::default(),
             refers_to_secret,
         )

@@ -72,54 +72,74 @@ The operator container's image.
 {{- end }}
 
 {{/*
-Rules on namespaced resources: everything the operator reads and writes for its
-MongoDB objects. Granted cluster-wide (ClusterRole) or in the watched namespace
-(Role). Keep in step with the operator's controllers.
+Rules on namespaced resources: exactly the API calls the operator makes for its
+MongoDB objects (src/controller/), nothing more: no update (every write is a
+patch or server-side apply), no pods/exec. `create` sits beside `patch` where the
+operator server-side applies, because an apply that creates its object is also
+authorized as a create. Granted cluster-wide (ClusterRole) or in the watched
+namespace (Role). Keep in step with the operator and with
+hack/deploy-check/tests/helm_charts.rs.
 */}}
 {{- define "mongodb-member-operator.namespacedRules" -}}
+# list, watch: the controller's watch of MongoDB objects; patch: the finalizer
+# added and removed with a JSON patch (finalizer.rs).
 - apiGroups: ["middleware.fedstate.io"]
   resources: ["mongodbs"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["list", "watch", "patch"]
+# patch: status written with server-side apply (write_status).
 - apiGroups: ["middleware.fedstate.io"]
   resources: ["mongodbs/status"]
-  verbs: ["get", "patch", "update"]
-- apiGroups: ["middleware.fedstate.io"]
-  resources: ["mongodbs/finalizers"]
-  verbs: ["update"]
+  verbs: ["patch"]
+# list, watch: owned StatefulSets (Controller::owns) and dereference's list;
+# create, patch: server-side apply (apply.rs) and the recorded member entry
+# annotation (record.rs, merge patch); delete: a member removed (delete_member).
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
-  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
+# get: the arbiter Service by name; list, watch: dereference's list and the
+# Service watch; create, patch: server-side apply of member Services.
 - apiGroups: [""]
-  resources: ["services", "secrets"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  resources: ["services"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+# get: the credentials Secrets dereference reads; list, watch: the metadata-only
+# Secret watch (no data cached); create, patch: server-side apply of the
+# Secrets the operator derives.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+# get: hostconf and custom config; list, watch: the ConfigMap watch.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "list", "watch"]
+# delete: a removed member's data claim (delete_member).
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["get", "list", "watch", "delete"]
-# delete: a member's pod is replaced by the operator for a roll (OnDelete StatefulSets).
+  verbs: ["delete"]
+# list: dereference's member pods; delete: the roll replaces a member's pod
+# (OnDelete StatefulSets).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch", "delete"]
+  verbs: ["list", "delete"]
+# list, watch: owned PodDisruptionBudgets (Controller::owns); create, patch:
+# server-side apply.
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  verbs: ["list", "watch", "create", "patch"]
+# create, patch: kube-runtime's Recorder publishes events.k8s.io/v1 Events and
+# patches a repeated one's series.
 - apiGroups: ["events.k8s.io"]
-  resources: ["events"]
-  verbs: ["create", "patch"]
-- apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
 {{- end }}
 
 {{/*
-The startup check: read the MongoDB CRD (cluster-scoped, so always a ClusterRole
-rule), and only that CRD.
+The startup check: get the MongoDB CRD by name (cluster-scoped, so always a
+ClusterRole rule), and only that CRD.
 */}}
 {{- define "mongodb-member-operator.crdRule" -}}
+# get: wait_for_crd (main.rs) reads this one CRD by name.
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   resourceNames: ["mongodbs.middleware.fedstate.io"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get"]
 {{- end }}

@@ -199,6 +199,34 @@ impl ApiError {
         Self::new(403, "Forbidden", message)
     }
 
+    /// 401 Unauthorized: a credential that authenticates no one.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// 403 Forbidden as kube-apiserver's `NewForbidden(groupResource, name, err)`
+    /// builds it: `<resource>[.<group>] ["<name>"] is forbidden: <why>`, or
+    /// `forbidden: <why>` without a resource; details name what was refused.
+    pub fn forbidden_resource(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        let message = if group.is_empty() && resource.is_empty() {
+            format!("forbidden: {why}")
+        } else if name.is_empty() {
+            format!("{} is forbidden: {why}", qualified(group, resource))
+        } else {
+            format!(
+                "{} \"{name}\" is forbidden: {why}",
+                qualified(group, resource)
+            )
+        };
+        let mut details = serde_json::Map::new();
+        for (key, value) in [("name", name), ("group", group), ("kind", resource)] {
+            if !value.is_empty() {
+                details.insert(key.to_string(), json!(value));
+            }
+        }
+        Self::new(403, "Forbidden", message).with_details_raw(Value::Object(details))
+    }
+
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)

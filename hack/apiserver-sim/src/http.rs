@@ -18,11 +18,13 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use crate::auth::Authenticator;
 use crate::discovery;
 use crate::error::ApiError;
 use crate::faults::Faults;
 use crate::openapi;
 use crate::patch::PatchType;
+use crate::rbac::{self, Attributes, Decision};
 use crate::registry::{Gvr, ResourceType};
 use crate::store::{DeleteOptions, Deleted, ListOptions, Propagation, Store, WriteOptions};
 use crate::table::{self, IncludeObject};
@@ -36,12 +38,29 @@ pub type Body = BoxBody<Bytes, Infallible>;
 pub struct ServerConfig {
     /// How often watches that allow bookmarks get one.
     pub bookmark_interval: Duration,
+    /// `None` (the default): no authentication and every request allowed
+    /// (`--authorization-mode=AlwaysAllow`, what tests of the API itself use).
+    /// `Some`: bearer tokens authenticate (anonymous otherwise) and RBAC over
+    /// the stored Roles and bindings authorizes every request
+    /// (`--authorization-mode=RBAC`, `system:masters` always allowed).
+    pub auth: Option<Arc<Authenticator>>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             bookmark_interval: Duration::from_secs(15),
+            auth: None,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Authentication by `auth`'s tokens and RBAC authorization.
+    pub fn with_rbac(auth: Arc<Authenticator>) -> Self {
+        ServerConfig {
+            auth: Some(auth),
+            ..Default::default()
         }
     }
 }
@@ -241,6 +260,40 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
             .unwrap_or("")
             .to_string()
     };
+    // Authentication, then authorization, before anything else is looked at
+    // (kube-apiserver's filter chain: an unknown resource is a 403 first).
+    let authz = match &state.config.auth {
+        None => None,
+        Some(auth) => {
+            let user = match auth.authenticate(&state.store, &header(hyper::header::AUTHORIZATION))
+            {
+                Ok(user) => user,
+                Err(e) => return error_response(&e),
+            };
+            let all = |name: &str| -> Vec<String> {
+                parts
+                    .headers
+                    .get_all(name)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok().map(String::from))
+                    .collect()
+            };
+            let asked = rbac::Impersonation {
+                user: all("impersonate-user").into_iter().next(),
+                groups: all("impersonate-group"),
+                uid: all("impersonate-uid").into_iter().next(),
+            };
+            let user = match rbac::impersonate(&state.store, user, &asked) {
+                Ok(user) => user,
+                Err(e) => return error_response(&e),
+            };
+            let attributes = rbac::request_attributes(user, parts.method.as_str(), &path, &params);
+            if let Decision::Deny(reason) = rbac::authorize(&state.store, &attributes) {
+                return error_response(&rbac::forbidden(&attributes, &reason));
+            }
+            Some(attributes)
+        }
+    };
     let accept = header(hyper::header::ACCEPT);
     let content_type = header(hyper::header::CONTENT_TYPE);
     let user_agent = header(hyper::header::USER_AGENT);
@@ -251,6 +304,7 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
         content_type,
         user_agent,
         body,
+        authz,
     };
     match route(&state, &path, ctx).await {
         Ok(r) => r,
@@ -265,6 +319,8 @@ struct RequestCtx {
     content_type: String,
     user_agent: String,
     body: Bytes,
+    /// The authorized request's attributes (RBAC mode only).
+    authz: Option<Attributes>,
 }
 
 impl RequestCtx {
@@ -668,6 +724,17 @@ async fn resource_request(
             let opts = write_opts()?;
             if kind == PatchType::Apply {
                 let existed = store.get(&rp.gvr, ns, name).is_ok();
+                // A patch that creates its object is authorized as a create too
+                // (the patch handler's `createValidation`).
+                if let (false, Some(attributes)) = (existed, &ctx.authz) {
+                    let create = Attributes {
+                        verb: "create".to_string(),
+                        ..attributes.clone()
+                    };
+                    if let Decision::Deny(reason) = rbac::authorize(store, &create) {
+                        return Err(rbac::forbidden_create_on_patch(&create, &reason));
+                    }
+                }
                 let obj = store.apply(&rp.gvr, ns, name, body, &opts)?;
                 return respond(if existed { 200 } else { 201 }, obj);
             }

@@ -2,7 +2,8 @@
 //! equipment). It serves the kube-apiserver REST API over plain HTTP on
 //! loopback — discovery, OpenAPI v3, CRUD, patch, server-side apply, watch,
 //! Tables and metadata-only responses — faithfully enough for real kubectl and
-//! kube-rs clients. In-process controllers use the same [`Store`] the HTTP
+//! kube-rs clients, with bearer-token authentication and RBAC authorization
+//! when asked ([`ServerConfig::with_rbac`]). In-process controllers use the same [`Store`] the HTTP
 //! handlers use. See the crate README for what differs from kube-apiserver.
 
 // `ApiError` carries a whole Kubernetes `Status` (what the client must see); it
@@ -11,6 +12,7 @@
 
 pub mod admission;
 pub mod apply;
+pub mod auth;
 pub mod clock;
 pub mod conversion;
 pub mod defaults;
@@ -23,6 +25,7 @@ pub mod kubeconfig;
 pub mod openapi;
 pub mod patch;
 pub mod protobuf;
+pub mod rbac;
 pub mod registry;
 pub mod scale;
 pub mod selectors;
@@ -33,6 +36,7 @@ pub mod table;
 pub mod validation;
 pub mod watch;
 
+pub use auth::{Authenticator, UserInfo};
 pub use error::ApiError;
 pub use faults::{Faults, InjectedError};
 pub use http::ServerConfig;

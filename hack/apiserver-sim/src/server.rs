@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use crate::faults::Faults;
 use crate::http::{handle, ServerConfig, ServerState};
 use crate::kubeconfig;
+use crate::rbac;
 use crate::store::Store;
 
 /// Entry point: starts API servers.
@@ -39,6 +40,9 @@ impl ApiServer {
         faults: Arc<Faults>,
         config: ServerConfig,
     ) -> std::io::Result<ApiServerHandle> {
+        if config.auth.is_some() {
+            rbac::ensure_bootstrap_policy(&store);
+        }
         let listener = TcpListener::bind(addr).await?;
         let local = listener.local_addr()?;
         let state = Arc::new(ServerState {
@@ -113,9 +117,23 @@ impl ApiServerHandle {
         &self.faults
     }
 
-    /// A kubeconfig with one context named `name` pointing at this server.
+    /// A kubeconfig with one context named `name` pointing at this server
+    /// (no credentials: anonymous when the server authenticates).
     pub fn kubeconfig(&self, name: &str) -> String {
         kubeconfig::render(&[(name.to_string(), self.url())], name)
+    }
+
+    /// A kubeconfig with one context named `name` whose user sends `token`.
+    pub fn kubeconfig_with_token(&self, name: &str, token: &str) -> String {
+        kubeconfig::render_with_tokens(
+            &[(name.to_string(), self.url(), Some(token.to_string()))],
+            name,
+        )
+    }
+
+    /// The token authenticator, when the server authenticates (RBAC mode).
+    pub fn auth(&self) -> Option<&Arc<crate::auth::Authenticator>> {
+        self.config.auth.as_ref()
     }
 
     /// Stops listening and closes every connection (open watches end abruptly). The store is kept.

@@ -308,6 +308,20 @@ fn valid_name(name: &str, label: bool) -> Result<(), String> {
     })
 }
 
+fn valid_path_segment_name(name: &str) -> Result<(), String> {
+    if name == "." || name == ".." {
+        return Err(format!("Invalid value: \"{name}\": may not be '{name}'"));
+    }
+    for bad in ["/", "%"] {
+        if name.contains(bad) {
+            return Err(format!(
+                "Invalid value: \"{name}\": may not contain '{bad}'"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Whether two stored objects differ in anything but managedFields timestamps and resourceVersion.
 fn same_content(a: &Value, b: &Value) -> bool {
     fn normalized(v: &Value) -> Value {
@@ -1077,7 +1091,14 @@ impl Inner {
             name = format!("{prefix}{}", random_suffix(5));
         }
         let label_names = matches!(rt.kind.as_str(), "Namespace" | "Service");
-        if let Err(m) = valid_name(&name, label_names) {
+        // RBAC objects' names are path segments (`system:discovery`), as
+        // `ValidateRBACName` (`path.IsValidPathSegmentName`) checks them.
+        let checked = if rt.group == "rbac.authorization.k8s.io" && !rt.is_custom() {
+            valid_path_segment_name(&name)
+        } else {
+            valid_name(&name, label_names)
+        };
+        if let Err(m) = checked {
             return Err(ApiError::invalid(
                 &rt.group,
                 &rt.kind,

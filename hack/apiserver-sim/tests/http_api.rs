@@ -32,6 +32,7 @@ impl Server {
             .unwrap();
         let config = ServerConfig {
             bookmark_interval: Duration::from_millis(200),
+            ..Default::default()
         };
         let addr = SocketAddr::new(common::unique_ip(BINARY), 0);
         let handle = runtime

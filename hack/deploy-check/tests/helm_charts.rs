@@ -137,8 +137,14 @@ fn env_of(deployment: &Deployment) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The rules the operator needs, as (apiGroup, resource, verbs); see the chart's
-/// `_helpers.tpl` and the README. Keep in step with the operator's controllers.
+/// The rules the operator needs, as (apiGroup, resource, verbs): exactly the
+/// API calls of `src/main.rs` and `src/controller/`, one comment per rule
+/// naming them. See the chart's `_helpers.tpl` and README. There is no
+/// `update` (every write is a patch or a server-side apply), no core `events`,
+/// no `mongodbs/finalizers` (the operator's owner references do not set
+/// `blockOwnerDeletion`) and never `pods/exec`. `create` stands beside `patch`
+/// where the operator server-side applies: kube-apiserver authorizes an apply
+/// that creates its object as a `create` too.
 fn needed_rules() -> BTreeSet<(String, String, BTreeSet<String>)> {
     let rule = |group: &str, resource: &str, verbs: &[&str]| {
         (
@@ -147,36 +153,50 @@ fn needed_rules() -> BTreeSet<(String, String, BTreeSet<String>)> {
             verbs.iter().map(|v| v.to_string()).collect(),
         )
     };
-    let read = ["get", "list", "watch"];
-    let manage = [
-        "get", "list", "watch", "create", "patch", "update", "delete",
-    ];
     BTreeSet::from([
+        // list, watch: `Controller::new` over MongoDB objects (controller/mod.rs `run`);
+        // patch: `finalizer::claim`/`release` (JSON patch of metadata.finalizers).
         rule(
             "middleware.fedstate.io",
             "mongodbs",
-            &["get", "list", "watch", "patch", "update"],
+            &["list", "watch", "patch"],
         ),
+        // patch: `write_status` (server-side apply of the status subresource).
+        rule("middleware.fedstate.io", "mongodbs/status", &["patch"]),
+        // list, watch: `Controller::owns::<StatefulSet>` and `dereference`'s list;
+        // create, patch: `apply::apply` (server-side apply) and `record::record`
+        // (merge patch of the member-entry annotation); delete: `apply::delete_member`.
         rule(
-            "middleware.fedstate.io",
-            "mongodbs/status",
-            &["get", "patch", "update"],
+            "apps",
+            "statefulsets",
+            &["list", "watch", "create", "patch", "delete"],
         ),
-        rule("middleware.fedstate.io", "mongodbs/finalizers", &["update"]),
-        rule("apps", "statefulsets", &manage),
-        rule("", "services", &manage),
-        rule("", "secrets", &manage),
-        rule("", "configmaps", &read),
+        // get: `dereference` reads the arbiter Service by name; list, watch:
+        // `dereference`'s list and `Controller::watches::<Service>`; create, patch:
+        // `apply::apply`.
+        rule("", "services", &["get", "list", "watch", "create", "patch"]),
+        // get: `dereference` reads the credentials Secrets by name; list, watch:
+        // the metadata-only Secret watch (`Api<PartialObjectMeta<Secret>>`);
+        // create, patch: `apply::apply`.
+        rule("", "secrets", &["get", "list", "watch", "create", "patch"]),
+        // get: `dereference` (hostconf, custom config); list, watch:
+        // `Controller::watches::<ConfigMap>`.
+        rule("", "configmaps", &["get", "list", "watch"]),
+        // delete: `apply::delete_member` deletes a removed member's data claim.
+        rule("", "persistentvolumeclaims", &["delete"]),
+        // list: `dereference`'s member pods; delete: the roll (`roll::roll`,
+        // OnDelete StatefulSets: the pod is replaced on the new revision).
+        rule("", "pods", &["list", "delete"]),
+        // list, watch: `Controller::owns::<PodDisruptionBudget>`; create, patch:
+        // `apply::apply`.
         rule(
-            "",
-            "persistentvolumeclaims",
-            &["get", "list", "watch", "delete"],
+            "policy",
+            "poddisruptionbudgets",
+            &["list", "watch", "create", "patch"],
         ),
-        // delete: the roll replaces member pods (OnDelete StatefulSets).
-        rule("", "pods", &["get", "list", "watch", "delete"]),
-        rule("policy", "poddisruptionbudgets", &manage),
+        // create, patch: kube-runtime's `Recorder::publish` (events.k8s.io/v1;
+        // a repeated Event's series is a merge patch).
         rule("events.k8s.io", "events", &["create", "patch"]),
-        rule("", "events", &["create", "patch"]),
     ])
 }
 
@@ -203,7 +223,7 @@ fn flatten(rules: &[PolicyRule]) -> BTreeSet<(String, String, BTreeSet<String>)>
     flat
 }
 
-/// The startup check's rule: read the MongoDB CRD, and only it.
+/// The startup check's rule: get the MongoDB CRD by name, and only it.
 fn assert_is_the_crd_rule(rule: &PolicyRule) {
     assert_eq!(
         rule.api_groups.as_deref(),
@@ -217,7 +237,8 @@ fn assert_is_the_crd_rule(rule: &PolicyRule) {
         rule.resource_names.as_deref(),
         Some(&["mongodbs.middleware.fedstate.io".to_string()][..])
     );
-    assert_eq!(rule.verbs, ["get", "list", "watch"]);
+    // get: `wait_for_crd` (main.rs) reads the CRD by name, nothing else.
+    assert_eq!(rule.verbs, ["get"]);
 }
 
 #[test]

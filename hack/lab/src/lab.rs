@@ -4,6 +4,18 @@
 //! the CRDs installed with kubectl, and the **operator binary** running once per
 //! cluster as a child process.
 //!
+//! The API servers enforce RBAC. The operator runs as the member chart's
+//! ServiceAccount: the chart is rendered with Helm's engine (helm-python-sdk,
+//! through `hack/deploy-check/render_charts.py`, the python of `MMO_PYTHON`)
+//! with the lab's values (every namespace watched: a ClusterRole), its
+//! ServiceAccount, roles and bindings are applied with kubectl in every
+//! cluster, and each operator's kubeconfig carries that ServiceAccount's token,
+//! so a permission the chart lacks fails the tests. The harness (kubectl, which
+//! sends no credentials over plain HTTP; the control-plane stand-in and
+//! kubelet-sim with an admin token) acts as cluster administrator. Without
+//! helm-python-sdk the operators run as administrators, with a warning, unless
+//! `MMO_REQUIRE_TOOLS=1`, which makes that an error.
+//!
 //! Addresses, for lab number `n` (tests use distinct numbers, 1–250):
 //! cluster `i` (0-based) has its API server on `127.n.(i+1).100:6443`, its VIP
 //! `127.n.(i+1).1` (NodePorts listen there), its operator's metrics on
@@ -17,7 +29,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use apiserver_sim::{ApiServer, ApiServerHandle};
+use apiserver_sim::auth::Unauthenticated;
+use apiserver_sim::{ApiServer, ApiServerHandle, Authenticator, Faults, ServerConfig, Store};
 use kube::Client;
 use kubelet_sim::{ClusterOptions, ClusterSim, ClusterSimHandle, Ipv4Prefix};
 use mongod_sim::Network;
@@ -90,9 +103,12 @@ pub struct LabCluster {
     pub api: ApiServerHandle,
     /// Its node components.
     pub node: ClusterSimHandle,
-    /// A client for it.
+    /// A client for it (a cluster administrator).
     pub client: Client,
     alias_sync: JoinHandle<()>,
+    /// The token the operator sends: its ServiceAccount's once installed,
+    /// an administrator's before (or without helm-python-sdk).
+    operator_token: String,
 }
 
 /// The running lab.
@@ -140,6 +156,7 @@ impl Lab {
             )
             .await?;
         }
+        lab.install_operator_rbac().await?;
         for index in 0..lab.clusters.len() {
             let child = lab.spawn_operator(index)?;
             lab.operators.push(Some(child));
@@ -201,6 +218,33 @@ impl Lab {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
+    /// Installs the member chart's ServiceAccount and RBAC in every cluster and
+    /// gives each operator that ServiceAccount's token (see the module doc).
+    async fn install_operator_rbac(&mut self) -> Result<()> {
+        let Some(rbac) = render_operator_rbac().await? else {
+            return Ok(());
+        };
+        let file = self.options.state_dir.join("operator-rbac.yaml");
+        std::fs::write(&file, &rbac.manifests)
+            .with_context(|| format!("writing {}", file.display()))?;
+        let file = file.display().to_string();
+        for index in 0..self.clusters.len() {
+            let name = self.clusters[index].name.clone();
+            self.kubectl(&name, &["apply", "-f", &file]).await?;
+            let cluster = &mut self.clusters[index];
+            let auth = cluster
+                .api
+                .auth()
+                .context("the lab's API servers authenticate")?;
+            cluster.operator_token = auth.service_account_token(
+                cluster.api.store(),
+                &rbac.namespace,
+                &rbac.service_account,
+            );
+        }
+        Ok(())
+    }
+
     fn spawn_operator(&self, index: usize) -> Result<Child> {
         let cluster = &self.clusters[index];
         let kubeconfig = self
@@ -209,10 +253,9 @@ impl Lab {
             .join(format!("operator-{}.kubeconfig", cluster.name));
         std::fs::write(
             &kubeconfig,
-            apiserver_sim::kubeconfig::render(
-                &[(cluster.name.clone(), cluster.api.url())],
-                &cluster.name,
-            ),
+            cluster
+                .api
+                .kubeconfig_with_token(&cluster.name, &cluster.operator_token),
         )?;
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -287,10 +330,21 @@ async fn start_cluster(
 ) -> Result<LabCluster> {
     let third = index as u8 + 1;
     let api_addr = SocketAddr::from((Ipv4Addr::new(127, options.number, third, 100), 6443));
-    let api = ApiServer::start(api_addr)
-        .await
-        .with_context(|| format!("starting the API server of cluster {name} on {api_addr}"))?;
-    let client = Client::try_from(kube::Config::new(api.url().parse()?))?;
+    // RBAC enforced; a request without a token (kubectl over plain HTTP) is an
+    // administrator, as on kube-apiserver's former insecure port.
+    let auth = Arc::new(Authenticator::new().unauthenticated(Unauthenticated::Admin));
+    let admin_token = auth.admin_token("lab-admin");
+    let api = ApiServer::start_with(
+        api_addr,
+        Store::new(),
+        Arc::new(Faults::default()),
+        ServerConfig::with_rbac(auth),
+    )
+    .await
+    .with_context(|| format!("starting the API server of cluster {name} on {api_addr}"))?;
+    let mut config = kube::Config::new(api.url().parse()?);
+    config.auth_info.token = Some(admin_token.clone().into());
+    let client = Client::try_from(config)?;
     let vip = Ipv4Addr::new(127, options.number, third, 1);
     let pods = Ipv4Prefix::new(Ipv4Addr::new(127, options.number, 100 + third, 0), 24)?;
     let runtime = Arc::new(MongodRuntime::new(network.clone(), name));
@@ -307,7 +361,103 @@ async fn start_cluster(
         node,
         client,
         alias_sync,
+        operator_token: admin_token,
     })
+}
+
+/// The release the lab installs the member chart as.
+const RELEASE: &str = "mongodb-member-operator";
+
+/// The member chart's ServiceAccount and RBAC objects, rendered.
+struct OperatorRbac {
+    /// A Namespace (the release's) then every ServiceAccount, Role,
+    /// ClusterRole and binding the chart renders, as YAML documents.
+    manifests: String,
+    /// The release namespace.
+    namespace: String,
+    /// The operator's ServiceAccount.
+    service_account: String,
+}
+
+/// Renders the member chart with helm-python-sdk (`MMO_PYTHON`), with the
+/// lab's values: every namespace watched (the lab runs the operator without
+/// `WATCH_NAMESPACE`). `None` when the tools are missing and not required.
+async fn render_operator_rbac() -> Result<Option<OperatorRbac>> {
+    let required = std::env::var("MMO_REQUIRE_TOOLS").as_deref() == Ok("1");
+    let missing = |why: String| -> Result<Option<OperatorRbac>> {
+        if required {
+            bail!(
+                "{why}, but MMO_REQUIRE_TOOLS=1: the lab installs the operator's RBAC from the Helm \
+                 chart rendered with helm-python-sdk (run `eval \"$(hack/test-tools.sh)\"`)"
+            );
+        }
+        eprintln!(
+            "WARNING: {why}: RBAC is NOT enforced on the operators, which run as cluster \
+             administrators; run `eval \"$(hack/test-tools.sh)\"` to run them as the chart's \
+             ServiceAccount"
+        );
+        Ok(None)
+    };
+    let Some(python) = std::env::var_os("MMO_PYTHON").filter(|p| !p.is_empty()) else {
+        return missing("MMO_PYTHON is not set".to_string());
+    };
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let output = Command::new(&python)
+        .arg(repo.join("hack/deploy-check/render_charts.py"))
+        .arg("render")
+        .arg(repo.join("charts/mongodb-member-operator"))
+        .arg("{}")
+        .arg(RELEASE)
+        .arg(RELEASE)
+        .output()
+        .await;
+    let output = match output {
+        Ok(output) if output.status.success() => output,
+        Ok(output) => {
+            return missing(format!(
+                "rendering the member chart with helm-python-sdk ({}) failed: {}",
+                PathBuf::from(&python).display(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            ))
+        }
+        Err(error) => {
+            return missing(format!(
+                "running {} failed: {error}",
+                PathBuf::from(&python).display()
+            ))
+        }
+    };
+    let templates: std::collections::BTreeMap<String, String> =
+        serde_json::from_slice(&output.stdout).context("render_charts.py prints JSON")?;
+    let mut manifests = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {RELEASE}\n");
+    let mut service_account = None;
+    for (path, text) in &templates {
+        if path.ends_with("NOTES.txt") {
+            continue;
+        }
+        for document in serde_yaml::Deserializer::from_str(text) {
+            let doc: serde_json::Value = serde::Deserialize::deserialize(document)
+                .with_context(|| format!("{path} is not YAML"))?;
+            let kind = doc["kind"].as_str().unwrap_or_default();
+            if !matches!(
+                kind,
+                "ServiceAccount" | "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding"
+            ) {
+                continue;
+            }
+            if kind == "ServiceAccount" {
+                service_account = doc["metadata"]["name"].as_str().map(String::from);
+            }
+            manifests.push_str("---\n");
+            manifests.push_str(&serde_yaml::to_string(&doc)?);
+        }
+    }
+    let service_account = service_account.context("the member chart renders no ServiceAccount")?;
+    Ok(Some(OperatorRbac {
+        manifests,
+        namespace: RELEASE.to_string(),
+        service_account,
+    }))
 }
 
 /// Keeps mongod-sim's self-aliases in step with kube-proxy's routes: the member

@@ -10,7 +10,9 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use apiserver_sim::{ApiServer, ApiServerHandle, Store};
+use std::sync::Arc;
+
+use apiserver_sim::{ApiServer, ApiServerHandle, Authenticator, Faults, ServerConfig, Store};
 
 /// A loopback address no other test (in any test binary of this crate) uses.
 pub fn unique_ip(binary: u8) -> IpAddr {
@@ -54,6 +56,40 @@ impl TestCluster {
             dir,
             kubeconfig,
         }
+    }
+
+    /// A server in RBAC mode authenticating with `auth`. kubectl sends no
+    /// credentials over plain HTTP: its kubeconfig has none (with
+    /// `Unauthenticated::Admin`, kubectl is an administrator).
+    pub fn start_rbac(binary: u8, auth: Authenticator) -> (Self, Arc<Authenticator>) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let addr = SocketAddr::new(unique_ip(binary), 0);
+        let auth = Arc::new(auth);
+        let server = runtime
+            .block_on(ApiServer::start_with(
+                addr,
+                Store::new(),
+                Arc::new(Faults::default()),
+                ServerConfig::with_rbac(auth.clone()),
+            ))
+            .expect("start server");
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, server.kubeconfig("sim")).unwrap();
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        (
+            TestCluster {
+                runtime,
+                server: Some(server),
+                dir,
+                kubeconfig,
+            },
+            auth,
+        )
     }
 
     pub fn store(&self) -> Store {
