@@ -169,7 +169,7 @@ async fn carry_out(
         }
         RollStep::TakeOver { expired, lease } => {
             let taken = gateway
-                .replace_lease(primary, expired, lease, credentials)
+                .take_over_lease(primary, expired, lease, credentials)
                 .await
                 .map_err(mongo)?;
             Ok(taken.then(|| {
@@ -269,7 +269,7 @@ async fn renew(
     };
     let kept = ctx
         .gateway
-        .replace_lease(primary, lease, &renewed, &validated.root)
+        .renew_lease(primary, lease, &renewed, &validated.root)
         .await?;
     if !kept {
         tracing::warn!(member = %lease.member, "the restart lease was taken over; nothing done under it");

@@ -8,8 +8,10 @@
 //! Documents: `{_id: "lease", member, primary, acquiredAt, expiresAt}` (times
 //! in Unix milliseconds) and `{_id: "member/<host:port>", upToDate, version}`.
 //! The lease is taken by an insert (a duplicate `_id` means somebody holds
-//! it), and renewed, replaced or released only by updates and deletes whose
-//! filter names its taking (member and acquiredAt): compare-and-swap.
+//! it); renewed and released only by updates and deletes whose filter names
+//! its taking (member and acquiredAt), and taken over only by an update whose
+//! filter names the very version seen expired (expiresAt too), so that a
+//! renewal in between wins: compare-and-swap.
 
 use std::collections::BTreeMap;
 
@@ -87,18 +89,43 @@ impl MongoGateway {
         }
     }
 
-    /// Replaces the lease `current` (the same taking, maybe renewed) with
+    /// Renews the lease `current` (the same taking, maybe renewed since) as
     /// `next`; `false` when `current` is not the stored taking any more.
-    pub async fn replace_lease(
+    pub async fn renew_lease(
         &self,
         primary: &MemberAddress,
         current: &Lease,
         next: &Lease,
         credentials: &RootCredentials,
     ) -> Result<bool, MongoError> {
+        self.replace_lease(primary, taking(current), next, credentials)
+            .await
+    }
+
+    /// Replaces the expired lease with `next`, only if it is still exactly
+    /// the version seen expired (a renewal since wins); `false` otherwise.
+    pub async fn take_over_lease(
+        &self,
+        primary: &MemberAddress,
+        expired: &Lease,
+        next: &Lease,
+        credentials: &RootCredentials,
+    ) -> Result<bool, MongoError> {
+        let mut filter = taking(expired);
+        filter.insert("expiresAt", expired.expires_at_millis);
+        self.replace_lease(primary, filter, next, credentials).await
+    }
+
+    async fn replace_lease(
+        &self,
+        primary: &MemberAddress,
+        filter: Document,
+        next: &Lease,
+        credentials: &RootCredentials,
+    ) -> Result<bool, MongoError> {
         let command = doc! {
             "update": COLLECTION,
-            "updates": [{"q": taking(current), "u": lease_document(next), "upsert": false}],
+            "updates": [{"q": filter, "u": lease_document(next), "upsert": false}],
             "writeConcern": majority(),
         };
         let reply = self.on_primary(primary, command, credentials).await?;
