@@ -34,6 +34,20 @@ pub const DEFAULT_REPLSET_NAME: &str = "replset-0";
 /// Default mongod image: a supported release (FedState's `mongo:3.6` is refused in status).
 pub const DEFAULT_IMAGE: &str = "mongo:7.0";
 
+/// What a Kubernetes quantity looks like (`1Gi`, `500m`, `1.5`, `2e9`): the
+/// pattern controller-gen gives every `resource.Quantity`, so that the API
+/// server refuses `lots` instead of the operator building a PVC or a pod that
+/// cannot exist.
+pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+/// A Kubernetes object name (RFC 1123 subdomain), as Secrets and ConfigMaps have.
+pub const OBJECT_NAME_PATTERN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// An object name, or empty.
+pub const OPTIONAL_OBJECT_NAME_PATTERN: &str =
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$";
+/// A key of a Secret's or ConfigMap's data.
+pub const DATA_KEY_PATTERN: &str = r"^[-._a-zA-Z0-9]+$";
+
 /// Desired state of the MongoDB members hosted in this cluster, and of the
 /// cross-cluster replica set they belong to.
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which clippy takes
@@ -82,7 +96,7 @@ pub const DEFAULT_IMAGE: &str = "mongo:7.0";
     )
 )]
 #[x_kube(
-    validation = Rule::new("has(self.credentialsSecretRef) || has(self.rootPassword)").message("set spec.credentialsSecretRef (preferred) or spec.rootPassword"),
+    validation = Rule::new("has(self.credentialsSecretRef) || (has(self.rootPassword) && self.rootPassword != '')").message("set spec.credentialsSecretRef (preferred) or spec.rootPassword (an empty rootPassword is none)"),
     validation = Rule::new("!has(oldSelf.memberConfigRef) || (has(self.memberConfigRef) && self.memberConfigRef == oldSelf.memberConfigRef)").message("spec.memberConfigRef is immutable once set"),
     validation = Rule::new("!has(oldSelf.rootPassword) || (has(self.rootPassword) && self.rootPassword == oldSelf.rootPassword)").message("spec.rootPassword is immutable once set: every cluster derives the shared keyfile from it"),
     validation = Rule::new("has(self.customConfigRef) == has(oldSelf.customConfigRef) && (!has(self.customConfigRef) || self.customConfigRef == oldSelf.customConfigRef)").message("spec.customConfigRef is immutable"),
@@ -100,6 +114,7 @@ pub struct MongoDBSpec {
     /// Name of the ConfigMap ("hostconf") listing every member of the replica set
     /// as `VIP:NodePort`. Empty means `<name>-hostconf`. Immutable once set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253), regex(pattern = OPTIONAL_OBJECT_NAME_PATTERN))]
     pub member_config_ref: Option<String>,
 
     /// True on exactly one cluster: the one allowed to initiate the replica set,
@@ -166,6 +181,7 @@ pub struct MongoDBSpec {
     /// Name of a ConfigMap whose key `mongod.yaml` holds extra mongod
     /// configuration, mounted and passed with `--config`. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = OBJECT_NAME_PATTERN))]
     pub custom_config_ref: Option<String>,
 
     /// FedState's plain-text root password. Deprecated fallback: when no
@@ -292,9 +308,11 @@ impl MongoDBSpec {
 pub struct ResourceSetting {
     /// Upper bounds, e.g. `cpu: "1"`, `memory: 1Gi`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("additionalProperties" = quantity_schema()))]
     pub limits: BTreeMap<String, Quantity>,
     /// Guaranteed amounts, used for scheduling.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("additionalProperties" = quantity_schema()))]
     pub requests: BTreeMap<String, Quantity>,
 }
 
@@ -308,6 +326,7 @@ pub struct ResourceSetting {
 pub struct PersistenceSpec {
     /// Size of each member's PVC.
     #[serde(default = "default_storage")]
+    #[schemars(extend("pattern" = QUANTITY_PATTERN))]
     pub storage: Quantity,
     /// StorageClass of the PVCs; empty uses the cluster's default class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -365,16 +384,19 @@ pub struct ConfigVar {
 #[serde(rename_all = "camelCase")]
 pub struct CredentialsSecretRef {
     /// Secret name, in the MongoDB object's namespace.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = OBJECT_NAME_PATTERN))]
     pub name: String,
     /// Key of the keyfile (6–1024 base64 characters, identical in every cluster).
     #[serde(default = "default_keyfile_key")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = DATA_KEY_PATTERN))]
     pub keyfile_key: String,
     /// Key of the root user's name.
     #[serde(default = "default_username_key")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = DATA_KEY_PATTERN))]
     pub username_key: String,
     /// Key of the root user's password.
     #[serde(default = "default_password_key")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = DATA_KEY_PATTERN))]
     pub password_key: String,
 }
 
@@ -590,6 +612,16 @@ pub struct LocalMemberStatus {
     /// revision of its StatefulSet's pod template).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+}
+
+/// The schema of a quantity in a map of quantities (`resources.limits`):
+/// an int-or-string of [`QUANTITY_PATTERN`].
+fn quantity_schema() -> serde_json::Value {
+    serde_json::json!({
+        "description": "A Kubernetes quantity, e.g. `500m` or `1Gi`.",
+        "x-kubernetes-int-or-string": true,
+        "pattern": QUANTITY_PATTERN,
+    })
 }
 
 fn default_members() -> i32 {

@@ -111,17 +111,14 @@ pub enum InvalidInput {
         fault: CredentialFault,
     },
     /// The keyfile is not one mongod accepts.
-    #[error(
-        "Secret {secret} key {key:?}: a keyfile is 6 to 1024 base64 characters \
-         (found {length} characters)"
-    )]
+    #[error("Secret {secret} key {key:?}: {fault}")]
     KeyfileInvalid {
         /// The Secret's name.
         secret: String,
         /// The keyfile's key.
         key: String,
-        /// How many non-blank characters it holds.
-        length: usize,
+        /// What is wrong with it.
+        fault: KeyfileFault,
     },
     /// The image runs a MongoDB release older than 4.4.
     #[error(
@@ -180,6 +177,37 @@ impl InvalidInput {
     }
 }
 
+/// What a key of the credentials Secret holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialRole {
+    /// The replica set's keyfile.
+    Keyfile,
+    /// The root user's name.
+    Username,
+    /// The root user's password.
+    Password,
+}
+
+impl CredentialRole {
+    /// What the key holds, for people.
+    fn holds(self) -> &'static str {
+        match self {
+            CredentialRole::Keyfile => "the replica set's keyfile",
+            CredentialRole::Username => "the root user's name",
+            CredentialRole::Password => "the root user's password",
+        }
+    }
+
+    /// The field of `spec.credentialsSecretRef` that names the key.
+    fn spec_field(self) -> &'static str {
+        match self {
+            CredentialRole::Keyfile => "spec.credentialsSecretRef.keyfileKey",
+            CredentialRole::Username => "spec.credentialsSecretRef.usernameKey",
+            CredentialRole::Password => "spec.credentialsSecretRef.passwordKey",
+        }
+    }
+}
+
 /// What is wrong with one key of the credentials Secret.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CredentialFault {
@@ -187,25 +215,75 @@ pub enum CredentialFault {
     Missing {
         /// The key.
         key: String,
+        /// What it should hold.
+        role: CredentialRole,
     },
     /// The value is not UTF-8.
     NotText {
         /// The key.
         key: String,
+        /// What it holds.
+        role: CredentialRole,
     },
     /// The value is blank.
     Empty {
         /// The key.
         key: String,
+        /// What it should hold.
+        role: CredentialRole,
     },
 }
 
 impl fmt::Display for CredentialFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CredentialFault::Missing { key } => write!(f, "has no key {key:?}"),
-            CredentialFault::NotText { key } => write!(f, "key {key:?} is not UTF-8 text"),
-            CredentialFault::Empty { key } => write!(f, "key {key:?} is empty"),
+            CredentialFault::Missing { key, role } => write!(
+                f,
+                "has no key {key:?}: add {} under it, or set {} to the key that holds it",
+                role.holds(),
+                role.spec_field()
+            ),
+            CredentialFault::NotText { key, role } => write!(
+                f,
+                "key {key:?} is not UTF-8 text: {} must be text",
+                role.holds()
+            ),
+            CredentialFault::Empty { key, role } => {
+                write!(f, "key {key:?} is empty: put {} there", role.holds())
+            }
+        }
+    }
+}
+
+/// What is wrong with a keyfile. Never shows any of its characters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyfileFault {
+    /// Too short or too long.
+    Length {
+        /// How many non-blank characters it holds.
+        length: usize,
+    },
+    /// A character outside base64's alphabet.
+    NotBase64 {
+        /// The 1-based position of the first such character in the value.
+        position: usize,
+    },
+}
+
+impl fmt::Display for KeyfileFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyfileFault::Length { length } => write!(
+                f,
+                "a keyfile is 6 to 1024 base64 characters (found {length}); generate one \
+                 with `openssl rand -base64 756`"
+            ),
+            KeyfileFault::NotBase64 { position } => write!(
+                f,
+                "character {position} is not a base64 character: a keyfile holds only \
+                 A-Z, a-z, 0-9, +, / and = (whitespace is ignored); generate one with \
+                 `openssl rand -base64 756`"
+            ),
         }
     }
 }
@@ -600,6 +678,12 @@ fn shared_root_credentials(
         }
         CredentialsSource::DerivedFromRootPassword { secret_name } => {
             let password = mongodb.spec.root_password.clone().unwrap_or_default();
+            if password.trim().is_empty() {
+                return Err(BuildError::MissingCredentials {
+                    name: mongodb.name_any(),
+                }
+                .into());
+            }
             let keyfile = build::derive_keyfile(&password);
             let root = credentials(
                 secret_name,
@@ -627,36 +711,45 @@ pub fn credentials(
     username: SecretEntry,
     password: SecretEntry,
 ) -> Result<RootCredentials, InvalidInput> {
-    let text = |(key, value): SecretEntry| -> Result<String, InvalidInput> {
+    let text = |(key, value): SecretEntry, role| -> Result<String, InvalidInput> {
         let invalid = |fault| InvalidInput::CredentialsInvalid {
             secret: secret.to_string(),
             fault,
         };
         let key = key.to_string();
         let Some(value) = value else {
-            return Err(invalid(CredentialFault::Missing { key }));
+            return Err(invalid(CredentialFault::Missing { key, role }));
         };
         let Ok(value) = std::str::from_utf8(value) else {
-            return Err(invalid(CredentialFault::NotText { key }));
+            return Err(invalid(CredentialFault::NotText { key, role }));
         };
         if value.trim().is_empty() {
-            return Err(invalid(CredentialFault::Empty { key }));
+            return Err(invalid(CredentialFault::Empty { key, role }));
         }
         Ok(value.to_string())
     };
     let keyfile_key = keyfile.0;
-    let keyfile = text(keyfile)?;
-    let compact: String = keyfile.chars().filter(|c| !c.is_whitespace()).collect();
+    let keyfile = text(keyfile, CredentialRole::Keyfile)?;
+    let invalid_keyfile = |fault| InvalidInput::KeyfileInvalid {
+        secret: secret.to_string(),
+        key: keyfile_key.to_string(),
+        fault,
+    };
     let base64 = |c: char| c.is_ascii_alphanumeric() || c == '+' || c == '/' || c == '=';
-    if !KEYFILE_LENGTH.contains(&compact.len()) || !compact.chars().all(base64) {
-        return Err(InvalidInput::KeyfileInvalid {
-            secret: secret.to_string(),
-            key: keyfile_key.to_string(),
-            length: compact.len(),
-        });
+    if let Some(index) = keyfile
+        .chars()
+        .position(|c| !c.is_whitespace() && !base64(c))
+    {
+        return Err(invalid_keyfile(KeyfileFault::NotBase64 {
+            position: index + 1,
+        }));
     }
-    let username = text(username)?;
-    let password = text(password)?;
+    let length = keyfile.chars().filter(|c| !c.is_whitespace()).count();
+    if !KEYFILE_LENGTH.contains(&length) {
+        return Err(invalid_keyfile(KeyfileFault::Length { length }));
+    }
+    let username = text(username, CredentialRole::Username)?;
+    let password = text(password, CredentialRole::Password)?;
     Ok(RootCredentials { username, password })
 }
 
@@ -1236,5 +1329,233 @@ mod tests {
             password: "s3cr3t-value".into(),
         };
         assert!(!format!("{credentials:?}").contains("s3cr3t-value"));
+    }
+
+    #[test]
+    fn a_keyfile_of_the_right_length_with_other_characters_is_named_for_its_characters() {
+        let root = ("username", Some(&b"root"[..]));
+        let password = ("password", Some(&b"pw-123456"[..]));
+        let error = credentials("s", ("keyfile", Some(b"abc$%^&*()")), root, password).unwrap_err();
+        assert_eq!(error.reason(), "KeyfileInvalid");
+        let message = error.to_string();
+        assert!(
+            message.contains("character 4 is not a base64 character"),
+            "says which character is wrong, not the length: {message}"
+        );
+        assert!(!message.contains("found 10 characters"), "{message}");
+        assert!(
+            !message.contains('$'),
+            "never echoes the keyfile: {message}"
+        );
+        let short = credentials("s", ("keyfile", Some(b"abc")), root, password).unwrap_err();
+        assert!(
+            short
+                .to_string()
+                .contains("6 to 1024 base64 characters (found 3)"),
+            "{short}"
+        );
+    }
+
+    #[test]
+    fn a_missing_credentials_key_names_what_it_should_hold() {
+        let keyfile = "a".repeat(756);
+        let missing = credentials(
+            "demo-keys",
+            ("keyfile", Some(keyfile.as_bytes())),
+            ("username", Some(b"root")),
+            ("pass", None),
+        )
+        .unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            "Secret demo-keys has no key \"pass\": add the root user's password under it, \
+             or set spec.credentialsSecretRef.passwordKey to the key that holds it"
+        );
+        let no_keyfile = credentials(
+            "demo-keys",
+            ("kf", None),
+            ("username", Some(b"root")),
+            ("pass", Some(b"pw")),
+        )
+        .unwrap_err();
+        assert!(
+            no_keyfile
+                .to_string()
+                .contains("add the replica set's keyfile under it, or set spec.credentialsSecretRef.keyfileKey"),
+            "{no_keyfile}"
+        );
+        let binary = credentials(
+            "demo-keys",
+            ("keyfile", Some(keyfile.as_bytes())),
+            ("username", Some(b"root")),
+            ("password", Some(&[0xff, 0xfe])),
+        )
+        .unwrap_err();
+        assert_eq!(
+            binary.to_string(),
+            "Secret demo-keys key \"password\" is not UTF-8 text: the root user's password \
+             must be text"
+        );
+    }
+
+    #[test]
+    fn a_blank_root_password_is_no_credentials() {
+        // Not a Secret's key: the user wrote spec.rootPassword, and only that
+        // may be named.
+        let mut mongodb = stored(&[(VIP_LABEL, "10.0.0.1")]);
+        mongodb.spec.root_password = Some(" \n".into());
+        let referenced = ReferencedObjects {
+            hostconf: Some(config_map(&[("datas", "host:'10.0.0.1:30001'")])),
+            ..ReferencedObjects::default()
+        };
+        let error = validate(&mongodb, &referenced, false).unwrap_err();
+        assert_eq!(error.reason(), "MissingCredentials", "{error}");
+        assert!(error.to_string().contains("spec.rootPassword"), "{error}");
+    }
+
+    /// What the API server refuses before this stage ever sees it: the
+    /// generated CRD's schema and CEL rules, run through the project's
+    /// kube-apiserver-faithful admission library (`hack/crd-admission`).
+    /// `validate` trusts these (a name the API cannot hold never reaches a
+    /// request; a quantity is one).
+    mod admitted_by_the_api_server {
+        use kube::CustomResourceExt;
+        use serde_json::{json, Value};
+
+        use crate::api::MongoDB;
+
+        fn admit(spec: Value) -> Result<Value, String> {
+            let crd = serde_json::to_value(MongoDB::crd()).unwrap();
+            let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+            let admission = crd_admission::Admission::new(schema).unwrap();
+            let mut object = json!({
+                "apiVersion": "middleware.fedstate.io/v1alpha1",
+                "kind": "MongoDB",
+                "metadata": {"name": "demo", "namespace": "default"},
+                "spec": spec,
+            });
+            admission
+                .admit(&mut object, None)
+                .map(|_| object)
+                .map_err(|errors| {
+                    errors
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+        }
+
+        fn with_password(mut fields: Value) -> Value {
+            fields["rootPassword"] = json!("a-root-password");
+            fields
+        }
+
+        #[test]
+        fn quantities_must_be_kubernetes_quantities() {
+            for (spec, field) in [
+                (
+                    json!({"persistence": {"storage": "lots"}}),
+                    "spec.persistence.storage",
+                ),
+                (
+                    json!({"persistence": {"storage": "10 GB"}}),
+                    "spec.persistence.storage",
+                ),
+                (
+                    json!({"resources": {"limits": {"cpu": "two"}}}),
+                    "spec.resources.limits.cpu",
+                ),
+                (
+                    json!({"resources": {"requests": {"memory": "1GiB"}}}),
+                    "spec.resources.requests.memory",
+                ),
+                (
+                    json!({"metricsExporterSpec": {"resources": {"limits": {"cpu": "x"}}}}),
+                    "spec.metricsExporterSpec.resources.limits.cpu",
+                ),
+            ] {
+                let error = admit(with_password(spec.clone())).unwrap_err();
+                assert!(
+                    error.starts_with(&format!("{field}: Invalid value: ")),
+                    "{spec}: {error}"
+                );
+                assert!(error.contains("in body should match '^(\\+|-)?"), "{error}");
+            }
+            for storage in [
+                json!("1Gi"),
+                json!("500M"),
+                json!(1073741824),
+                json!("1.5Gi"),
+                json!("2e9"),
+            ] {
+                admit(with_password(json!({"persistence": {"storage": storage}})))
+                    .unwrap_or_else(|e| panic!("{storage}: {e}"));
+            }
+            admit(with_password(
+                json!({"resources": {"limits": {"cpu": "1500m", "memory": "1Gi"}, "requests": {"cpu": 1}}}),
+            ))
+            .expect("quantities admitted");
+        }
+
+        #[test]
+        fn referenced_names_must_be_names_kubernetes_can_hold() {
+            let secret = |reference: Value| json!({"credentialsSecretRef": reference});
+            for (spec, field) in [
+                (
+                    secret(json!({"name": "Not_A_Name"})),
+                    "spec.credentialsSecretRef.name",
+                ),
+                (
+                    secret(json!({"name": "keys", "keyfileKey": ""})),
+                    "spec.credentialsSecretRef.keyfileKey",
+                ),
+                (
+                    secret(json!({"name": "keys", "passwordKey": "root password"})),
+                    "spec.credentialsSecretRef.passwordKey",
+                ),
+                (
+                    secret(json!({"name": "keys", "usernameKey": "a/b"})),
+                    "spec.credentialsSecretRef.usernameKey",
+                ),
+                (
+                    with_password(json!({"memberConfigRef": "Bad Name"})),
+                    "spec.memberConfigRef",
+                ),
+                (
+                    with_password(json!({"customConfigRef": "bad/custom"})),
+                    "spec.customConfigRef",
+                ),
+                (
+                    with_password(json!({"customConfigRef": ""})),
+                    "spec.customConfigRef",
+                ),
+            ] {
+                let error = admit(spec.clone()).unwrap_err();
+                assert!(
+                    error.starts_with(&format!("{field}: Invalid value: ")),
+                    "{spec}: {error}"
+                );
+            }
+            admit(secret(
+                json!({"name": "demo.keys-1", "keyfileKey": "key_file.1", "usernameKey": "user-name"}),
+            ))
+            .expect("valid names admitted");
+            admit(with_password(
+                json!({"memberConfigRef": "", "customConfigRef": "demo-custom"}),
+            ))
+            .expect("an empty memberConfigRef means <name>-hostconf");
+        }
+
+        #[test]
+        fn an_empty_root_password_is_no_credentials() {
+            let error = admit(json!({"rootPassword": ""})).unwrap_err();
+            assert!(
+                error.contains("set spec.credentialsSecretRef (preferred) or spec.rootPassword"),
+                "{error}"
+            );
+            admit(json!({"rootPassword": "", "credentialsSecretRef": {"name": "keys"}}))
+                .expect("the Secret is enough");
+        }
     }
 }
