@@ -18,7 +18,7 @@ use kube::api::PostParams;
 use kube::Api;
 use lab::controlplane::{Split, ToSubmission};
 use lab::lab::Lab;
-use lab::observe::{self, primaries_by_term, SetSampler};
+use lab::observe::{self, primaries_by_term, SetSample, SetSampler};
 
 /// How often the set is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
@@ -82,11 +82,11 @@ fn step_of(line: &str) -> String {
         .map_or(plain.clone(), |(_, step)| step.trim().to_owned())
 }
 
-async fn ready(lab: &Lab, split: &str) -> Outcome {
+async fn ready(lab: &Lab, name: &str, split: &str) -> Outcome {
     observe::wait_ready(
         &lab.control_plane(),
         "default",
-        "faults",
+        name,
         &Split::parse(split).unwrap(),
         READY_TIMEOUT,
         |_| {},
@@ -94,6 +94,19 @@ async fn ready(lab: &Lab, split: &str) -> Outcome {
     .await
     .map(drop)
     .map_err(fail(split))
+}
+
+/// No term had two primaries in `samples`.
+fn one_primary_per_term(samples: &[SetSample]) -> Outcome {
+    let doubled: BTreeMap<_, _> = primaries_by_term(samples)
+        .into_iter()
+        .filter(|(_, primaries)| primaries.len() > 1)
+        .collect();
+    if doubled.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("two primaries in one term: {doubled:?}"))
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -111,7 +124,7 @@ async fn the_operator_killed_the_moment_it_plans_each_step_resumes_from_the_live
             .await
             .map_err(fail("apply"))?;
         killed.push(kill_at_step(&mut lab, 0, "initiate replica set", 0).await?);
-        ready(&lab, "a=2,b=2,c=1").await?;
+        ready(&lab, "faults", "a=2,b=2,c=1").await?;
         let hosts = hosts_of(&lab, 0, "faults").await?;
         let first = config(&lab, "faults", &hosts).await?;
         let writer = TimedMajorityWriter::start(&lab, "faults", &hosts).await?;
@@ -128,7 +141,7 @@ async fn the_operator_killed_the_moment_it_plans_each_step_resumes_from_the_live
             .await
             .map_err(fail("scale out"))?;
         killed.push(kill_at_step(&mut lab, 1, "add ", seen).await?);
-        ready(&lab, "a=2,b=3,c=1").await?;
+        ready(&lab, "faults", "a=2,b=3,c=1").await?;
         let mut samples = sampler.stop();
         let grown = hosts_of(&lab, 0, "faults").await?;
         let mut sampler = SetSampler::start(lab.network().clone(), grown, SAMPLE_EVERY);
@@ -149,7 +162,7 @@ async fn the_operator_killed_the_moment_it_plans_each_step_resumes_from_the_live
         killed.push(kill_at_step(&mut lab, 0, "step primary", seen).await?);
         let seen = log_lines(&lab, 0);
         killed.push(kill_at_step(&mut lab, 0, "remove ", seen).await?);
-        ready(&lab, "a=1,b=3,c=1").await?;
+        ready(&lab, "faults", "a=1,b=3,c=1").await?;
         pruner.abort();
 
         samples.extend(sampler.stop());
@@ -180,14 +193,7 @@ async fn the_operator_killed_the_moment_it_plans_each_step_resumes_from_the_live
                 version(&last)
             ));
         }
-        let doubled: BTreeMap<_, _> = primaries_by_term(&samples)
-            .into_iter()
-            .filter(|(_, primaries)| primaries.len() > 1)
-            .collect();
-        if !doubled.is_empty() {
-            return Err(format!("two primaries in one term: {doubled:?}"));
-        }
-        Ok(())
+        one_primary_per_term(&samples)
     }
     .await;
     finish(lab, outcome).await;
@@ -241,16 +247,7 @@ async fn a_crashed_mongod_and_a_lost_volume_rejoin_by_resync_never_by_initiate()
             .apply(&request("disks", "a=2,b=2,c=1"))
             .await
             .map_err(fail("apply"))?;
-        observe::wait_ready(
-            &control_plane,
-            "default",
-            "disks",
-            &Split::parse("a=2,b=2,c=1").unwrap(),
-            READY_TIMEOUT,
-            |_| {},
-        )
-        .await
-        .map_err(fail("2+2+1"))?;
+        ready(&lab, "disks", "a=2,b=2,c=1").await?;
         let hosts = hosts_of(&lab, 0, "disks").await?;
         let first = config(&lab, "disks", &hosts).await?;
         let writer = TimedMajorityWriter::start(&lab, "disks", &hosts).await?;
@@ -320,14 +317,7 @@ async fn a_crashed_mongod_and_a_lost_volume_rejoin_by_resync_never_by_initiate()
         if replica_set_id(&first) != replica_set_id(&last) || version(&last) >= 10_000 {
             return Err("second initiate or forced reconfig detected".into());
         }
-        let doubled: BTreeMap<_, _> = primaries_by_term(&samples)
-            .into_iter()
-            .filter(|(_, primaries)| primaries.len() > 1)
-            .collect();
-        if !doubled.is_empty() {
-            return Err(format!("two primaries in one term: {doubled:?}"));
-        }
-        Ok(())
+        one_primary_per_term(&samples)
     }
     .await;
     finish(lab, outcome).await;
@@ -375,16 +365,7 @@ async fn a_lost_minority_cluster_a_cut_vip_and_a_failing_api_server_are_survived
             .apply(&request("weather", "a=2,b=2,c=1"))
             .await
             .map_err(fail("apply"))?;
-        observe::wait_ready(
-            &control_plane,
-            "default",
-            "weather",
-            &Split::parse("a=2,b=2,c=1").unwrap(),
-            READY_TIMEOUT,
-            |_| {},
-        )
-        .await
-        .map_err(fail("2+2+1"))?;
+        ready(&lab, "weather", "a=2,b=2,c=1").await?;
         let hosts = hosts_of(&lab, 0, "weather").await?;
         // The primary in cluster a: the clusters cut below are minorities
         // without it, so the writer keeps a primary it can reach.
@@ -456,16 +437,7 @@ async fn a_lost_minority_cluster_a_cut_vip_and_a_failing_api_server_are_survived
         tokio::time::sleep(Duration::from_secs(4)).await;
         let injected = a.api.faults().injected_count();
         a.api.faults().clear();
-        observe::wait_ready(
-            &control_plane,
-            "default",
-            "weather",
-            &Split::parse("a=3,b=2,c=1").unwrap(),
-            READY_TIMEOUT,
-            |_| {},
-        )
-        .await
-        .map_err(fail("3+2+1 after API faults"))?;
+        ready(&lab, "weather", "a=3,b=2,c=1").await?;
         pruner.abort();
 
         let mut sampler = sampler;
@@ -489,14 +461,7 @@ async fn a_lost_minority_cluster_a_cut_vip_and_a_failing_api_server_are_survived
         if replica_set_id(&first) != replica_set_id(&last) || version(&last) >= 10_000 {
             return Err("second initiate or forced reconfig detected".into());
         }
-        let doubled: BTreeMap<_, _> = primaries_by_term(&samples)
-            .into_iter()
-            .filter(|(_, primaries)| primaries.len() > 1)
-            .collect();
-        if !doubled.is_empty() {
-            return Err(format!("two primaries in one term: {doubled:?}"));
-        }
-        Ok(())
+        one_primary_per_term(&samples)
     }
     .await;
     finish(lab, outcome).await;
@@ -512,16 +477,7 @@ async fn a_propagated_service_deleted_and_restored_changes_nothing_in_the_set() 
             .apply(&request("svc", "a=2,b=2,c=1"))
             .await
             .map_err(fail("apply"))?;
-        observe::wait_ready(
-            &control_plane,
-            "default",
-            "svc",
-            &Split::parse("a=2,b=2,c=1").unwrap(),
-            READY_TIMEOUT,
-            |_| {},
-        )
-        .await
-        .map_err(fail("2+2+1"))?;
+        ready(&lab, "svc", "a=2,b=2,c=1").await?;
         let hosts = hosts_of(&lab, 0, "svc").await?;
         let first = config(&lab, "svc", &hosts).await?;
         let writer = TimedMajorityWriter::start(&lab, "svc", &hosts).await?;
