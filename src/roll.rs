@@ -67,11 +67,6 @@ impl Lease {
     pub fn expired(&self, now_millis: i64) -> bool {
         now_millis >= self.expires_at_millis
     }
-
-    /// Whether `other` is the same taking of the lease (maybe renewed since).
-    pub fn same_taking(&self, other: &Lease) -> bool {
-        self.member == other.member && self.acquired_at_millis == other.acquired_at_millis
-    }
 }
 
 /// What a member's operator published about it.

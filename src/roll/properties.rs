@@ -63,6 +63,12 @@ struct Model {
     restarts: usize,
 }
 
+/// Whether `a` and `b` are the same taking of the lease (one maybe renewed
+/// since): what the store's renewals and releases compare.
+fn same_taking(a: &Lease, b: &Lease) -> bool {
+    a.member == b.member && a.acquired_at_millis == b.acquired_at_millis
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Plan(usize),
@@ -216,7 +222,7 @@ impl Model {
     /// Renews `lease` if it is still the stored taking.
     fn renew(&mut self, lease: &Lease, c: usize) -> bool {
         match &mut self.lease {
-            Some(stored) if stored.same_taking(lease) => {
+            Some(stored) if same_taking(stored, lease) => {
                 stored.expires_at_millis = self.now + self.skew[c] + LEASE_TTL_MILLIS;
                 true
             }
@@ -269,7 +275,7 @@ impl Model {
                 self.renew(lease, c);
             }
             RollStep::Release { lease } => {
-                if self.lease.as_ref().is_some_and(|l| l.same_taking(lease)) {
+                if self.lease.as_ref().is_some_and(|l| same_taking(l, lease)) {
                     self.lease = None;
                 }
             }
