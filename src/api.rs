@@ -33,6 +33,12 @@ pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 pub const DEFAULT_REPLSET_NAME: &str = "replset-0";
 /// Default mongod image: a supported release (FedState's `mongo:3.6` is refused in status).
 pub const DEFAULT_IMAGE: &str = "mongo:7.0";
+/// The annotation by which an SRE asks this cluster's operator for an
+/// explicit disaster recovery (a forced reconfig keeping the members that
+/// still answer); its value is the reason, and names the request: a request
+/// is carried out or refused once, and ignored afterwards
+/// (`docs/disaster-recovery.md`).
+pub const RECOVERY_ANNOTATION: &str = "middleware.fedstate.io/disaster-recovery";
 
 /// What a Kubernetes quantity looks like (`1Gi`, `500m`, `1.5`, `2e9`): the
 /// pattern controller-gen gives every `resource.Quantity`, so that the API
@@ -536,6 +542,55 @@ pub struct MongoDBStatus {
     /// Facts about each member this cluster hosts or is removing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub local_members: Vec<LocalMemberStatus>,
+    /// The last disaster recovery asked of this cluster (annotation
+    /// `middleware.fedstate.io/disaster-recovery`): what it keeps and drops,
+    /// and how far it went. Kept until another request replaces it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<RecoveryStatus>,
+}
+
+/// A disaster recovery asked for by annotation, and how far it went.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoveryStatus {
+    /// The request: the annotation's value (its reason).
+    pub request: String,
+    /// Planned, Forced, Done or Refused.
+    pub phase: RecoveryPhase,
+    /// What was or will be done, or why not, in words.
+    pub message: String,
+    /// The config version the forced reconfig starts from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_config_version: Option<i64>,
+    /// The members the forced config keeps (`host:port`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keeping: Vec<String>,
+    /// The members the forced config drops (`host:port`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropping: Vec<String>,
+    /// The local member the forced reconfig was sent to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forced_on: Option<String>,
+    /// When the phase was entered.
+    pub since: Time,
+}
+
+/// How far a disaster recovery went.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, strum::IntoStaticStr,
+)]
+pub enum RecoveryPhase {
+    /// Reported: the next pass forces this plan if the set still lacks a voting
+    /// majority and the plan has not changed.
+    Planned,
+    /// The forced reconfig was sent; the recovery is recorded in the replica
+    /// set once it has a primary again.
+    Forced,
+    /// Forced and recorded in the set; the request is ignored from now on.
+    Done,
+    /// Not carried out (the reason is in `message`); the request is ignored
+    /// from now on: ask again with another reason.
+    Refused,
 }
 
 /// FedState's overall state values.

@@ -18,6 +18,7 @@ pub mod hostconf;
 pub mod mongo;
 pub mod plan_input;
 pub mod planner;
+pub mod recovery;
 pub mod replset;
 pub mod roll;
 pub mod status;

@@ -12,8 +12,8 @@ use crate::api::MongoDB;
 use crate::hostconf::MemberAddress;
 use crate::planner::Wanted;
 use crate::planner::{
-    LocalMemberFacts, MemberProbe, MemberSlot, Observed, ObservedSet, PlanInput, RecordedEntry,
-    Step,
+    DroppedMembers, LocalMemberFacts, MemberProbe, MemberSlot, Observed, ObservedSet, PlanInput,
+    RecordedEntry, Step,
 };
 use crate::roll::{LocalPod, RollInput, RollState};
 use crate::validate::Validated;
@@ -132,6 +132,7 @@ pub fn plan_input(
         observed: set.map_or(Observed::Unreachable, Observed::Configured),
         stepped_down_recently,
         step_down_held,
+        dropped_members: DroppedMembers::NotRead,
     }
 }
 

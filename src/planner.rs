@@ -177,6 +177,31 @@ pub struct PlanInput {
     /// A primary that refused to step down (no electable secondary caught up)
     /// and whose next try the controller holds back (growing delays).
     pub step_down_held: Option<MemberAddress>,
+    /// The members disaster recoveries forced out of the set, as recorded in
+    /// it; read only when [`PlanInput::needs_dropped_members`] says so.
+    pub dropped_members: DroppedMembers,
+}
+
+/// The members forced out of the set by disaster recoveries
+/// ([`crate::recovery`]), as recorded in the set.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum DroppedMembers {
+    /// Not read: no local member needed it.
+    #[default]
+    NotRead,
+    /// They could not be read (no primary, or it did not answer).
+    Unreadable,
+    /// As read from the set.
+    Read(Vec<DroppedMember>),
+}
+
+/// A member a disaster recovery dropped.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DroppedMember {
+    /// Its host in the config the recovery started from.
+    pub host: MemberAddress,
+    /// Which recovery: where, when and why it was asked for.
+    pub recovery: String,
 }
 
 /// What is known about one local member.
@@ -473,6 +498,11 @@ pub enum WaitReason {
          give it a majority of the votes; waiting for members of other clusters to answer"
     )]
     VotersInOneCluster { vip: String },
+    #[error(
+        "{host} holds a replica-set config but is not in the set's: whether a disaster \
+         recovery dropped it could not be read from the set yet"
+    )]
+    DroppedMembersUnreadable { host: MemberAddress },
 }
 
 impl WaitReason {
@@ -551,6 +581,16 @@ pub enum Refusal {
     DepartureUnproven {
         slot: MemberSlot,
         entry: MemberAddress,
+    },
+    #[error(
+        "{host} was dropped from the set by a disaster recovery ({recovery}) and still holds \
+         its data from before, which may have diverged: it is not re-added as it is. To \
+         resync it from scratch, delete its PersistentVolumeClaim and its pod \
+         (docs/disaster-recovery.md)"
+    )]
+    DroppedByRecovery {
+        host: MemberAddress,
+        recovery: String,
     },
 }
 
@@ -671,6 +711,21 @@ impl PlanInput {
             .map(|m| &m.address.host)
             .collect::<BTreeSet<_>>()
             .len()
+    }
+
+    /// Whether the planner needs [`PlanInput::dropped_members`]: a wanted local
+    /// member answers with a config but is not in the set's (it would be
+    /// added, unless a disaster recovery dropped it).
+    pub fn needs_dropped_members(&self) -> bool {
+        let Observed::Configured(set) = &self.observed else {
+            return false;
+        };
+        self.wanted_slots().into_iter().any(|slot| {
+            self.facts(slot).is_some_and(|facts| {
+                facts.probe.as_ref().is_some_and(|p| p.has_config)
+                    && facts.entry_in(&set.config).is_none()
+            })
+        })
     }
 
     /// Whether `host` may be given a vote on top of `config`'s voters: fewer
@@ -1250,6 +1305,7 @@ fn readdress_members(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> 
             continue;
         };
         check_set_name(input, host, probe)?;
+        check_not_dropped(input, host, probe)?;
         check_same_replica_set(host, probe, set_id)?;
         let primary = check_reconfig_allowed(set)?;
         if primary == &entry.host {
@@ -1307,6 +1363,7 @@ fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step, Option<
             }
         };
         check_set_name(input, host, probe)?;
+        check_not_dropped(input, host, probe)?;
         check_same_replica_set(host, probe, set_id)?;
         // A member of this set that is not in the config under its address may
         // be in it under an address it had before its entry was recorded:
@@ -1350,6 +1407,35 @@ fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step, Option<
         ));
     }
     Continue(first_wait)
+}
+
+/// A member a disaster recovery dropped joins only once resynced from scratch
+/// (it holds no config then): its data may have diverged
+/// (`docs/disaster-recovery.md`).
+fn check_not_dropped(
+    input: &PlanInput,
+    host: &MemberAddress,
+    probe: &MemberProbe,
+) -> ControlFlow<Step> {
+    if !probe.has_config {
+        return Continue(());
+    }
+    let dropped = match &input.dropped_members {
+        DroppedMembers::Read(dropped) => dropped,
+        DroppedMembers::NotRead | DroppedMembers::Unreadable => {
+            return Break(wait(WaitReason::DroppedMembersUnreadable {
+                host: host.clone(),
+            }));
+        }
+    };
+    let is_it = |d: &&DroppedMember| &d.host == host || probe.me.as_ref() == Some(&d.host);
+    match dropped.iter().find(is_it) {
+        Some(d) => Break(refuse(Refusal::DroppedByRecovery {
+            host: host.clone(),
+            recovery: d.recovery.clone(),
+        })),
+        None => Continue(()),
+    }
 }
 
 /// A member that holds a config may join only with this set's `replicaSetId`
@@ -1694,6 +1780,10 @@ mod reason_names {
                 },
                 "VotersInOneCluster",
             ),
+            (
+                WaitReason::DroppedMembersUnreadable { host: host() },
+                "DroppedMembersUnreadable",
+            ),
         ];
         let reasons: Vec<(&'static str, &'static str)> = samples
             .into_iter()
@@ -1786,6 +1876,13 @@ mod reason_names {
                     entry: host(),
                 },
                 "DepartureUnproven",
+            ),
+            (
+                Refusal::DroppedByRecovery {
+                    host: host(),
+                    recovery: "forced in cluster 10.0.0.9".to_owned(),
+                },
+                "DroppedByRecovery",
             ),
         ];
         let reasons: Vec<(&'static str, &'static str)> = samples

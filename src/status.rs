@@ -9,7 +9,8 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::{
-    CurrentInfo, LocalMemberStatus, MongoDB, MongoDBStatus, MongoState, ReplSetMemberStatus,
+    CurrentInfo, LocalMemberStatus, MongoDB, MongoDBStatus, MongoState, RecoveryStatus,
+    ReplSetMemberStatus,
 };
 use crate::build::mongod_options::mongod_settings;
 use crate::build::{self, names};
@@ -165,6 +166,8 @@ pub struct StatusInput<'a> {
     pub feature_compatibility_version: Option<String>,
     /// What the API server refused to apply this pass, one message each.
     pub apply_failures: &'a [String],
+    /// The disaster recovery after this pass (`None`: as recorded before).
+    pub recovery: Option<RecoveryStatus>,
     /// Now, for conditions that flip.
     pub now: Time,
 }
@@ -453,6 +456,7 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
             .or(previous.replica_set_id),
         ready_members: Some(format!("{}/{desired}", view.ready_local)),
         local_members,
+        recovery: input.recovery.clone().or(previous.recovery),
     }
 }
 
@@ -814,6 +818,7 @@ mod tests {
             feature_compatibility_version: None,
             revision: Some("abc".into()),
             apply_failures: &[],
+            recovery: None,
             now,
         }
     }

@@ -2,7 +2,7 @@
 //! runs one reconcile pass per change, as a pipeline of stages:
 //!
 //! `dereference` → `validate` → `build` → `apply` → `observe` → `plan` → `record` → `act` →
-//! `roll` → `status`
+//! `recover` → `roll` → `status`
 //!
 //! `pass` lists them; each stage is a module here (I/O) or a pure module of
 //! the crate ([`crate::validate`], [`crate::build`], [`crate::plan_input`],
@@ -17,6 +17,7 @@ mod dereference;
 pub mod finalizer;
 mod observe;
 mod record;
+mod recover;
 mod roll;
 #[cfg(test)]
 mod test_cluster;
@@ -37,7 +38,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, Controller};
 use kube::{Api, Client, Resource, ResourceExt};
 
-use crate::api::{MongoDB, INSTANCE_LABEL};
+use crate::api::{MongoDB, RecoveryStatus, INSTANCE_LABEL};
 use crate::build::{self, names, BuildContext, DesiredObjects};
 use crate::hostconf::MemberAddress;
 use crate::mongo::MongoGateway;
@@ -54,8 +55,9 @@ use act::{act, ActError};
 use apply::apply;
 use dereference::{dereference, DereferenceError};
 use finalizer::{FinalizerError, Phase};
-use observe::observe;
+use observe::{dropped_members, observe};
 use record::record;
+use recover::recover;
 use roll::roll;
 
 pub use finalizer::FINALIZER;
@@ -386,7 +388,7 @@ async fn pass(
     // plan: the planner's input from what was seen, and its one next step (pure).
     let observed_set = answers.reading.as_ref().map(|reading| reading.set.clone());
     let key = instance_key(mongodb);
-    let input = plan_input(
+    let mut input = plan_input(
         mongodb,
         &validated,
         wanted,
@@ -395,6 +397,10 @@ async fn pass(
         ctx.stepped_down_recently(&key),
         ctx.step_down_held(&key),
     );
+    if input.needs_dropped_members() {
+        let reading = answers.reading.as_ref();
+        input.dropped_members = dropped_members(&ctx.gateway, reading, &validated.root).await;
+    }
     let step = plan(&input);
     tracing::info!(instance = %instance_key(mongodb), step = %step, "planned");
     // record: the config entry each local member is, on its StatefulSet, when it changed (Kubernetes I/O).
@@ -404,6 +410,12 @@ async fn pass(
         None
     } else {
         Some(act(ctx, mongodb, &validated, &answers, &step, leaving).await)
+    };
+    // recover: a disaster recovery, only as an SRE asked for it on this object (MongoDB I/O).
+    let recovered = if paused || leaving {
+        None
+    } else {
+        Some(recover(ctx, mongodb, &validated, &answers, &step).await)
     };
     // roll: once in sync, replace one outdated pod of the whole set at a time (MongoDB and Kubernetes I/O).
     let revision = desired.and_then(|d| d.revision);
@@ -424,6 +436,7 @@ async fn pass(
         feature_compatibility_version: rolled.as_ref().and_then(|rolled| rolled.fcv.clone()),
         revision,
         apply_failures: &apply_failures,
+        recovery: recovered.as_ref().and_then(|r| r.status.clone()),
     };
     write_status(ctx, mongodb, &report).await?;
 
@@ -431,10 +444,11 @@ async fn pass(
         Some(acted) => acted?.requeue,
         None => WHILE_PAUSED,
     };
-    let requeue = match rolled.and_then(|rolled| rolled.requeue) {
-        Some(rolling) => requeue.min(rolling),
-        None => requeue,
-    };
+    let sooner = [
+        rolled.and_then(|rolled| rolled.requeue),
+        recovered.and_then(|recovered| recovered.requeue),
+    ];
+    let requeue = sooner.into_iter().flatten().fold(requeue, Duration::min);
     if leaving && has_left(&input, &step) {
         let message = "this cluster's members have left the replica set".to_string();
         ctx.publish(
@@ -564,6 +578,7 @@ struct Report<'a> {
     feature_compatibility_version: Option<String>,
     revision: Option<String>,
     apply_failures: &'a [String],
+    recovery: Option<RecoveryStatus>,
 }
 
 /// Computes the status and writes it when it differs from the stored one.
@@ -588,6 +603,7 @@ async fn write_status(
         feature_compatibility_version: report.feature_compatibility_version.clone(),
         revision: report.revision.clone(),
         apply_failures: report.apply_failures,
+        recovery: report.recovery.clone(),
         now: Time(k8s_openapi::jiff::Timestamp::now()),
     });
     if mongodb.status.as_ref() == Some(&status) {

@@ -10,8 +10,8 @@ use crate::api::MongoDB;
 use crate::hostconf::MemberAddress;
 use crate::mongo::{MongoGateway, SetReading};
 use crate::plan_input::{known_replica_set_id, local_members_to_ask, remote_members_to_ask, seeds};
-use crate::planner::MemberProbe;
 use crate::planner::Wanted;
+use crate::planner::{DroppedMembers, MemberProbe};
 use crate::validate::{RootCredentials, Validated};
 
 /// What the members answered this pass.
@@ -74,4 +74,24 @@ async fn ask(
             }
         })
         .collect()
+}
+
+/// The members disaster recoveries dropped, as recorded in the set and read
+/// from its primary; asked only when the planner needs them
+/// ([`crate::planner::PlanInput::needs_dropped_members`]).
+pub async fn dropped_members(
+    gateway: &MongoGateway,
+    reading: Option<&SetReading>,
+    credentials: &RootCredentials,
+) -> DroppedMembers {
+    let Some(primary) = reading.and_then(|r| r.set.primary.as_ref()) else {
+        return DroppedMembers::Unreadable;
+    };
+    match gateway.dropped_members(primary, credentials).await {
+        Ok(dropped) => DroppedMembers::Read(dropped),
+        Err(error) => {
+            tracing::info!(%error, "the recovery records could not be read");
+            DroppedMembers::Unreadable
+        }
+    }
 }

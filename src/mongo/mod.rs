@@ -8,11 +8,13 @@
 //! then: mongod answers 10107 and the pass plans again). The set is read, and
 //! users are kept, through the seed list. The operator authenticates
 //! as the root user with SCRAM-SHA-256; credentials never reach logs (the driver
-//! redacts them in `Debug`, and [`RootCredentials`] does too). No call ever sets
-//! `force`.
+//! redacts them in `Debug`, and [`RootCredentials`] does too). Only the
+//! disaster recovery an SRE asked for sets `force`
+//! ([`recovery_store`], [`crate::recovery`]).
 
 mod client_cache;
 pub mod config_doc;
+pub mod recovery_store;
 pub mod roll_store;
 
 use std::collections::BTreeMap;

@@ -44,10 +44,7 @@ impl MongoGateway {
             "readConcern": {"level": "majority"},
         };
         let reply = self.on_primary(primary, command, credentials).await?;
-        let batch = reply
-            .get_document("cursor")
-            .and_then(|cursor| cursor.get_array("firstBatch"))
-            .map_err(|_| MongoError::Protocol("find without cursor.firstBatch".into()))?;
+        let batch = first_batch(&reply)?;
         let mut state = RollState {
             lease: LeaseView::Free,
             reports: BTreeMap::new(),
@@ -221,7 +218,7 @@ impl MongoGateway {
             .map(drop)
     }
 
-    async fn on_primary(
+    pub(super) async fn on_primary(
         &self,
         primary: &MemberAddress,
         command: Document,
@@ -232,7 +229,16 @@ impl MongoGateway {
     }
 }
 
-fn majority() -> Document {
+/// The documents of a `find` reply (one batch: the operator's collections
+/// are small).
+pub(super) fn first_batch(reply: &Document) -> Result<&Vec<Bson>, MongoError> {
+    reply
+        .get_document("cursor")
+        .and_then(|cursor| cursor.get_array("firstBatch"))
+        .map_err(|_| MongoError::Protocol("find without cursor.firstBatch".into()))
+}
+
+pub(super) fn majority() -> Document {
     doc! {"w": "majority", "wtimeout": MAJORITY_WAIT_MILLIS}
 }
 
@@ -273,7 +279,7 @@ fn lease_from(document: &Document) -> Result<Lease, MongoError> {
 /// The number of documents a write matched (or inserted), or its error: the
 /// first write error, else the write-concern error (not acknowledged by a
 /// majority: the outcome is unknown, and the next pass reads it back).
-fn write_outcome(reply: &Document) -> Result<i64, MongoError> {
+pub(super) fn write_outcome(reply: &Document) -> Result<i64, MongoError> {
     let error = |document: &Document| MongoError::Command {
         code: integer(document.get("code")).unwrap_or_default() as i32,
         code_name: document.get_str("codeName").unwrap_or_default().to_owned(),

@@ -956,6 +956,7 @@ prop_compose! {
             observed,
             stepped_down_recently,
             step_down_held: None,
+            dropped_members: DroppedMembers::Read(Vec::new()),
         }
     }
 }
@@ -1637,6 +1638,7 @@ mod checkers_reject_bad_steps {
             }),
             stepped_down_recently: None,
             step_down_held: None,
+            dropped_members: DroppedMembers::Read(Vec::new()),
         }
     }
 

@@ -177,6 +177,7 @@ fn input(desired: u32, local_members: Vec<LocalMemberFacts>, observed: Observed)
         observed,
         stepped_down_recently: None,
         step_down_held: None,
+        dropped_members: DroppedMembers::Read(Vec::new()),
     }
 }
 
@@ -551,6 +552,49 @@ fn adds_a_removed_member_of_this_set() {
     let (mut facts, set) = three_local_in_sync(0);
     facts.push(data(3, Some(member_probe(SET_ID, MemberState::Removed))));
     let (_, change) = expect_reconfig(plan(&input(4, facts, Observed::Configured(set))));
+    assert_eq!(change, Change::AddMember { host: local(3) });
+}
+
+#[test]
+fn a_member_a_disaster_recovery_dropped_is_refused_until_resynced_from_scratch() {
+    let (mut facts, set) = three_local_in_sync(0);
+    facts.push(data(3, Some(member_probe(SET_ID, MemberState::Removed))));
+    let mut input = input(4, facts, Observed::Configured(set));
+    assert!(input.needs_dropped_members());
+    let recovery = "forced in cluster 10.0.0.9".to_string();
+    input.dropped_members = DroppedMembers::Read(vec![DroppedMember {
+        host: local(3),
+        recovery: recovery.clone(),
+    }]);
+    let step = plan(&input);
+    assert_eq!(
+        step,
+        Step::Refuse {
+            reason: Refusal::DroppedByRecovery {
+                host: local(3),
+                recovery
+            }
+        }
+    );
+    assert!(step
+        .to_string()
+        .contains("delete its PersistentVolumeClaim"));
+
+    // Back before it learnt the forced config: it still shows the set's id
+    // and its old state, and is refused all the same.
+    input.local_members[3].probe = Some(member_probe(SET_ID, MemberState::Secondary));
+    assert_eq!(plan(&input).reason(), "DroppedByRecovery");
+
+    // Unknown whether it was dropped: not added.
+    input.dropped_members = DroppedMembers::Unreadable;
+    assert_eq!(plan(&input).reason(), "DroppedMembersUnreadable");
+    input.dropped_members = DroppedMembers::NotRead;
+    assert_eq!(plan(&input).reason(), "DroppedMembersUnreadable");
+
+    // Resynced from scratch (an empty volume: no config), it joins.
+    input.local_members[3].probe = Some(empty_probe());
+    assert!(!input.needs_dropped_members());
+    let (_, change) = expect_reconfig(plan(&input));
     assert_eq!(change, Change::AddMember { host: local(3) });
 }
 

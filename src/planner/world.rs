@@ -338,6 +338,8 @@ impl World {
             observed: self.observe(),
             stepped_down_recently: here.stepped_down.clone(),
             step_down_held: None,
+            // The model has no disaster recovery: nothing was ever dropped.
+            dropped_members: DroppedMembers::Read(Vec::new()),
         }
     }
 

@@ -92,7 +92,21 @@ pub async fn mongo(
 
 /// The replica-set config as the primary has it.
 pub async fn config(lab: &Lab, name: &str, hosts: &[String]) -> Result<Document, String> {
-    let client = mongo(lab, name, hosts, false).await?;
+    config_from(lab, name, hosts, false).await
+}
+
+/// The replica-set config as one member holds it, asked directly.
+pub async fn config_on(lab: &Lab, name: &str, host: &str) -> Result<Document, String> {
+    config_from(lab, name, &[host.to_string()], true).await
+}
+
+async fn config_from(
+    lab: &Lab,
+    name: &str,
+    hosts: &[String],
+    direct: bool,
+) -> Result<Document, String> {
+    let client = mongo(lab, name, hosts, direct).await?;
     let reply = client
         .database("admin")
         .run_command(doc! {"replSetGetConfig": 1})
@@ -336,6 +350,19 @@ pub async fn finish(lab: Lab, outcome: Result<(), String>) {
     lab.shutdown().await;
     if let Err(message) = outcome {
         panic!("{message}");
+    }
+}
+
+/// No term had two primaries in `samples`.
+pub fn one_primary_per_term(samples: &[lab::observe::SetSample]) -> Outcome {
+    let doubled: std::collections::BTreeMap<_, _> = lab::observe::primaries_by_term(samples)
+        .into_iter()
+        .filter(|(_, primaries)| primaries.len() > 1)
+        .collect();
+    if doubled.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("two primaries in one term: {doubled:?}"))
     }
 }
 

@@ -1,0 +1,286 @@
+//! Disaster recovery, only on request (issue 12): two of three clusters are
+//! lost (nodes, network and operators) with a majority of the voters. The
+//! survivor's operator reports the loss and changes nothing; an SRE asks it
+//! for recovery with the annotation; it reports the plan, forces it once,
+//! records it, and ignores the request afterwards. The lost clusters come back:
+//! their members (old config, maybe divergent data) are refused, not re-added;
+//! resynced from scratch (their volumes deleted), they join again. A
+//! w:"majority" writer runs throughout; the survivor's member was primary, so
+//! every acknowledged write is on it and must survive.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use lab::controlplane::Split;
+use lab::lab::Lab;
+use lab::observe::{self, SetSampler};
+use mongodb_member_operator::api::{MongoDB, RecoveryPhase, RECOVERY_ANNOTATION};
+
+const NAME: &str = "ledger";
+const SAMPLE_EVERY: Duration = Duration::from_millis(50);
+const REASON: &str = "clusters b and c lost in the flood, ticket 4711";
+
+/// Waits until every cluster reports the instance ready with `split`.
+async fn ready(lab: &Lab, split: &str) -> Outcome {
+    let split = Split::parse(split).map_err(fail("split"))?;
+    observe::wait_ready(
+        &lab.control_plane(),
+        "default",
+        NAME,
+        &split,
+        READY_TIMEOUT,
+        |_| {},
+    )
+    .await
+    .map(drop)
+    .map_err(fail("ready"))
+}
+
+/// Cluster `index`'s own object (its status as its operator wrote it).
+async fn object(lab: &Lab, index: usize) -> Result<MongoDB, String> {
+    let api: Api<MongoDB> = Api::namespaced(lab.clusters()[index].client.clone(), "default");
+    api.get(NAME).await.map_err(fail("MongoDB"))
+}
+
+/// Waits until cluster `index`'s object satisfies `check`.
+async fn until(
+    lab: &Lab,
+    index: usize,
+    what: &str,
+    check: impl Fn(&MongoDB) -> bool,
+) -> Result<MongoDB, String> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let current = object(lab, index).await?;
+        if check(&current) {
+            return Ok(current);
+        }
+        if Instant::now() > deadline {
+            let conditions = current.status.map(|s| s.conditions).unwrap_or_default();
+            return Err(format!(
+                "cluster {index}: {what}: not after {READY_TIMEOUT:?}: {conditions:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn reason_is(mongodb: &MongoDB, type_: &str, reason: &str) -> bool {
+    mongodb.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.reason == reason)
+    })
+}
+
+fn hosts_in(config: &mongodb::bson::Document) -> Vec<String> {
+    let mut hosts: Vec<String> = config
+        .get_array("members")
+        .map(|members| {
+            members
+                .iter()
+                .filter_map(|m| m.as_document()?.get_str("host").ok().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    hosts.sort();
+    hosts
+}
+
+/// The reasons of cluster `index`'s Events about the object, oldest first.
+async fn event_reasons(lab: &Lab, index: usize) -> Result<Vec<String>, String> {
+    let api: Api<Event> = Api::namespaced(lab.clusters()[index].client.clone(), "default");
+    let mut events: Vec<Event> = api
+        .list(&Default::default())
+        .await
+        .map_err(fail("Events"))?
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(NAME))
+        .collect();
+    events.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
+    Ok(events.into_iter().filter_map(|e| e.reason).collect())
+}
+
+fn count_in_log(lab: &Lab, index: usize, needle: &str) -> usize {
+    std::fs::read_to_string(lab.operator_log(index))
+        .unwrap_or_default()
+        .matches(needle)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resynced() {
+    let _serial = serial().await;
+    let mut lab = lab(87, 3).await;
+    let outcome = async {
+        let split = "a=2,b=2,c=1";
+        let control_plane = lab.control_plane();
+        let fedstate = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
+        control_plane
+            .apply(&request(NAME, split))
+            .await
+            .map_err(fail("apply"))?;
+        ready(&lab, split).await?;
+        let hosts = hosts_of(&lab, 0, NAME).await?;
+        let a0 = member_host(&lab, 0, NAME, 0).await?;
+        let a1 = member_host(&lab, 0, NAME, 1).await?;
+        // The survivor's member is primary: every acknowledged write is on it.
+        make_primary(&lab, NAME, &a0).await?;
+        let first = config_on(&lab, NAME, &a0).await?;
+        let writer = TimedMajorityWriter::start(&lab, NAME, &hosts).await?;
+        if let Some(writer) = &writer {
+            writer
+                .wait_acknowledged(10, Duration::from_secs(60))
+                .await?;
+        }
+        let sampler = SetSampler::start(lab.network().clone(), hosts.clone(), SAMPLE_EVERY);
+
+        // Clusters b and c are lost: nodes, network, operators (3 of 5 voters).
+        for index in [1, 2] {
+            let cluster = &lab.clusters()[index];
+            cluster.node.lose_cluster();
+            lab.network().cut_site(&cluster.name);
+        }
+        lab.kill_operator(1).await.map_err(fail("kill b"))?;
+        lab.kill_operator(2).await.map_err(fail("kill c"))?;
+        let lost_at = Instant::now();
+
+        // Reported, and nothing changed without a request.
+        until(&lab, 0, "VotingMajorityLost reported", |m| {
+            reason_is(m, "Degraded", "VotingMajorityLost")
+        })
+        .await?;
+        let reported_after = lost_at.elapsed();
+        let unchanged = config_on(&lab, NAME, &a0).await?;
+        if version(&unchanged) != version(&first) || hosts_in(&unchanged) != hosts_in(&first) {
+            return Err(format!(
+                "the config changed without a request: {first} -> {unchanged}"
+            ));
+        }
+
+        // The SRE asks cluster a for recovery.
+        let annotation = format!("{RECOVERY_ANNOTATION}={REASON}");
+        lab.kubectl("a", &["annotate", "mongodb", NAME, &annotation])
+            .await
+            .map_err(fail("annotate"))?;
+        let asked_at = Instant::now();
+        let done = until(&lab, 0, "recovery done", |m| {
+            m.status
+                .as_ref()
+                .and_then(|s| s.recovery.as_ref())
+                .is_some_and(|r| r.phase == RecoveryPhase::Done)
+        })
+        .await?;
+        let recovered_after = asked_at.elapsed();
+        let recovery = done.status.and_then(|s| s.recovery).ok_or("no recovery")?;
+        let mut kept = vec![a0.clone(), a1.clone()];
+        kept.sort();
+        if recovery.keeping != kept || recovery.dropping.len() != 3 || recovery.request != REASON {
+            return Err(format!("unexpected recovery record: {recovery:?}"));
+        }
+        let forced = config_on(&lab, NAME, &a0).await?;
+        if hosts_in(&forced) != kept || version(&forced) < 10_000 {
+            return Err(format!("the forced config is not a0 + a1: {forced}"));
+        }
+        let reasons = event_reasons(&lab, 0).await?;
+        let position = |reason: &str| reasons.iter().position(|r| r == reason);
+        match (
+            position("VotingMajorityLost"),
+            position("RecoveryPlanned"),
+            position("ForcedReconfig"),
+            position("RecoveryRecorded"),
+        ) {
+            (Some(lost), Some(planned), Some(forced), Some(recorded))
+                if lost < planned && planned < forced && forced < recorded => {}
+            _ => return Err(format!("Events out of order or missing: {reasons:?}")),
+        }
+
+        // The set takes majority writes again.
+        if let Some(writer) = &writer {
+            let before = writer.acknowledged().len();
+            writer
+                .wait_acknowledged(before + 10, Duration::from_secs(60))
+                .await?;
+        }
+        // The request stays on the object and is ignored: one force, ever.
+        let passes_before = count_in_log(&lab, 0, " planned ");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while count_in_log(&lab, 0, " planned ") < passes_before + 3 {
+            if Instant::now() > deadline {
+                return Err("operator a made no further pass".into());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let forces = count_in_log(&lab, 0, "forced reconfig sent");
+        if forces != 1 {
+            return Err(format!("{forces} forced reconfigs were sent, not one"));
+        }
+
+        // b and c come back: their members hold the old config and are refused.
+        for index in [1, 2] {
+            let cluster = &lab.clusters()[index];
+            cluster.node.heal();
+            lab.network().heal_site(&cluster.name);
+            lab.restart_operator(index).map_err(fail("restart"))?;
+        }
+        for index in [1, 2] {
+            until(&lab, index, "DroppedByRecovery reported", |m| {
+                reason_is(m, "Ready", "DroppedByRecovery")
+            })
+            .await?;
+        }
+        let still = config_on(&lab, NAME, &a0).await?;
+        if hosts_in(&still) != kept {
+            return Err(format!("a dropped member was re-added as it was: {still}"));
+        }
+
+        // Resynced from scratch (volume and pod deleted, as the refusal says),
+        // they join again.
+        for (context, members) in [("b", 2), ("c", 1)] {
+            for member in 0..members {
+                let claim = format!("data-{NAME}-mongodb-{member}-0");
+                let pod = format!("{NAME}-mongodb-{member}-0");
+                lab.kubectl(context, &["delete", "pvc", &claim, "--wait=false"])
+                    .await
+                    .map_err(fail("delete the PVC"))?;
+                lab.kubectl(context, &["delete", "pod", &pod, "--wait=false"])
+                    .await
+                    .map_err(fail("delete the pod"))?;
+            }
+        }
+        ready(&lab, split).await?;
+        fedstate.abort();
+
+        let mut sampler = sampler;
+        let samples = sampler.stop();
+        let acknowledged = match writer {
+            Some(writer) => writer.stop_and_check().await?.len(),
+            None => 0,
+        };
+        let last = config_on(&lab, NAME, &a0).await?;
+        eprintln!(
+            "loss reported after {reported_after:?}; recovered {recovered_after:?} after the \
+             request; {} samples; {acknowledged} majority writes acknowledged, none lost; \
+             config version {} -> {} (forced) -> {}; members {:?}",
+            samples.len(),
+            version(&first),
+            version(&forced),
+            version(&last),
+            hosts_in(&last)
+        );
+        if replica_set_id(&first) != replica_set_id(&last) {
+            return Err("the replica set was initiated again".into());
+        }
+        if hosts_in(&last).len() != 5 {
+            return Err(format!("not every member is back: {last}"));
+        }
+        one_primary_per_term(&samples)
+    }
+    .await;
+    finish(lab, outcome).await;
+}

@@ -1,0 +1,157 @@
+//! Disaster recovery's MongoDB I/O: the forced reconfig an SRE asked for
+//! ([`crate::recovery`]), and the record of each recovery in the replica set,
+//! in `mongodb_member_operator.recoveries`, which every cluster's operator
+//! reads before it adds a member that holds a config: one a recovery dropped
+//! is not re-added as it is.
+//!
+//! Document: `{_id: "<vip>/<fromConfigVersion>", cluster, instance, request,
+//! fromConfigVersion, kept: [host], dropped: [host], at}` (`at` in Unix
+//! milliseconds), written with an upsert (w:"majority") on the primary the
+//! pass observed, so a pass that repeats it changes nothing.
+
+use mongodb::bson::{doc, Bson, Document};
+
+use super::roll_store::{first_batch, majority, write_outcome};
+use super::{integer, reconfig_document, MongoError, MongoGateway};
+use crate::hostconf::MemberAddress;
+use crate::planner::DroppedMember;
+use crate::replset::ReplicaSetConfig;
+use crate::validate::RootCredentials;
+
+/// The collection of the recovery records.
+pub const COLLECTION: &str = "recoveries";
+
+/// A recovery as recorded in the set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecoveryRecord {
+    /// The VIP of the cluster that forced it.
+    pub cluster: String,
+    /// `namespace/name` of the object it was asked on.
+    pub instance: String,
+    /// The request (the annotation's value).
+    pub request: String,
+    /// The config version it started from.
+    pub from_config_version: i64,
+    /// The members kept.
+    pub kept: Vec<String>,
+    /// The members dropped.
+    pub dropped: Vec<String>,
+    /// When it was recorded (Unix milliseconds).
+    pub at_millis: i64,
+}
+
+impl MongoGateway {
+    /// `replSetReconfig` with `force: true`, sent to `member` directly (any
+    /// member the forced config keeps: no primary is needed). Only ever sent
+    /// for a recovery an SRE asked for.
+    pub async fn force_reconfig(
+        &self,
+        member: &MemberAddress,
+        current_document: &Document,
+        forced: &ReplicaSetConfig,
+        credentials: &RootCredentials,
+    ) -> Result<(), MongoError> {
+        let client = self.client(std::slice::from_ref(member), true, None, credentials)?;
+        let config = reconfig_document(current_document, forced);
+        let command = doc! {"replSetReconfig": config, "force": true, "maxTimeMS": 10_000i64};
+        Self::run(&client, command, None, &member.to_string())
+            .await
+            .map(drop)
+    }
+
+    /// Writes `record` into the set through `primary` (an upsert: once).
+    pub async fn record_recovery(
+        &self,
+        primary: &MemberAddress,
+        record: &RecoveryRecord,
+        credentials: &RootCredentials,
+    ) -> Result<(), MongoError> {
+        let id = format!("{}/{}", record.cluster, record.from_config_version);
+        let document = doc! {
+            "_id": &id,
+            "cluster": &record.cluster,
+            "instance": &record.instance,
+            "request": &record.request,
+            "fromConfigVersion": record.from_config_version,
+            "kept": &record.kept,
+            "dropped": &record.dropped,
+            "at": record.at_millis,
+        };
+        let command = doc! {
+            "update": COLLECTION,
+            "updates": [{"q": {"_id": &id}, "u": document, "upsert": true}],
+            "writeConcern": majority(),
+        };
+        let reply = self.on_primary(primary, command, credentials).await?;
+        write_outcome(&reply).map(drop)
+    }
+
+    /// Every member a recorded recovery dropped, read from `primary`
+    /// (readConcern "majority").
+    pub async fn dropped_members(
+        &self,
+        primary: &MemberAddress,
+        credentials: &RootCredentials,
+    ) -> Result<Vec<DroppedMember>, MongoError> {
+        let command = doc! {
+            "find": COLLECTION,
+            "filter": {},
+            "readConcern": {"level": "majority"},
+        };
+        let reply = self.on_primary(primary, command, credentials).await?;
+        Ok(first_batch(&reply)?
+            .iter()
+            .filter_map(Bson::as_document)
+            .flat_map(dropped_by)
+            .collect())
+    }
+}
+
+/// The members one record dropped, each with a line saying which recovery.
+fn dropped_by(document: &Document) -> Vec<DroppedMember> {
+    let text = |key: &str| document.get_str(key).unwrap_or("?").to_owned();
+    let at = integer(document.get("at"))
+        .and_then(|millis| k8s_openapi::jiff::Timestamp::from_millisecond(millis).ok())
+        .map_or_else(|| "?".to_string(), |at| at.to_string());
+    let recovery = format!(
+        "forced in cluster {} on {} at {at}, asked for: {:?}",
+        text("cluster"),
+        text("instance"),
+        text("request")
+    );
+    document
+        .get_array("dropped")
+        .map(|hosts| {
+            hosts
+                .iter()
+                .filter_map(Bson::as_str)
+                .filter_map(|host| MemberAddress::parse(host).ok())
+                .map(|host| DroppedMember {
+                    host,
+                    recovery: recovery.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_names_each_member_it_dropped_and_the_recovery() {
+        let document = doc! {
+            "_id": "10.0.0.1/7", "cluster": "10.0.0.1", "instance": "default/weather",
+            "request": "clusters b and c burnt down", "fromConfigVersion": 7i64,
+            "kept": ["10.0.0.1:30001"], "dropped": ["10.0.0.2:30001", "not a host", "10.0.0.3:30002"],
+            "at": 1_700_000_000_000i64,
+        };
+        let dropped = dropped_by(&document);
+        let hosts: Vec<String> = dropped.iter().map(|d| d.host.to_string()).collect();
+        assert_eq!(hosts, ["10.0.0.2:30001", "10.0.0.3:30002"]);
+        assert!(dropped[0].recovery.contains("cluster 10.0.0.1"));
+        assert!(dropped[0].recovery.contains("clusters b and c burnt down"));
+        assert!(dropped[0].recovery.contains("2023-11-14T22:13:20Z"));
+    }
+}
