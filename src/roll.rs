@@ -323,7 +323,7 @@ pub fn plan_roll(input: &RollInput) -> RollStep {
             };
         }
     }
-    if let Err(reason) = set_healthy(input) {
+    if let Err(reason) = set_healthy_but(input, Some(&candidate.address)) {
         return RollStep::Wait { reason };
     }
     let lease = Lease::new(candidate.address.clone(), is_primary, input.now_millis);
@@ -384,7 +384,7 @@ fn feature_compatibility(input: &RollInput) -> RollStep {
             }
         }
     }
-    if let Err(reason) = set_healthy(input) {
+    if let Err(reason) = set_healthy_but(input, None) {
         return RollStep::Wait { reason };
     }
     if let LeaseView::Held(lease) = &input.lease {
@@ -408,7 +408,7 @@ fn release(version: &str) -> Option<(u32, u32)> {
 fn continue_restart(input: &RollInput, lease: &Lease, member: &LocalPod) -> RollStep {
     let lease = lease.clone();
     if member.outdated() {
-        if let Err(reason) = set_healthy(input) {
+        if let Err(reason) = set_healthy_but(input, Some(&member.address)) {
             return RollStep::Renew { lease, reason };
         }
         if input.set.primary.as_ref() == Some(&member.address) {
@@ -470,8 +470,13 @@ fn first_outdated_elsewhere(input: &RollInput, primary: &MemberAddress) -> Optio
         .cloned()
 }
 
-/// Every member of the config is healthy and caught up, and there is a primary.
-fn set_healthy(input: &RollInput) -> Result<(), RollWait> {
+/// Every member of the config (but `restarting`) is healthy and caught up,
+/// and there is a primary: restarting `restarting` then takes at most one
+/// member down, even when it is down already. An outdated member that is down (its
+/// pod restarted onto a revision it cannot rejoin with, e.g. a keyfile the set
+/// does not share) is replaced once its revision is fixed, instead of waiting
+/// for itself forever.
+fn set_healthy_but(input: &RollInput, restarting: Option<&MemberAddress>) -> Result<(), RollWait> {
     if input.set.primary.is_none() {
         return Err(RollWait::NoPrimary);
     }
@@ -480,6 +485,7 @@ fn set_healthy(input: &RollInput) -> Result<(), RollWait> {
         .config
         .members
         .iter()
+        .filter(|m| Some(&m.host) != restarting)
         .try_for_each(|m| member_healthy(input, &m.host))
 }
 

@@ -120,6 +120,20 @@ pub enum InvalidInput {
         /// What is wrong with it.
         fault: KeyfileFault,
     },
+    /// The members refuse the root user: its password (or name) is not the
+    /// one the replica set holds.
+    #[error(
+        "the members refuse the root user of Secret {secret} (authentication failed at {}): \
+         its username or password is not the one the replica set holds. Put the set's root \
+         credentials back in the Secret; nothing is changed until they authenticate",
+        members.join(", ")
+    )]
+    CredentialsRefused {
+        /// The credentials Secret's name.
+        secret: String,
+        /// The members that refused them.
+        members: Vec<String>,
+    },
     /// The image runs a MongoDB release older than 4.4.
     #[error(
         "spec.image {image} is MongoDB {version}; this operator needs MongoDB 4.4 or later \

@@ -385,6 +385,9 @@ async fn pass(
     let apply_failures = apply_desired(ctx, mongodb, desired.as_ref()).await;
     // observe: ask the members, read the replica set (MongoDB I/O).
     let answers = observe(&ctx.gateway, mongodb, &validated, wanted).await;
+    if let Some(refused) = answers.credentials_refused(mongodb).filter(|_| !leaving) {
+        return report_invalid_input(ctx, mongodb, &refused, leaving).await;
+    }
     // plan: the planner's input from what was seen, and its one next step (pure).
     let observed_set = answers.reading.as_ref().map(|reading| reading.set.clone());
     let key = instance_key(mongodb);

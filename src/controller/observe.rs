@@ -7,12 +7,13 @@ use std::collections::BTreeMap;
 use futures::future::join_all;
 
 use crate::api::MongoDB;
+use crate::build::BuildContext;
 use crate::hostconf::MemberAddress;
-use crate::mongo::{MongoGateway, SetReading};
+use crate::mongo::{codes, MongoGateway, SetReading};
 use crate::plan_input::{known_replica_set_id, local_members_to_ask, remote_members_to_ask, seeds};
 use crate::planner::Wanted;
 use crate::planner::{DroppedMembers, MemberProbe};
-use crate::validate::{RootCredentials, Validated};
+use crate::validate::{InvalidInput, RootCredentials, Validated};
 
 /// What the members answered this pass.
 pub struct MongoAnswers {
@@ -20,6 +21,32 @@ pub struct MongoAnswers {
     pub probes: BTreeMap<MemberAddress, MemberProbe>,
     /// The replica set as read through the seeds, when it could be.
     pub reading: Option<SetReading>,
+    /// The members that answered but refused the root user's credentials.
+    pub refused_credentials: Vec<MemberAddress>,
+}
+
+impl MongoAnswers {
+    /// When members refused the root user and none answered with it: the
+    /// credentials are wrong, not the members unreachable.
+    pub fn credentials_refused(&self, mongodb: &MongoDB) -> Option<InvalidInput> {
+        if self.refused_credentials.is_empty() || !self.probes.is_empty() || self.reading.is_some()
+        {
+            return None;
+        }
+        let secret = BuildContext::from_mongodb(mongodb)
+            .ok()?
+            .credentials()
+            .secret_name()
+            .to_string();
+        Some(InvalidInput::CredentialsRefused {
+            secret,
+            members: self
+                .refused_credentials
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        })
+    }
 }
 
 /// Asks the local members (and, while no set is known, the other clusters'),
@@ -34,9 +61,11 @@ pub async fn observe(
     let credentials = &validated.root;
     let known_id = known_replica_set_id(mongodb);
     let local = local_members_to_ask(validated, wanted);
-    let mut probes = ask(gateway, local, credentials).await;
+    let (mut probes, mut refused_credentials) = ask(gateway, local, credentials).await;
     let remote = remote_members_to_ask(validated, known_id, &probes);
-    probes.extend(ask(gateway, remote, credentials).await);
+    let (remote_probes, remote_refused) = ask(gateway, remote, credentials).await;
+    probes.extend(remote_probes);
+    refused_credentials.extend(remote_refused);
     let reading = match seeds(validated, known_id, &probes) {
         Some(seeds) => {
             let set_name = &mongodb.spec.repl_set_name;
@@ -50,30 +79,40 @@ pub async fn observe(
         }
         None => None,
     };
-    MongoAnswers { probes, reading }
+    MongoAnswers {
+        probes,
+        reading,
+        refused_credentials,
+    }
 }
 
-/// Asks each of `members` directly, at once; those that do not answer are left out.
+/// Asks each of `members` directly, at once; those that do not answer are
+/// left out, and those that refuse the credentials listed apart.
 async fn ask(
     gateway: &MongoGateway,
     members: impl IntoIterator<Item = MemberAddress>,
     credentials: &RootCredentials,
-) -> BTreeMap<MemberAddress, MemberProbe> {
+) -> (BTreeMap<MemberAddress, MemberProbe>, Vec<MemberAddress>) {
     let questions = members.into_iter().map(|address| async move {
         let answer = gateway.ask_member(&address, credentials).await;
         (address, answer)
     });
-    join_all(questions)
-        .await
-        .into_iter()
-        .filter_map(|(address, answer)| match answer {
-            Ok(probe) => Some((address, probe)),
+    let mut probes = BTreeMap::new();
+    let mut refused = Vec::new();
+    for (address, answer) in join_all(questions).await {
+        match answer {
+            Ok(probe) => {
+                probes.insert(address, probe);
+            }
             Err(error) => {
                 tracing::debug!(member = %address, %error, "member did not answer");
-                None
+                if error.code() == Some(codes::AUTHENTICATION_FAILED) {
+                    refused.push(address);
+                }
             }
-        })
-        .collect()
+        }
+    }
+    (probes, refused)
 }
 
 /// The members disaster recoveries dropped, as recorded in the set and read

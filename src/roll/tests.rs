@@ -351,3 +351,40 @@ fn the_fcv_is_raised_only_once_every_data_member_runs_the_release_on_an_up_to_da
         }
     ));
 }
+
+#[test]
+fn an_outdated_member_that_is_down_is_restarted_when_it_is_the_only_one_down() {
+    // Found in the lab (faults.rs, lab 86): a keyfile changed in one cluster
+    // only; its member was restarted onto it and could not rejoin (DOWN).
+    // Once the keyfile was put back its pod was outdated again, but the roll
+    // waited for every member, that one included, to be healthy: it renewed
+    // its lease forever and the member stayed down.
+    let mut input = input();
+    input.lease = ours(address(1, 30001), false);
+    let down = input.set.members.get_mut(&address(1, 30001)).unwrap();
+    down.healthy = false;
+    down.state = MemberState::Down;
+    input.local[1].state = None;
+    let step = plan_roll(&input);
+    assert!(
+        matches!(&step, RollStep::Restart { slot: MemberSlot::Data(1), pod_uid, .. } if pod_uid == "uid-1"),
+        "{step:?}"
+    );
+    // Without the lease, it is taken for that member.
+    input.lease = LeaseView::Free;
+    let step = plan_roll(&input);
+    assert!(
+        matches!(&step, RollStep::Acquire { lease } if lease.member == address(1, 30001)),
+        "{step:?}"
+    );
+    // Another member down as well: nothing is restarted.
+    input
+        .set
+        .members
+        .get_mut(&address(3, 30000))
+        .unwrap()
+        .healthy = false;
+    assert!(matches!(plan_roll(&input), RollStep::Wait { .. }));
+    input.lease = ours(address(1, 30001), false);
+    assert!(matches!(plan_roll(&input), RollStep::Renew { .. }));
+}

@@ -194,6 +194,12 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
+    /// 410 Gone: kube-apiserver's watch cache before 1.19 answered a too-old
+    /// resourceVersion with this reason (`errors.NewGone`).
+    pub fn gone(message: impl Into<String>) -> Self {
+        Self::new(410, "Gone", message)
+    }
+
     /// 403 Forbidden (e.g. creating in a terminating namespace).
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(403, "Forbidden", message)

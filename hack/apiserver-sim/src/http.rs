@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use crate::auth::Authenticator;
 use crate::discovery;
 use crate::error::ApiError;
-use crate::faults::Faults;
+use crate::faults::{FaultTarget, Faults, Injection};
 use crate::openapi;
 use crate::patch::PatchType;
 use crate::rbac::{self, Attributes, Decision};
@@ -239,9 +239,6 @@ fn parse_resource_path(segs: &[&str]) -> Option<ResourcePath> {
 
 /// Handles one request.
 pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response<Body> {
-    if let Some(e) = state.faults.check() {
-        return error_response(&e);
-    }
     let (parts, body) = req.into_parts();
     let body = match body.collect().await {
         Ok(b) => b.to_bytes(),
@@ -252,6 +249,12 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
         form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
             .into_owned()
             .collect();
+    let target = fault_target(&state, &parts.method, &path, &params, &body);
+    let expire_watch = match state.faults.check(&target) {
+        Some(Injection::Respond(e)) => return error_response(&e),
+        Some(Injection::ExpireWatch(e)) => Some(e),
+        None => None,
+    };
     let header = |h: hyper::header::HeaderName| {
         parts
             .headers
@@ -305,6 +308,7 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
         user_agent,
         body,
         authz,
+        expire_watch,
     };
     match route(&state, &path, ctx).await {
         Ok(r) => r,
@@ -321,6 +325,55 @@ struct RequestCtx {
     body: Bytes,
     /// The authorized request's attributes (RBAC mode only).
     authz: Option<Attributes>,
+    /// An injected 410 for this watch (fault injection).
+    expire_watch: Option<ApiError>,
+}
+
+/// What `method path` is to the fault injection: a watch from a
+/// resourceVersion, a write to a named object (with the resourceVersion its
+/// body names, if any), or anything else.
+fn fault_target(
+    state: &ServerState,
+    method: &Method,
+    path: &str,
+    params: &HashMap<String, String>,
+    body: &Bytes,
+) -> FaultTarget {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let Some(rp) = parse_resource_path(&segs) else {
+        return FaultTarget::Other;
+    };
+    let param = |k: &str| params.get(k).map(String::as_str);
+    let watching = rp.watch || matches!(param("watch"), Some("true" | "1"));
+    if *method == Method::GET && watching {
+        let from = param("resourceVersion")
+            .filter(|rv| !rv.is_empty() && *rv != "0" && param("sendInitialEvents") != Some("true"))
+            .and_then(|rv| rv.parse().ok());
+        return FaultTarget::Watch {
+            from,
+            current: state.store.resource_version(),
+        };
+    }
+    match (method, rp.name) {
+        (&Method::PUT | &Method::PATCH, Some(name)) => {
+            let value: Option<Value> = serde_json::from_slice(body)
+                .ok()
+                .or_else(|| serde_yaml::from_slice(body).ok());
+            let based_on = value
+                .as_ref()
+                .and_then(|v| v.pointer("/metadata/resourceVersion"))
+                .and_then(Value::as_str)
+                .filter(|rv| !rv.is_empty())
+                .map(String::from);
+            FaultTarget::Write {
+                group: rp.gvr.group,
+                resource: rp.gvr.resource,
+                name,
+                based_on,
+            }
+        }
+        _ => FaultTarget::Other,
+    }
 }
 
 impl RequestCtx {
@@ -662,6 +715,7 @@ async fn resource_request(
                     params: ctx.params.clone(),
                     output: output.clone(),
                     name: rp.name.clone(),
+                    expired: ctx.expire_watch.clone(),
                 },
             )?;
             let mut r = Response::new(ChannelBody { rx }.boxed());

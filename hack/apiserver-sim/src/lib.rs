@@ -38,7 +38,7 @@ pub mod watch;
 
 pub use auth::{Authenticator, UserInfo};
 pub use error::ApiError;
-pub use faults::{Faults, InjectedError};
+pub use faults::{FaultTarget, Faults, InjectedError, Injection};
 pub use http::ServerConfig;
 pub use patch::PatchType;
 pub use registry::Gvr;

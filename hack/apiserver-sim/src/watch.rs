@@ -34,6 +34,9 @@ pub struct WatchRequest {
     pub output: Output,
     /// `metadata.name` when the watch is for one object (legacy `/watch/…/NAME` paths).
     pub name: Option<String>,
+    /// An injected 410 (fault injection): sent as the only event, as for a
+    /// resourceVersion older than the history.
+    pub expired: Option<ApiError>,
 }
 
 struct Filter {
@@ -134,7 +137,10 @@ pub fn start(
 
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     let mut initial: Vec<Bytes> = Vec::new();
-    let sub = if send_initial || rv_param.is_empty() || rv_param == "0" {
+    let sub = if let Some(expired) = &req.expired {
+        initial.push(line("ERROR", expired.to_status()));
+        None
+    } else if send_initial || rv_param.is_empty() || rv_param == "0" {
         let (items, list_rv, sub) = store.list_and_subscribe(&gvr, ns)?;
         initial.extend(
             items

@@ -394,3 +394,66 @@ fn kubectl_delete_removes_the_object_and_get_reports_not_found() {
     let out = c.kubectl_ok(&["delete", "crd", "widgets.sim.example.com"]);
     assert!(out.contains("deleted"), "{out}");
 }
+
+#[test]
+fn an_injected_conflict_fails_only_a_write_that_names_its_resource_version() {
+    let c = with_crd();
+    c.kubectl_ok(&["apply", "-f", &c.fixture("widget.yaml")]);
+    let current = c.kubectl_ok(&["get", "widget", "w1", "-o", "yaml"]);
+    assert!(current.contains("resourceVersion:"), "{current}");
+    let faults = c.server.as_ref().unwrap().faults().clone();
+    faults.fail_next(1, apiserver_sim::InjectedError::Conflict);
+    // A patch without a resourceVersion: kube-apiserver retries it on the
+    // current object, it never conflicts.
+    c.kubectl_ok(&["label", "widget", "w1", "tier=gold"]);
+    assert_eq!(faults.injected_count(), 0);
+    // An update based on the resourceVersion read above.
+    let file = c.write("w1-read.yaml", &current.replace("size: 3", "size: 5"));
+    let (ok, _, err) = c.kubectl(&["replace", "-f", &file]);
+    assert!(!ok);
+    assert!(
+        err.contains("Error from server (Conflict): error when replacing \"",)
+            && err.contains(
+                "Operation cannot be fulfilled on widgets.sim.example.com \"w1\": the object has \
+             been modified; please apply your changes to the latest version and try again"
+            ),
+        "{err}"
+    );
+    assert_eq!(
+        faults.injected_count_of(apiserver_sim::InjectedError::Conflict),
+        1
+    );
+}
+
+#[test]
+fn an_injected_410_ends_a_watch_from_a_resource_version_with_an_expired_error_event() {
+    let c = with_crd();
+    c.kubectl_ok(&["apply", "-f", &c.fixture("widget.yaml")]);
+    let faults = c.server.as_ref().unwrap().faults().clone();
+    for (error, reason) in [
+        (apiserver_sim::InjectedError::Expired, "Expired"),
+        (apiserver_sim::InjectedError::Gone, "Gone"),
+    ] {
+        faults.fail_share(1.0, error);
+        // kubectl lists (not injected), then watches from the list's
+        // resourceVersion: the watch gets the 410 as an ERROR event.
+        // kubectl prints the Status as a row of its table and the watch ends.
+        let (_, out, err) = c.kubectl(&["get", "widgets", "-w", "--request-timeout=20s"]);
+        faults.clear();
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[1].starts_with("w1 "), "the list went through: {out}");
+        assert!(
+            lines.iter().any(
+                |l| l.split_whitespace().collect::<Vec<_>>() == ["STATUS", "REASON", "MESSAGE"]
+            ),
+            "{out}"
+        );
+        let status = lines.last().unwrap().split_whitespace().collect::<Vec<_>>();
+        assert_eq!(
+            status[..5],
+            ["Failure", reason, "too", "old", "resource"],
+            "{out} {err}"
+        );
+        assert_eq!(faults.injected_count_of(error), 1, "{out} {err}");
+    }
+}

@@ -435,7 +435,24 @@ async fn a_lost_minority_cluster_a_cut_vip_and_a_failing_api_server_are_survived
             .faults()
             .fail_share(0.33, apiserver_sim::InjectedError::TooManyRequests);
         tokio::time::sleep(Duration::from_secs(4)).await;
+        // Then every watch resumed from a resourceVersion is answered 410
+        // Expired (kube-apiserver's watch cache past its history; the
+        // watchers must re-list), and writes naming a resourceVersion 409.
+        a.api
+            .faults()
+            .fail_share(0.5, apiserver_sim::InjectedError::Expired);
+        for _ in 0..2 {
+            a.api.faults().drop_watches();
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        a.api
+            .faults()
+            .fail_share(0.33, apiserver_sim::InjectedError::Conflict);
+        tokio::time::sleep(Duration::from_secs(2)).await;
         let injected = a.api.faults().injected_count();
+        let count = |error| a.api.faults().injected_count_of(error);
+        let expired = count(apiserver_sim::InjectedError::Expired);
+        let conflicts = count(apiserver_sim::InjectedError::Conflict);
         a.api.faults().clear();
         ready(&lab, "weather", "a=3,b=2,c=1").await?;
         pruner.abort();
@@ -448,15 +465,16 @@ async fn a_lost_minority_cluster_a_cut_vip_and_a_failing_api_server_are_survived
         };
         let last = config(&lab, "weather", &hosts_of(&lab, 0, "weather").await?).await?;
         eprintln!(
-            "{} samples, {injected} API requests failed on purpose, {} majority writes \
-             acknowledged, none lost; config version {} -> {}",
+            "{} samples, {injected} API requests failed on purpose ({expired} watches \
+             expired, {conflicts} writes conflicted), {} majority writes acknowledged, none \
+             lost; config version {} -> {}",
             samples.len(),
             acknowledged,
             version(&first),
             version(&last)
         );
-        if injected == 0 {
-            return Err("no API request was failed: the fault proved nothing".into());
+        if injected == 0 || expired == 0 {
+            return Err("no API request (or no watch) was failed: the fault proved nothing".into());
         }
         if replica_set_id(&first) != replica_set_id(&last) || version(&last) >= 10_000 {
             return Err("second initiate or forced reconfig detected".into());
@@ -558,6 +576,420 @@ async fn a_propagated_service_deleted_and_restored_changes_nothing_in_the_set() 
             ));
         }
         Ok(())
+    }
+    .await;
+    finish(lab, outcome).await;
+}
+
+/// The propagated credentials Secret of the inputs scenario, as a user
+/// writes it in every cluster (Karmada propagates a user's Secret; the lab's
+/// stand-in does not, so the test writes it). Named as the derived one would
+/// be, so that the writer's helper finds the root user.
+const INPUTS: &str = "inputs";
+const INPUTS_SECRET: &str = "inputs-credentials";
+const INPUTS_PASSWORD: &str = "lab-86-root-password";
+/// A root password the set does not hold (never to be seen in a log).
+const INPUTS_WRONG_PASSWORD: &str = "lab-86-not-the-root-password";
+
+fn inputs_keyfile(seed: &str) -> String {
+    use base64::Engine;
+    let bytes: Vec<u8> = (0..96u32)
+        .map(|i| seed.as_bytes()[i as usize % seed.len()].wrapping_add(i as u8))
+        .collect();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn inputs_secret(keyfile: &str, password: &str) -> k8s_openapi::api::core::v1::Secret {
+    use k8s_openapi::ByteString;
+    k8s_openapi::api::core::v1::Secret {
+        metadata: ObjectMeta {
+            name: Some(INPUTS_SECRET.into()),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([
+            ("keyfile".into(), ByteString(keyfile.as_bytes().to_vec())),
+            ("username".into(), ByteString(b"root".to_vec())),
+            ("password".into(), ByteString(password.as_bytes().to_vec())),
+        ])),
+        ..Default::default()
+    }
+}
+
+/// Writes (creates or replaces) the credentials Secret in cluster `index`.
+async fn put_secret(lab: &Lab, index: usize, keyfile: &str, password: &str) -> Outcome {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(lab.clusters()[index].client.clone(), "default");
+    let secret = inputs_secret(keyfile, password);
+    match secrets
+        .get_opt(INPUTS_SECRET)
+        .await
+        .map_err(fail("Secret"))?
+    {
+        Some(found) => {
+            let mut secret = secret;
+            secret.metadata.resource_version = found.metadata.resource_version;
+            secrets
+                .replace(INPUTS_SECRET, &PostParams::default(), &secret)
+                .await
+                .map(drop)
+                .map_err(fail("replace the Secret"))
+        }
+        None => secrets
+            .create(&PostParams::default(), &secret)
+            .await
+            .map(drop)
+            .map_err(fail("create the Secret")),
+    }
+}
+
+/// The Ready condition of cluster `index`'s object: (status, reason, message).
+async fn ready_of(lab: &Lab, index: usize) -> Result<(String, String, String), String> {
+    let api: Api<mongodb_member_operator::api::MongoDB> =
+        Api::namespaced(lab.clusters()[index].client.clone(), "default");
+    let mongodb = api.get(INPUTS).await.map_err(fail("MongoDB"))?;
+    Ok(ready_condition(&mongodb)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+        .unwrap_or_default())
+}
+
+/// Waits until cluster `index` reports Ready=False with `reason`, and a
+/// Warning Event with that reason is listed by kubectl; returns the
+/// condition's and the Event's messages.
+async fn reported(lab: &Lab, index: usize, reason: &str) -> Result<(String, String), String> {
+    let context = lab.clusters()[index].name.clone();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let (status, found, message) = ready_of(lab, index).await?;
+        if status == "False" && found == reason {
+            let events = lab
+                .kubectl(
+                    &context,
+                    &[
+                        "get",
+                        "events",
+                        "--field-selector",
+                        &format!("involvedObject.name={INPUTS},reason={reason},type=Warning"),
+                        "-o",
+                        "jsonpath={.items[*].message}",
+                    ],
+                )
+                .await
+                .map_err(fail("kubectl get events"))?;
+            if !events.trim().is_empty() {
+                return Ok((message, events.trim().to_owned()));
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "cluster {context} does not report {reason}: Ready {status} {found}: {message}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The uids of the member StatefulSets and pods of cluster `index`, by kind and name.
+async fn workload_of(lab: &Lab, index: usize) -> Result<BTreeMap<String, String>, String> {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::ListParams;
+    use kube::ResourceExt;
+    let client = lab.clusters()[index].client.clone();
+    let selector = ListParams::default().labels(&format!("app.kubernetes.io/instance={INPUTS}"));
+    let mut found = BTreeMap::new();
+    for set in Api::<StatefulSet>::namespaced(client.clone(), "default")
+        .list(&selector)
+        .await
+        .map_err(fail("StatefulSets"))?
+    {
+        found.insert(
+            format!("statefulset/{}", set.name_any()),
+            set.uid().unwrap_or_default(),
+        );
+    }
+    for pod in Api::<Pod>::namespaced(client, "default")
+        .list(&selector)
+        .await
+        .map_err(fail("pods"))?
+    {
+        found.insert(
+            format!("pod/{}", pod.name_any()),
+            pod.uid().unwrap_or_default(),
+        );
+    }
+    Ok(found)
+}
+
+/// Holds `hold` and checks that the config and cluster `index`'s workload
+/// stay as they were.
+async fn nothing_changes(
+    lab: &Lab,
+    index: usize,
+    hosts: &[String],
+    version_before: i64,
+    workload_before: &BTreeMap<String, String>,
+    hold: Duration,
+) -> Outcome {
+    tokio::time::sleep(hold).await;
+    let now = version(&config(lab, INPUTS, hosts).await?);
+    if now != version_before {
+        return Err(format!(
+            "the config changed while the input was wrong: version {version_before} -> {now}"
+        ));
+    }
+    let workload = workload_of(lab, index).await?;
+    if &workload != workload_before {
+        return Err(format!(
+            "cluster {}'s members changed while the input was wrong: {workload_before:?} -> \
+             {workload:?}",
+            lab.clusters()[index].name
+        ));
+    }
+    Ok(())
+}
+
+/// Wrong inputs on a running set (issue 12): b's hostconf corrupted, c's
+/// credentials Secret deleted, a wrong root password in b's Secret, a keyfile
+/// in c that the others do not share; each reported where it is wrong and put
+/// back, while a w:"majority" writer runs. The first three change nothing; the
+/// keyfile takes c's member down (c's roll restarts it onto the keyfile), one
+/// member only, until the keyfile is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing() {
+    let _serial = serial().await;
+    let lab = lab(86, 3).await;
+    let outcome = async {
+        let started = Instant::now();
+        let phase = |what: &str| eprintln!("[{:>5.1}s] {what}", started.elapsed().as_secs_f64());
+        let keyfile = inputs_keyfile("lab 86 shared keyfile");
+        // The user's Secret in every cluster, and the user's own field of the
+        // MongoDB object naming it, written before Karmada's first write (the
+        // manifest names no secret).
+        let manifest = std::env::temp_dir().join(format!("mmo-inputs-{}.yaml", std::process::id()));
+        std::fs::write(
+            &manifest,
+            format!(
+                "apiVersion: middleware.fedstate.io/v1alpha1\nkind: MongoDB\nmetadata:\n  name: \
+                 {INPUTS}\n  namespace: default\nspec:\n  credentialsSecretRef:\n    name: \
+                 {INPUTS_SECRET}\n"
+            ),
+        )
+        .map_err(fail("manifest"))?;
+        for (index, cluster) in ["a", "b", "c"].into_iter().enumerate() {
+            put_secret(&lab, index, &keyfile, INPUTS_PASSWORD).await?;
+            lab.kubectl(
+                cluster,
+                &[
+                    "apply",
+                    "--server-side",
+                    "--field-manager=lab-credentials",
+                    "-f",
+                    &manifest.display().to_string(),
+                ],
+            )
+            .await
+            .map_err(fail("credentialsSecretRef"))?;
+        }
+        let _ = std::fs::remove_file(&manifest);
+        let control_plane = lab.control_plane();
+        control_plane
+            .apply(&request(INPUTS, "a=2,b=2,c=1"))
+            .await
+            .map_err(fail("apply"))?;
+        ready(&lab, INPUTS, "a=2,b=2,c=1").await?;
+        phase("ready");
+        let hosts = hosts_of(&lab, 0, INPUTS).await?;
+        let first = config(&lab, INPUTS, &hosts).await?;
+        let writer = TimedMajorityWriter::start(&lab, INPUTS, &hosts).await?;
+        if let Some(writer) = &writer {
+            writer.wait_acknowledged(5, Duration::from_secs(60)).await?;
+        }
+        let mut sampler = SetSampler::start(lab.network().clone(), hosts.clone(), SAMPLE_EVERY);
+        let hold = Duration::from_secs(3);
+        let v = version(&first);
+
+        // 1. Cluster b's hostconf corrupted: a member list that does not parse.
+        let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(lab.clusters()[1].client.clone(), "default");
+        let hostconf_name = format!("{INPUTS}-hostconf");
+        let saved = config_maps
+            .get(&hostconf_name)
+            .await
+            .map_err(fail("hostconf"))?;
+        let workload = workload_of(&lab, 1).await?;
+        let mut corrupted = saved.clone();
+        corrupted.data = Some(BTreeMap::from([(
+            "datas".to_string(),
+            "host:'127.86.1.1:not-a-port'\nthis is not a member list".to_string(),
+        )]));
+        config_maps
+            .replace(&hostconf_name, &PostParams::default(), &corrupted)
+            .await
+            .map_err(fail("corrupt hostconf"))?;
+        let (condition, event) = reported(&lab, 1, "HostconfInvalid").await?;
+        phase(&format!(
+            "1. b reports HostconfInvalid: {condition} | Event: {event}"
+        ));
+        nothing_changes(&lab, 1, &hosts, v, &workload, hold).await?;
+        let mut restored = saved.clone();
+        restored.metadata.resource_version = None;
+        config_maps
+            .replace(&hostconf_name, &PostParams::default(), &restored)
+            .await
+            .map_err(fail("restore hostconf"))?;
+        ready(&lab, INPUTS, "a=2,b=2,c=1").await?;
+        phase("1. hostconf restored: ready");
+
+        // 2. The credentials Secret missing in cluster c.
+        let workload = workload_of(&lab, 2).await?;
+        lab.kubectl("c", &["delete", "secret", INPUTS_SECRET])
+            .await
+            .map_err(fail("delete the Secret"))?;
+        let (condition, event) = reported(&lab, 2, "CredentialsSecretMissing").await?;
+        phase(&format!(
+            "2. c reports CredentialsSecretMissing: {condition} | Event: {event}"
+        ));
+        nothing_changes(&lab, 2, &hosts, v, &workload, hold).await?;
+        put_secret(&lab, 2, &keyfile, INPUTS_PASSWORD).await?;
+        ready(&lab, INPUTS, "a=2,b=2,c=1").await?;
+        phase("2. Secret restored: ready");
+
+        // 3. A wrong root password in cluster b's Secret: the members refuse
+        // it. (The pods' revision covers the credentials, but nothing rolls:
+        // the roll needs the set, which b can no longer read.)
+        let workload = workload_of(&lab, 1).await?;
+        put_secret(&lab, 1, &keyfile, INPUTS_WRONG_PASSWORD).await?;
+        let (condition, event) = reported(&lab, 1, "CredentialsRefused").await?;
+        phase(&format!(
+            "3. b reports CredentialsRefused: {condition} | Event: {event}"
+        ));
+        if condition.contains(INPUTS_WRONG_PASSWORD) || event.contains(INPUTS_WRONG_PASSWORD) {
+            return Err("the password is in the condition or the Event".into());
+        }
+        nothing_changes(&lab, 1, &hosts, v, &workload, hold).await?;
+        put_secret(&lab, 1, &keyfile, INPUTS_PASSWORD).await?;
+        ready(&lab, INPUTS, "a=2,b=2,c=1").await?;
+        phase("3. password restored: ready");
+
+        // 4. A keyfile in cluster c that differs from the other clusters'.
+        // The credentials digest changes c's revision, and c's roll restarts
+        // its member onto the new keyfile: it cannot rejoin (mongod refuses
+        // peers whose keyfile differs). One member down, the set writes on.
+        let most_unhealthy = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let watcher = {
+            let client = mongo(&lab, INPUTS, &hosts, false).await?;
+            let most = most_unhealthy.clone();
+            tokio::spawn(async move {
+                loop {
+                    if let Ok(status) = client
+                        .database("admin")
+                        .run_command(mongodb::bson::doc! {"replSetGetStatus": 1})
+                        .await
+                    {
+                        let unhealthy = status
+                            .get_array("members")
+                            .map(|members| {
+                                members
+                                    .iter()
+                                    .filter_map(|m| m.as_document())
+                                    .filter(|m| {
+                                        !matches!(m.get_i32("state"), Ok(1 | 2))
+                                            || m.get_f64("health").is_ok_and(|h| h < 1.0)
+                                            || m.get_i32("health").is_ok_and(|h| h < 1)
+                                    })
+                                    .count()
+                            })
+                            .unwrap_or(0);
+                        most.fetch_max(unhealthy, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            })
+        };
+        let other = inputs_keyfile("a keyfile only cluster c has");
+        put_secret(&lab, 2, &other, INPUTS_PASSWORD).await?;
+        let deadline = Instant::now() + Duration::from_secs(90);
+        let degraded = loop {
+            let api: Api<mongodb_member_operator::api::MongoDB> =
+                Api::namespaced(lab.clusters()[2].client.clone(), "default");
+            let found = api.get(INPUTS).await.map_err(fail("MongoDB"))?;
+            let degraded = found.status.as_ref().and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == "Degraded" && c.status == "True")
+                    .map(|c| format!("{}: {}", c.reason, c.message))
+            });
+            if let Some(degraded) = degraded.filter(|d| d.starts_with("MembersUnhealthy")) {
+                break degraded;
+            }
+            if Instant::now() > deadline {
+                return Err("cluster c never reported its member unhealthy".into());
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        let (ready_c, up_to_date) = {
+            let api: Api<mongodb_member_operator::api::MongoDB> =
+                Api::namespaced(lab.clusters()[2].client.clone(), "default");
+            let found = api.get(INPUTS).await.map_err(fail("MongoDB"))?;
+            let of = |type_: &str| {
+                found
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+                    .map(|c| format!("{} {}: {}", c.status, c.reason, c.message))
+                    .unwrap_or_default()
+            };
+            (of("Ready"), of("UpToDate"))
+        };
+        phase(&format!(
+            "4. c: Degraded {degraded} | Ready {ready_c} | UpToDate {up_to_date}"
+        ));
+        let before = writer.as_ref().map_or(0, |w| w.acknowledged().len());
+        tokio::time::sleep(hold).await;
+        let after = writer.as_ref().map_or(1, |w| w.acknowledged().len());
+        if writer.is_some() && after <= before {
+            return Err("no majority write acknowledged with c's member down".into());
+        }
+        put_secret(&lab, 2, &keyfile, INPUTS_PASSWORD).await?;
+        ready(&lab, INPUTS, "a=2,b=2,c=1").await?;
+        all_healthy(&sampler, &hosts, Duration::from_secs(60)).await?;
+        watcher.abort();
+        let most_unhealthy = most_unhealthy.load(std::sync::atomic::Ordering::Relaxed);
+        phase(&format!(
+            "4. keyfile restored: every member healthy, ready; at most {most_unhealthy} member(s) \
+             unhealthy in the primary's view; {} writes acknowledged while c's member was down",
+            after - before
+        ));
+        if most_unhealthy > 1 {
+            return Err(format!("{most_unhealthy} members were down at once"));
+        }
+
+        let samples = sampler.stop();
+        let acknowledged = match writer {
+            Some(writer) => writer.stop_and_check().await?.len(),
+            None => 0,
+        };
+        let last = config(&lab, INPUTS, &hosts).await?;
+        let most_down = samples.iter().map(|s| s.down().len()).max().unwrap_or(0);
+        eprintln!(
+            "{} samples, at most {most_down} member(s) down, {} majority writes acknowledged, \
+             none lost; config version {} -> {}; {:.0} s",
+            samples.len(),
+            acknowledged,
+            version(&first),
+            version(&last),
+            started.elapsed().as_secs_f64()
+        );
+        if replica_set_id(&first) != replica_set_id(&last) || version(&last) >= 10_000 {
+            return Err("second initiate or forced reconfig detected".into());
+        }
+        for index in 0..3 {
+            let log = std::fs::read_to_string(lab.operator_log(index)).unwrap_or_default();
+            if log.contains(INPUTS_WRONG_PASSWORD) || log.contains(INPUTS_PASSWORD) {
+                return Err(format!("operator {index} logged a root password"));
+            }
+        }
+        one_primary_per_term(&samples)
     }
     .await;
     finish(lab, outcome).await;
