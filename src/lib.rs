@@ -15,6 +15,7 @@ pub mod build;
 pub mod controller;
 pub mod crd;
 pub mod hostconf;
+pub mod leader;
 pub mod mongo;
 pub mod plan_input;
 pub mod planner;

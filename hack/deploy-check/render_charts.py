@@ -28,6 +28,21 @@ CASES = [
     (MEMBER, "default", {}, MEMBER, MEMBER),
     (MEMBER, "watchNamespace", {"watchNamespace": "databases"}, MEMBER, MEMBER),
     (MEMBER, "badLogFormat", {"logFormat": "xml"}, MEMBER, MEMBER),
+    (
+        MEMBER,
+        "operations",
+        {
+            "replicas": 2,
+            "clusterName": "member1",
+            "image": {"digest": "sha256:" + "ab" * 32},
+            "metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
+        },
+        MEMBER,
+        MEMBER,
+    ),
+    (MEMBER, "replicasWithoutLeaderElection", {"replicas": 2, "leaderElection": {"enabled": False}}, MEMBER, MEMBER),
+    (MEMBER, "unknownValue", {"replica": 2}, MEMBER, MEMBER),
+    (MEMBER, "badDigest", {"image": {"digest": "latest"}}, MEMBER, MEMBER),
     (KARMADA, "default", {}, MEMBER, "karmada-system"),
     (
         KARMADA,

@@ -90,6 +90,9 @@ pub async fn act(
         }
     };
     if let Some((type_, reason, message)) = outcome.event {
+        if matches!(type_, EventType::Normal) {
+            ctx.metrics.step_taken(reason);
+        }
         ctx.publish(mongodb, type_, reason, message).await;
     }
     ctx.remember(&key, |memory| {

@@ -49,7 +49,7 @@ use crate::roll::RollStep;
 use crate::status::{
     compute_status, condition, condition_reason, local_member_views, ConditionType, StatusInput,
 };
-use crate::telemetry::Metrics;
+use crate::telemetry::{InstanceGauges, Metrics};
 use crate::validate::{validate, InvalidInput, Validated};
 use act::{act, ActError};
 use apply::apply;
@@ -229,7 +229,29 @@ pub async fn run(
                 .is_some_and(|r| r.name == name)
         })
     };
-    metrics.set_ready(true);
+    // Ready once the MongoDB objects are listed (the pass reads the others
+    // from the API server itself). The controller waits on the same store: its
+    // readiness wakes only one waiter (kube-runtime's DelayedInit keeps one
+    // waker), so this one asks again every second.
+    let synced = store.clone();
+    let readiness = metrics.clone();
+    let ready = tokio::spawn(async move {
+        loop {
+            let listed = tokio::time::timeout(Duration::from_secs(1), synced.wait_until_ready());
+            match listed.await {
+                Ok(Ok(())) => {
+                    tracing::info!("MongoDB objects listed: ready");
+                    readiness.set_ready(true);
+                    return;
+                }
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, "the MongoDB objects were never listed");
+                    return;
+                }
+                Err(_) => {}
+            }
+        }
+    });
     controller
         .owns(scoped::<StatefulSet>(&client, &namespace), managed.clone())
         .owns(scoped::<PodDisruptionBudget>(&client, &namespace), managed)
@@ -256,6 +278,7 @@ pub async fn run(
             }
         })
         .await;
+    ready.abort();
     metrics.set_ready(false);
 }
 
@@ -317,6 +340,7 @@ impl ReconcileError {
 /// pass reports this cluster's members out of the set.
 async fn reconcile(mongodb: Arc<MongoDB>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let started = Instant::now();
+    let _in_flight = ctx.metrics.pass_started();
     let namespace = mongodb.namespace().unwrap_or_default();
     let api: Api<MongoDB> = Api::namespaced(ctx.client.clone(), &namespace);
     let result = match finalizer::phase(&mongodb) {
@@ -341,6 +365,7 @@ async fn leave(
     let PassOutcome { action, left } = pass(mongodb, ctx, true).await?;
     if left {
         finalizer::release(api, mongodb).await?;
+        ctx.metrics.forget(&instance_key(mongodb));
         return Ok(Action::await_change());
     }
     Ok(action)
@@ -609,6 +634,8 @@ async fn write_status(
         recovery: report.recovery.clone(),
         now: Time(k8s_openapi::jiff::Timestamp::now()),
     });
+    ctx.metrics
+        .observed(&instance_key(mongodb), InstanceGauges::of(&status));
     if mongodb.status.as_ref() == Some(&status) {
         return Ok(());
     }

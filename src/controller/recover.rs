@@ -112,6 +112,7 @@ pub async fn recover(
                     tracing::warn!(instance = %instance_key(mongodb), member = %on, "forced reconfig sent");
                     let message = format!("forced reconfig sent to {on}: {plan}");
                     let reason = RecoveryNotice::ForcedReconfig.into();
+                    ctx.metrics.step_taken(reason);
                     ctx.publish(mongodb, EventType::Warning, reason, message)
                         .await;
                     planned.clone()

@@ -130,6 +130,7 @@ pub async fn roll(
     let requeue = (step != RollStep::UpToDate).then_some(WHILE_ROLLING);
     match carry_out(ctx, mongodb, validated, &primary, &step).await {
         Ok(Some(message)) => {
+            ctx.metrics.step_taken((&step).into());
             ctx.publish(mongodb, EventType::Normal, (&step).into(), message)
                 .await;
         }

@@ -68,7 +68,14 @@ Name of the operator's ServiceAccount.
 The operator container's image.
 */}}
 {{- define "mongodb-member-operator.image" -}}
+{{- if .Values.image.digest }}
+{{- if not (hasPrefix "sha256:" .Values.image.digest) }}
+{{- fail (printf "image.digest must be sha256:<hex>, not %q" .Values.image.digest) }}
+{{- end }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
 {{- end }}
 
 {{/*

@@ -2,10 +2,13 @@
 //! (helm-python-sdk, driven by `hack/deploy-check/render_charts.py`), with default
 //! values and with `watchNamespace` set, and that what they render is right: the
 //! manifests are valid Kubernetes objects (they deserialize into `k8s-openapi`
-//! types), the Deployment passes the operator's four settings as env and runs
-//! restricted, RBAC is least-privilege (exact rules, no wildcards) and
-//! cluster-wide or namespaced as asked, and the Karmada chart's policies select
-//! exactly the objects the member chart creates.
+//! types), the Deployment passes the operator's settings as env (the pod's
+//! identity from the downward API) and runs restricted, RBAC is least-privilege
+//! (exact rules, no wildcards; the leader-election Lease only in the release
+//! namespace) and cluster-wide or namespaced as asked, two replicas elect a
+//! leader, the image can be pinned by digest, the ServiceMonitor and alerts use
+//! what the operator exports, `values.schema.json` refuses bad values, and the
+//! Karmada chart's policies select exactly the objects the member chart creates.
 //!
 //! Needs the python from `MMO_PYTHON` (set by `eval "$(hack/test-tools.sh)"`).
 //! Without it each test prints `SKIPPED: …` and passes, unless
@@ -133,8 +136,62 @@ fn env_of(deployment: &Deployment) -> Vec<(String, String)> {
         .env
         .iter()
         .flatten()
-        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+        .map(|e| {
+            let field = e
+                .value_from
+                .as_ref()
+                .and_then(|v| v.field_ref.as_ref())
+                .map(|f| format!("fieldRef:{}", f.field_path));
+            let value = field.or_else(|| e.value.clone()).unwrap_or_default();
+            (e.name.clone(), value)
+        })
         .collect()
+}
+
+/// The cases the chart refuses to render, each with what its error must say.
+const REFUSED: [(&str, &str); 4] = [
+    ("badLogFormat", "/logFormat"),
+    (
+        "replicasWithoutLeaderElection",
+        "replicas > 1 needs leaderElection.enabled",
+    ),
+    (
+        "unknownValue",
+        "additional properties 'replica' not allowed",
+    ),
+    ("badDigest", "/image/digest"),
+];
+
+/// The Role and RoleBinding of the leader-election Lease: the Lease only, in
+/// the release namespace, bound to the operator's ServiceAccount. Returns the
+/// other Roles.
+fn check_leader_election_rbac(docs: &[Json]) -> Vec<Role> {
+    let (election, others): (Vec<Role>, Vec<Role>) =
+        of_kind::<Role>(docs, "Role").into_iter().partition(|r| {
+            r.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.ends_with("-leader-election"))
+        });
+    assert_eq!(election.len(), 1, "one leader-election Role");
+    let role = &election[0];
+    assert_eq!(role.metadata.namespace.as_deref(), Some(RELEASE));
+    let expected: BTreeSet<(String, String, BTreeSet<String>)> = BTreeSet::from([(
+        "coordination.k8s.io".to_string(),
+        "leases".to_string(),
+        ["get", "create", "update"].map(String::from).into(),
+    )]);
+    assert_eq!(flatten(role.rules.as_deref().expect("rules")), expected);
+    let binding = of_kind::<RoleBinding>(docs, "RoleBinding")
+        .into_iter()
+        .find(|b| b.role_ref.name == role.metadata.name.clone().unwrap_or_default())
+        .expect("the leader-election RoleBinding");
+    let subject = &binding.subjects.expect("subjects")[0];
+    assert_eq!(
+        (subject.name.as_str(), subject.namespace.as_deref()),
+        (RELEASE, Some(RELEASE))
+    );
+    others
 }
 
 /// The rules the operator needs, as (apiGroup, resource, verbs): exactly the
@@ -245,8 +302,12 @@ fn assert_is_the_crd_rule(rule: &PolicyRule) {
 fn both_charts_render_and_lint_without_errors() {
     let Some(rendered) = rendered() else { return };
     let cases = rendered["cases"].as_array().expect("cases");
-    assert_eq!(cases.len(), 5);
+    assert_eq!(cases.len(), 9);
+    let refused: Vec<&str> = REFUSED.iter().map(|(name, _)| *name).collect();
     for case in cases {
+        if refused.contains(&case["case"].as_str().unwrap_or_default()) {
+            continue;
+        }
         let errors: Vec<&Json> = case["lint"]["messages"]
             .as_array()
             .expect("lint messages")
@@ -266,20 +327,102 @@ fn both_charts_render_and_lint_without_errors() {
             case["chart"],
             case["case"]
         );
-        if case["case"] != "badLogFormat" {
-            assert!(!documents(case).is_empty());
-        }
+        assert!(!documents(case).is_empty());
     }
 }
 
 #[test]
-fn an_unknown_log_format_is_refused_when_rendering() {
+fn bad_values_are_refused_when_rendering_with_a_message_naming_them() {
     let Some(rendered) = rendered() else { return };
-    let error = case(rendered, MEMBER, "badLogFormat")["error"]
-        .as_str()
-        .expect("rendering fails")
-        .to_string();
-    assert!(error.contains("logFormat must be text or json"), "{error}");
+    for (name, says) in REFUSED {
+        let error = case(rendered, MEMBER, name)["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("rendering {name} fails"))
+            .to_string();
+        assert!(error.contains(says), "{name}: {error}");
+    }
+}
+
+#[test]
+fn two_replicas_elect_a_leader_roll_on_upgrade_and_pin_the_image_by_digest() {
+    let Some(rendered) = rendered() else { return };
+    let docs = documents(case(rendered, MEMBER, "operations"));
+    let deployment: Deployment = one(&docs, "Deployment");
+    let spec = deployment.spec.clone().expect("spec");
+    assert_eq!(spec.replicas, Some(2));
+    assert_eq!(
+        spec.strategy.and_then(|s| s.type_).as_deref(),
+        Some("RollingUpdate"),
+        "a new pod stands by for the Lease: no need to stop the old one first"
+    );
+    let container = &spec.template.spec.expect("pod spec").containers[0];
+    assert_eq!(
+        container.image.as_deref(),
+        Some(
+            format!(
+                "ghcr.io/fedstate/mongodb-member-operator@sha256:{}",
+                "ab".repeat(32)
+            )
+            .as_str()
+        )
+    );
+    let env = env_of(&deployment);
+    assert!(env.contains(&("CLUSTER_NAME".into(), "member1".into())));
+    assert!(env.contains(&("LEADER_ELECTION_NAMESPACE".into(), RELEASE.into())));
+    check_leader_election_rbac(&docs);
+}
+
+#[test]
+fn the_service_monitor_scrapes_the_metrics_port_and_the_alerts_use_exported_metrics() {
+    let Some(rendered) = rendered() else { return };
+    let docs = documents(case(rendered, MEMBER, "operations"));
+    let monitor = docs
+        .iter()
+        .find(|d| d["kind"] == "ServiceMonitor")
+        .expect("a ServiceMonitor");
+    assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
+    let service: Service = one(&docs, "Service");
+    let selector = &monitor["spec"]["selector"]["matchLabels"];
+    let labels = serde_json::to_value(service.metadata.labels.expect("labels")).expect("labels");
+    for (key, value) in selector.as_object().expect("matchLabels") {
+        assert_eq!(
+            &labels[key], value,
+            "the ServiceMonitor selects the metrics Service"
+        );
+    }
+    let rule = docs
+        .iter()
+        .find(|d| d["kind"] == "PrometheusRule")
+        .expect("a PrometheusRule");
+    let telemetry = std::fs::read_to_string(repository_root().join("src/telemetry.rs"))
+        .expect("src/telemetry.rs");
+    let alerts: Vec<&Json> = rule["spec"]["groups"][0]["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .collect();
+    let names: BTreeSet<&str> = alerts.iter().filter_map(|a| a["alert"].as_str()).collect();
+    assert_eq!(
+        names,
+        BTreeSet::from([
+            "MongoDBReplicaSetNoPrimary",
+            "MongoDBMemberDown",
+            "MongoDBOperatorStuck",
+            "MongoDBOperatorPassesFailing"
+        ])
+    );
+    for alert in alerts {
+        let expr = alert["expr"].as_str().expect("expr");
+        let metric = expr
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .find(|word| word.starts_with("mongodb_operator_"))
+            .unwrap_or_else(|| panic!("{expr} uses no operator metric"));
+        assert!(
+            telemetry.contains(&format!("\"{metric}")),
+            "{metric} (in {expr}) is not a metric the operator exports"
+        );
+    }
 }
 
 #[test]
@@ -292,6 +435,10 @@ fn deployment_passes_the_operator_settings_as_env_and_probes_the_metrics_port() 
             ("METRICS_ADDRESS", "0.0.0.0:8080"),
             ("CONCURRENCY", "4"),
             ("LOG_FORMAT", "text"),
+            ("CLUSTER_NAME", ""),
+            ("POD_NAME", "fieldRef:metadata.name"),
+            ("POD_NAMESPACE", "fieldRef:metadata.namespace"),
+            ("LEADER_ELECTION_NAMESPACE", RELEASE),
         ];
         let expected: Vec<(String, String)> = expected
             .iter()
@@ -301,9 +448,11 @@ fn deployment_passes_the_operator_settings_as_env_and_probes_the_metrics_port() 
 
         let spec = deployment.spec.as_ref().expect("spec");
         assert_eq!(spec.replicas, Some(1));
+        // Leader election is on by default: the new pod of an upgrade stands
+        // by until the old one has gone and its Lease expired.
         assert_eq!(
             spec.strategy.as_ref().and_then(|s| s.type_.as_deref()),
-            Some("Recreate")
+            Some("RollingUpdate")
         );
         let pod = spec.template.spec.as_ref().expect("pod spec");
         assert_eq!(pod.service_account_name.as_deref(), Some(RELEASE));
@@ -377,8 +526,8 @@ fn rbac_is_a_cluster_role_without_watch_namespace_with_exactly_the_needed_rules(
     let Some(rendered) = rendered() else { return };
     let docs = documents(case(rendered, MEMBER, "default"));
     assert!(
-        of_kind::<Role>(&docs, "Role").is_empty()
-            && of_kind::<RoleBinding>(&docs, "RoleBinding").is_empty()
+        check_leader_election_rbac(&docs).is_empty(),
+        "no Role but the Lease's"
     );
     let role: ClusterRole = one(&docs, "ClusterRole");
     let rules = role.rules.clone().expect("rules");
@@ -411,7 +560,9 @@ fn rbac_is_a_cluster_role_without_watch_namespace_with_exactly_the_needed_rules(
 fn rbac_is_a_role_in_the_watched_namespace_plus_only_the_crd_read_cluster_wide() {
     let Some(rendered) = rendered() else { return };
     let docs = documents(case(rendered, MEMBER, "watchNamespace"));
-    let role: Role = one(&docs, "Role");
+    let roles = check_leader_election_rbac(&docs);
+    assert_eq!(roles.len(), 1, "one Role for the watched namespace");
+    let role = roles[0].clone();
     assert_eq!(role.metadata.namespace.as_deref(), Some(WATCHED));
     assert_eq!(
         flatten(role.rules.as_deref().expect("rules")),
@@ -423,8 +574,10 @@ fn rbac_is_a_role_in_the_watched_namespace_plus_only_the_crd_read_cluster_wide()
         .flatten()
         .all(|r| r.resource_names.is_none()));
 
-    let binding: RoleBinding = one(&docs, "RoleBinding");
-    assert_eq!(binding.metadata.namespace.as_deref(), Some(WATCHED));
+    let binding = of_kind::<RoleBinding>(&docs, "RoleBinding")
+        .into_iter()
+        .find(|b| b.metadata.namespace.as_deref() == Some(WATCHED))
+        .expect("a RoleBinding in the watched namespace");
     assert_eq!(
         (
             binding.role_ref.kind.as_str(),
@@ -463,25 +616,17 @@ fn member_chart_renders_valid_kubernetes_objects_that_reference_each_other() {
             .iter()
             .map(|d| d["kind"].as_str().expect("kind"))
             .collect();
-        let expected: BTreeSet<&str> = if name == "default" {
-            BTreeSet::from([
-                "Deployment",
-                "ServiceAccount",
-                "ClusterRole",
-                "ClusterRoleBinding",
-                "Service",
-            ])
-        } else {
-            BTreeSet::from([
-                "Deployment",
-                "ServiceAccount",
-                "ClusterRole",
-                "ClusterRoleBinding",
-                "Role",
-                "RoleBinding",
-                "Service",
-            ])
-        };
+        // The same kinds either way: with watchNamespace the Role is the
+        // watched namespace's, besides the leader-election Lease's.
+        let expected = BTreeSet::from([
+            "Deployment",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "Service",
+        ]);
         assert_eq!(kinds, expected, "case {name}");
         // Every document is its k8s-openapi type, field for field: a misspelt or
         // misplaced field would be dropped by the round trip and show up here.

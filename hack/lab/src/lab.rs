@@ -2,7 +2,8 @@
 //! node components and a mongod-sim runtime each, on its own 127.x addresses),
 //! one mongod-sim network joining them, a kubeconfig with a context per cluster,
 //! the CRDs installed with kubectl, and the **operator binary** running once per
-//! cluster as a child process.
+//! cluster as a child process, with leader election on a Lease in the chart's
+//! release namespace as the chart runs it (a test may start a standby replica).
 //!
 //! The API servers enforce RBAC. The operator runs as the member chart's
 //! ServiceAccount: the chart is rendered with Helm's engine (helm-python-sdk,
@@ -19,7 +20,8 @@
 //! Addresses, for lab number `n` (tests use distinct numbers, 1–250):
 //! cluster `i` (0-based) has its API server on `127.n.(i+1).100:6443`, its VIP
 //! `127.n.(i+1).1` (NodePorts listen there), its operator's metrics on
-//! `127.n.(i+1).101:8080`, and its pods in `127.n.(i+101).0/24`.
+//! `127.n.(i+1).101:8080` (a standby replica's on `.102`), and its pods in
+//! `127.n.(i+101).0/24`.
 
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -117,6 +119,7 @@ pub struct Lab {
     network: Arc<Network>,
     clusters: Vec<LabCluster>,
     operators: Vec<Option<Child>>,
+    standbys: Vec<Child>,
     kubeconfig: PathBuf,
 }
 
@@ -147,6 +150,7 @@ impl Lab {
             network,
             clusters,
             operators: Vec::new(),
+            standbys: Vec::new(),
             kubeconfig,
         };
         for cluster in &lab.clusters {
@@ -246,6 +250,13 @@ impl Lab {
     }
 
     fn spawn_operator(&self, index: usize) -> Result<Child> {
+        self.spawn_operator_replica(index, 0)
+    }
+
+    /// Starts replica `replica` of cluster `index`'s operator (0 is the one
+    /// the lab starts; the others stand by for leadership, as the chart's
+    /// replicas do): its own pod name, log and metrics address.
+    fn spawn_operator_replica(&self, index: usize, replica: u8) -> Result<Child> {
         let cluster = &self.clusters[index];
         let kubeconfig = self
             .options
@@ -260,16 +271,21 @@ impl Lab {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.operator_log(index))?;
-        let metrics = SocketAddr::from((
-            Ipv4Addr::new(127, self.options.number, index as u8 + 1, 101),
-            8080,
-        ));
+            .open(self.replica_log(index, replica))?;
+        let pod_name = match replica {
+            0 => format!("operator-{}", cluster.name),
+            n => format!("operator-{}-{n}", cluster.name),
+        };
         Command::new(&self.options.operator)
             .env("KUBECONFIG", &kubeconfig)
-            .env("METRICS_ADDRESS", metrics.to_string())
+            .env(
+                "METRICS_ADDRESS",
+                self.metrics_address(index, replica).to_string(),
+            )
             .env("RUST_LOG", "info")
-            .env("POD_NAME", format!("operator-{}", cluster.name))
+            .env("CLUSTER_NAME", &cluster.name)
+            .env("LEADER_ELECTION_NAMESPACE", RELEASE)
+            .env("POD_NAME", pod_name)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -280,9 +296,34 @@ impl Lab {
 
     /// Where cluster `index`'s operator logs.
     pub fn operator_log(&self, index: usize) -> PathBuf {
-        self.options
-            .state_dir
-            .join(format!("operator-{}.log", self.clusters[index].name))
+        self.replica_log(index, 0)
+    }
+
+    /// Where replica `replica` of cluster `index`'s operator logs.
+    pub fn replica_log(&self, index: usize, replica: u8) -> PathBuf {
+        let name = &self.clusters[index].name;
+        let file = match replica {
+            0 => format!("operator-{name}.log"),
+            n => format!("operator-{name}-{n}.log"),
+        };
+        self.options.state_dir.join(file)
+    }
+
+    /// The `/metrics`, `/healthz` and `/readyz` address of replica `replica`
+    /// of cluster `index`'s operator.
+    pub fn metrics_address(&self, index: usize, replica: u8) -> SocketAddr {
+        SocketAddr::from((
+            Ipv4Addr::new(127, self.options.number, index as u8 + 1, 101 + replica),
+            8080,
+        ))
+    }
+
+    /// Starts a second replica of cluster `index`'s operator, which stands by
+    /// while the first leads; stopped with the lab.
+    pub fn start_standby_operator(&mut self, index: usize) -> Result<()> {
+        let child = self.spawn_operator_replica(index, 1)?;
+        self.standbys.push(child);
+        Ok(())
     }
 
     /// The process id of cluster `index`'s operator, while it runs (e.g. to read
@@ -310,6 +351,9 @@ impl Lab {
     /// Stops every operator, node and API server the lab started.
     pub async fn shutdown(mut self) {
         for child in self.operators.iter_mut().filter_map(Option::as_mut) {
+            let _ = child.kill().await;
+        }
+        for child in &mut self.standbys {
             let _ = child.kill().await;
         }
         for cluster in self.clusters.drain(..) {

@@ -16,9 +16,9 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PostParams;
 use kube::Api;
-use lab::controlplane::{Split, ToSubmission};
+use lab::controlplane::ToSubmission;
 use lab::lab::Lab;
-use lab::observe::{self, primaries_by_term, SetSample, SetSampler};
+use lab::observe::SetSampler;
 
 /// How often the set is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
@@ -80,33 +80,6 @@ fn step_of(line: &str) -> String {
     plain
         .split_once("step=")
         .map_or(plain.clone(), |(_, step)| step.trim().to_owned())
-}
-
-async fn ready(lab: &Lab, name: &str, split: &str) -> Outcome {
-    observe::wait_ready(
-        &lab.control_plane(),
-        "default",
-        name,
-        &Split::parse(split).unwrap(),
-        READY_TIMEOUT,
-        |_| {},
-    )
-    .await
-    .map(drop)
-    .map_err(fail(split))
-}
-
-/// No term had two primaries in `samples`.
-fn one_primary_per_term(samples: &[SetSample]) -> Outcome {
-    let doubled: BTreeMap<_, _> = primaries_by_term(samples)
-        .into_iter()
-        .filter(|(_, primaries)| primaries.len() > 1)
-        .collect();
-    if doubled.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("two primaries in one term: {doubled:?}"))
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

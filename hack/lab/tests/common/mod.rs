@@ -353,6 +353,22 @@ pub async fn finish(lab: Lab, outcome: Result<(), String>) {
     }
 }
 
+/// Waits until every cluster reports instance `name` ready with `split`.
+pub async fn ready(lab: &Lab, name: &str, split: &str) -> Outcome {
+    let split = Split::parse(split).map_err(fail("split"))?;
+    lab::observe::wait_ready(
+        &lab.control_plane(),
+        "default",
+        name,
+        &split,
+        READY_TIMEOUT,
+        |_| {},
+    )
+    .await
+    .map(drop)
+    .map_err(fail("ready"))
+}
+
 /// No term had two primaries in `samples`.
 pub fn one_primary_per_term(samples: &[lab::observe::SetSample]) -> Outcome {
     let doubled: std::collections::BTreeMap<_, _> = lab::observe::primaries_by_term(samples)
