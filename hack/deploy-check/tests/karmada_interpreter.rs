@@ -668,20 +668,16 @@ fn aggregate_status_handles_a_cluster_with_no_status() {
 }
 
 #[test]
-fn aggregate_status_before_any_cluster_reports_is_unknown_with_no_lists() {
-    for items in [
-        vec![],
-        vec![
-            json!({"clusterName": "member1"}),
-            json!({"clusterName": "member2", "status": {}}),
-        ],
-    ] {
-        let status = aggregate(items)["status"].clone();
-        assert_eq!(
-            status,
-            json!({"state": "Unknown", "currentInfo": {"members": 0}})
-        );
-    }
+fn aggregate_status_before_any_bound_cluster_reports_is_unknown_with_no_lists() {
+    let items = vec![
+        json!({"clusterName": "member1"}),
+        json!({"clusterName": "member2", "status": {}}),
+    ];
+    let status = aggregate(items)["status"].clone();
+    assert_eq!(
+        status,
+        json!({"state": "Unknown", "currentInfo": {"members": 0}})
+    );
 }
 
 #[test]
@@ -965,4 +961,96 @@ fn results_convert_back_to_json_like_karmadas() {
             .aggregate_status(&desired_object(), &json!([]));
         assert_eq!(result, Err(error.to_string()), "{body}");
     }
+}
+
+#[test]
+fn aggregate_replset_and_primary_come_from_the_newest_config_only() {
+    const REMOVED: &str = "10.0.2.10:30018";
+    let reports = three_running_clusters();
+    let mut items = items_for(&reports);
+    // member3 has seen config 8, which removed the second member of member2 and
+    // has no primary yet; member1 and member2 still report config 7 with it.
+    let status = &mut items[2]["status"];
+    status["configVersion"] = json!(8);
+    status["replset"] = Json::Array(
+        status["replset"]
+            .as_array()
+            .expect("replset")
+            .iter()
+            .filter(|m| m["name"] != REMOVED)
+            .cloned()
+            .collect(),
+    );
+    status.as_object_mut().expect("status").remove("primary");
+    let aggregated = aggregate(items.clone());
+    let names: Vec<&str> = aggregated["status"]["replset"]
+        .as_array()
+        .expect("replset")
+        .iter()
+        .map(|m| m["name"].as_str().expect("name"))
+        .collect();
+    assert!(
+        !names.contains(&REMOVED),
+        "a member removed by the newest config is not listed: {names:?}"
+    );
+    assert_eq!(names.len(), 4);
+    assert_eq!(aggregated["status"]["configVersion"], json!(8));
+    assert!(
+        aggregated["status"].get("primary").is_none(),
+        "no primary known in config 8, the older reports' primary is not taken"
+    );
+
+    // Two clusters on config 8: the union of their views, and their primary.
+    items[1]["status"]["configVersion"] = json!(8);
+    items[1]["status"]["replset"] = items[2]["status"]["replset"].clone();
+    items[1]["status"]["primary"] = json!("10.0.2.10:30017");
+    let aggregated = aggregate(items);
+    assert_eq!(aggregated["status"]["primary"], "10.0.2.10:30017");
+    assert_eq!(
+        aggregated["status"]["replset"]
+            .as_array()
+            .expect("replset")
+            .len(),
+        4
+    );
+}
+
+#[test]
+fn interpret_health_is_false_in_error_and_while_paused() {
+    let health = Interpreter::load("healthInterpretation");
+    let interpret = |object: Json| health.call_one("InterpretHealth", &[object]);
+    let mut error = ClusterReport::running("member1");
+    error.state = "Error";
+    assert_eq!(
+        interpret(error.observed_object()),
+        json!(false),
+        "state Error"
+    );
+    let mut paused = ClusterReport::running("member1");
+    paused.state = "Pause";
+    assert_eq!(
+        interpret(paused.observed_object()),
+        json!(false),
+        "state Pause"
+    );
+    let mut pause_asked = ClusterReport::running("member1").observed_object();
+    pause_asked["spec"]["pause"] = json!(true);
+    assert_eq!(interpret(pause_asked), json!(false), "spec.pause");
+}
+
+#[test]
+fn aggregate_status_without_status_items_leaves_the_status_as_it_is() {
+    let mut desired = desired_object();
+    desired["status"] = aggregate(items_for(&three_running_clusters()))["status"].clone();
+    // Karmada passes nil (a nil Go slice marshals as null) before any work
+    // reports, and an empty list once no cluster is bound.
+    for items in [Json::Null, json!([])] {
+        assert_eq!(
+            aggregate_items(desired.clone(), items.clone()),
+            desired,
+            "items {items}"
+        );
+    }
+    let bare = desired_object();
+    assert_eq!(aggregate_items(bare.clone(), Json::Null), bare);
 }
