@@ -1,26 +1,32 @@
 //! Proves that the Karmada resource interpreter shipped in
 //! `charts/mongodb-member-operator-karmada/templates/resourceinterpretercustomization.yaml`
 //! does what the control plane relies on, by running its Lua scripts, as they are
-//! written in the chart, in a Lua 5.1 VM opened like Karmada's (base, table,
-//! string and math libraries only, no `kube` helpers).
+//! written in the chart, in a Lua 5.1 VM set up like Karmada's (`karmada_vm`:
+//! the same libraries, the same functions locked out, raising Karmada's errors).
 //!
-//! Objects cross into Lua the way Karmada hands them over: JSON arrays become
-//! plain tables (no array marker) and JSON `null` becomes `nil`; results come back
-//! to JSON with empty tables read as objects, so a script that returns an empty
-//! table where a list belongs is caught (Karmada's empty-table ambiguity).
+//! Objects cross into Lua and back the way Karmada converts them (`karmada_vm`):
+//! JSON arrays become plain tables and `null` becomes `nil`; on the way back an
+//! empty table is `[]`, then dropped unless a reference object says what it was
+//! (Karmada's empty-table ambiguity), so a script that returns an empty table
+//! where a list belongs loses the field, as it would in Karmada.
 //!
 //! The federation is a 2+2+1 replica set over three clusters; each cluster's
 //! status is written as the operator writes it, reflected with `ReflectStatus`
-//! and aggregated with `AggregateStatus`, and the aggregated object is admitted
+//! and aggregated with `AggregateStatus`, and the aggregated status is admitted
 //! against the generated CRD's schema (what the Karmada API server enforces when
 //! the status is written back to the resource template).
+//!
+//! The test cases in Karmada's third-party format
+//! (`charts/mongodb-member-operator-karmada/thirdparty/.../testdata/`) run here
+//! too, against the same scripts.
 
 use std::path::{Path, PathBuf};
 
+mod karmada_vm;
+
 use crd_admission::Admission;
-use mlua::{
-    DeserializeOptions, Lua, LuaOptions, LuaSerdeExt, MultiValue, SerializeOptions, StdLib,
-};
+use karmada_vm::integral_numbers;
+use mlua::Lua;
 use serde_json::{json, Value as Json};
 
 const CUSTOMIZATION: &str =
@@ -40,58 +46,55 @@ fn customization() -> Json {
     serde_yaml::from_str(&text).expect("the customization is YAML")
 }
 
-/// One interpreter operation's script, loaded into a fresh VM opened as Karmada's is.
+/// One interpreter operation's script, loaded into a fresh VM set up as Karmada's is.
 struct Interpreter {
+    vm: karmada_vm::Interpreter,
     lua: Lua,
 }
 
 impl Interpreter {
     fn load(operation: &str) -> Interpreter {
-        let script = customization()["spec"]["customizations"][operation]["luaScript"]
-            .as_str()
-            .unwrap_or_else(|| panic!("spec.customizations.{operation}.luaScript is missing"))
-            .to_string();
-        let lua = Lua::new_with(
-            StdLib::TABLE | StdLib::STRING | StdLib::MATH,
-            LuaOptions::default(),
-        )
-        .expect("Lua VM");
-        lua.load(&script)
-            .set_name(operation)
-            .exec()
-            .unwrap_or_else(|err| panic!("{operation} does not load: {err}"));
-        Interpreter { lua }
+        Interpreter::from_script(&script(operation), operation)
     }
 
-    /// Calls `function` with JSON arguments and returns its results as JSON.
+    fn from_script(script: &str, operation: &str) -> Interpreter {
+        let vm = karmada_vm::Interpreter::new(script, operation);
+        let lua = vm.lua.clone();
+        Interpreter { vm, lua }
+    }
+
+    /// Calls `function` with JSON arguments as Karmada does, and returns its
+    /// results as Karmada converts them (see `karmada_vm`).
     fn call(&self, function: &str, args: &[Json]) -> Vec<Json> {
-        let into_lua = SerializeOptions::new()
-            .set_array_metatable(false)
-            .serialize_none_to_null(false)
-            .serialize_unit_to_null(false);
-        let args: MultiValue = args
-            .iter()
-            .map(|arg| self.lua.to_value_with(arg, into_lua).expect("JSON to Lua"))
-            .collect();
-        let entry: mlua::Function = self
-            .lua
-            .globals()
-            .get(function)
-            .unwrap_or_else(|err| panic!("{function} is not defined: {err}"));
-        let results: MultiValue = entry
-            .call(args)
-            .unwrap_or_else(|err| panic!("{function} failed: {err}"));
-        let from_lua = DeserializeOptions::new().sort_keys(true);
-        results
-            .into_iter()
-            .map(|value| {
-                integral_numbers(
-                    self.lua
-                        .from_value_with(value, from_lua)
-                        .expect("Lua to JSON"),
-                )
-            })
-            .collect()
+        let fail = |err: String| -> ! { panic!("{function} failed: {err}") };
+        match function {
+            "GetReplicas" => {
+                let (replicas, requires) =
+                    self.vm.get_replicas(&args[0]).unwrap_or_else(|e| fail(e));
+                vec![json!(replicas), requires]
+            }
+            "ReviseReplica" => {
+                let replicas = args[1].as_i64().expect("replicas");
+                vec![self
+                    .vm
+                    .revise_replica(&args[0], replicas)
+                    .unwrap_or_else(|e| fail(e))]
+            }
+            "ReflectStatus" => vec![self.vm.reflect_status(&args[0]).unwrap_or_else(|e| fail(e))],
+            "AggregateStatus" => vec![self
+                .vm
+                .aggregate_status(&args[0], &args[1])
+                .unwrap_or_else(|e| fail(e))],
+            "InterpretHealth" => vec![json!(self
+                .vm
+                .interpret_health(&args[0])
+                .unwrap_or_else(|e| fail(e)))],
+            "GetDependencies" => vec![self
+                .vm
+                .get_dependencies(&args[0])
+                .unwrap_or_else(|e| fail(e))],
+            other => panic!("{other} is not an interpreter operation"),
+        }
     }
 
     fn call_one(&self, function: &str, args: &[Json]) -> Json {
@@ -101,22 +104,12 @@ impl Interpreter {
     }
 }
 
-/// Lua 5.1 has only floating-point numbers; Kubernetes (and Karmada, when it
-/// decodes a script's result) reads whole numbers as integers.
-fn integral_numbers(value: Json) -> Json {
-    match value {
-        Json::Number(n) => match n.as_f64() {
-            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 => json!(f as i64),
-            _ => Json::Number(n),
-        },
-        Json::Array(items) => Json::Array(items.into_iter().map(integral_numbers).collect()),
-        Json::Object(map) => Json::Object(
-            map.into_iter()
-                .map(|(k, v)| (k, integral_numbers(v)))
-                .collect(),
-        ),
-        other => other,
-    }
+/// The Lua script of one operation, as the chart installs it.
+fn script(operation: &str) -> String {
+    customization()["spec"]["customizations"][operation]["luaScript"]
+        .as_str()
+        .unwrap_or_else(|| panic!("spec.customizations.{operation}.luaScript is missing"))
+        .to_string()
 }
 
 /// A member of the replica set: cluster VIP, nodePort of its Service, `_id`.
@@ -336,10 +329,24 @@ fn aggregate(items: Vec<Json>) -> Json {
 }
 
 fn aggregate_onto(desired: Json, items: Vec<Json>) -> Json {
+    aggregate_items(desired, Json::Array(items))
+}
+
+/// `AggregateStatus` with `items` as Karmada passes them (`null` when the
+/// binding has no aggregated status yet). Karmada writes back only the status
+/// (`UpdateStatus`): that is what is admitted, on the resource template.
+fn aggregate_items(desired: Json, items: Json) -> Json {
     let aggregated = Interpreter::load("statusAggregation")
-        .call_one("AggregateStatus", &[desired, Json::Array(items)]);
+        .call_one("AggregateStatus", &[desired.clone(), items]);
     assert_lists_are_lists(&aggregated["status"]);
-    admit(&aggregated);
+    let mut written = desired;
+    match aggregated.get("status") {
+        Some(status) => written["status"] = status.clone(),
+        None => {
+            written.as_object_mut().expect("object").remove("status");
+        }
+    }
+    admit(&written);
     aggregated
 }
 
@@ -401,7 +408,7 @@ fn items_for(reports: &[ClusterReport]) -> Vec<Json> {
 }
 
 #[test]
-fn scripts_run_in_a_lua_5_1_vm_without_kube_helpers_or_os_access() {
+fn scripts_load_in_a_lua_5_1_vm_without_io_debug_or_coroutines() {
     for operation in [
         "replicaResource",
         "replicaRevision",
@@ -413,7 +420,7 @@ fn scripts_run_in_a_lua_5_1_vm_without_kube_helpers_or_os_access() {
         let interpreter = Interpreter::load(operation);
         let version: String = interpreter.lua.globals().get("_VERSION").expect("_VERSION");
         assert_eq!(version, "Lua 5.1");
-        for absent in ["require", "os", "io"] {
+        for absent in ["io", "debug", "coroutine"] {
             assert!(
                 interpreter
                     .lua
@@ -421,7 +428,7 @@ fn scripts_run_in_a_lua_5_1_vm_without_kube_helpers_or_os_access() {
                     .get::<mlua::Value>(absent)
                     .expect("global")
                     .is_nil(),
-                "{absent} must not be needed"
+                "{absent} is not in Karmada's VM"
             );
         }
     }
@@ -661,20 +668,16 @@ fn aggregate_status_handles_a_cluster_with_no_status() {
 }
 
 #[test]
-fn aggregate_status_before_any_cluster_reports_is_unknown_with_no_lists() {
-    for items in [
-        vec![],
-        vec![
-            json!({"clusterName": "member1"}),
-            json!({"clusterName": "member2", "status": {}}),
-        ],
-    ] {
-        let status = aggregate(items)["status"].clone();
-        assert_eq!(
-            status,
-            json!({"state": "Unknown", "currentInfo": {"members": 0}})
-        );
-    }
+fn aggregate_status_before_any_bound_cluster_reports_is_unknown_with_no_lists() {
+    let items = vec![
+        json!({"clusterName": "member1"}),
+        json!({"clusterName": "member2", "status": {}}),
+    ];
+    let status = aggregate(items)["status"].clone();
+    assert_eq!(
+        status,
+        json!({"state": "Unknown", "currentInfo": {"members": 0}})
+    );
 }
 
 #[test]
@@ -843,4 +846,405 @@ fn get_dependencies_lists_hostconf_credentials_and_custom_config_in_the_object_n
         json!([configmap("demo-hostconf")]),
         "FedState's spec: only the hostconf"
     );
+}
+
+/// Calls `name` in every operation's VM and returns the error it raises.
+fn call_error(interpreter: &Interpreter, chunk: &str) -> String {
+    match interpreter.lua.load(chunk).exec() {
+        Ok(()) => format!("no error from {chunk}"),
+        Err(err) => err.to_string(),
+    }
+}
+
+#[test]
+fn the_vm_locks_out_what_karmadas_locks_out() {
+    let interpreter = Interpreter::load("statusAggregation");
+    for name in karmada_vm::LOCKED_OUT {
+        let error = call_error(&interpreter, &format!("{name}({{}})"));
+        assert!(
+            error.contains(&format!(
+                "call function {name} is not supported in karmada customized resourceinterpreter."
+            )),
+            "{name} must raise Karmada's error, got: {error}"
+        );
+    }
+    assert!(call_error(&interpreter, "string.dump(print)")
+        .contains("string.dump is not supported by Karmada"));
+    assert!(
+        call_error(&interpreter, "package.loadlib('x', 'y')").contains("loadlib is not supported")
+    );
+    let error = call_error(&interpreter, "require('io')");
+    assert!(
+        error.contains("module 'io' not found"),
+        "only preloaded modules load: {error}"
+    );
+    let globals = interpreter.lua.globals();
+    for absent in ["io", "debug", "coroutine", "gcinfo"] {
+        assert!(
+            globals.get::<mlua::Value>(absent).expect("global").is_nil(),
+            "{absent} is not in Karmada's VM"
+        );
+    }
+    let os: mlua::Table = globals.get("os").expect("os");
+    let mut names: Vec<String> = os
+        .pairs::<String, mlua::Value>()
+        .map(|p| p.expect("pair").0)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["date", "time"], "Karmada's safe os library");
+    let table: mlua::Table = globals.get("table").expect("table");
+    for absent in ["foreach", "foreachi", "setn"] {
+        assert!(
+            table.get::<mlua::Value>(absent).expect("field").is_nil(),
+            "table.{absent} is not in gopher-lua"
+        );
+    }
+}
+
+#[test]
+fn results_convert_back_to_json_like_karmadas() {
+    let interpreter = Interpreter::from_script(
+        r#"
+        function AggregateStatus(desiredObj, statusItems)
+          desiredObj.spec.podSpec.nodeSelector = {}
+          desiredObj.status = { state = "Unknown", replset = {}, conditions = {}, currentInfo = { members = 0 } }
+          return desiredObj
+        end
+        "#,
+        "emptyTables",
+    );
+    let aggregated = interpreter.call_one("AggregateStatus", &[desired_object(), json!([])]);
+    assert_eq!(
+        aggregated["status"],
+        json!({"state": "Unknown", "currentInfo": {"members": 0}}),
+        "empty tables are dropped on the way back (no reference object)"
+    );
+    assert!(aggregated["spec"]["podSpec"].get("nodeSelector").is_none());
+
+    // ReviseReplica's result is read against the input object: empty lists and
+    // objects it had come back as they were.
+    let revise = Interpreter::from_script(
+        "function ReviseReplica(obj, n) obj.spec.members = n return obj end",
+        "revise",
+    );
+    let mut object = desired_object();
+    object["spec"]["config"] = json!([]);
+    object["spec"]["podSpec"]["nodeSelector"] = json!({});
+    let mut expected = object.clone();
+    expected["spec"]["members"] = json!(2);
+    assert_eq!(
+        revise.call_one("ReviseReplica", &[object, json!(2)]),
+        expected
+    );
+
+    // gopher-json refuses a table reached twice, functions, mixed keys and
+    // sparse lists; an object without kind is not an Unstructured.
+    for (body, error) in [
+        (
+            "local t = { a = 1 } o.status = { x = t, y = t }",
+            "cannot encode recursively nested tables to JSON",
+        ),
+        ("o.status = { f = print }", "cannot encode function to JSON"),
+        (
+            "o.status = { 1, a = 2 }",
+            "cannot encode mixed or invalid key types",
+        ),
+        (
+            "o.status = { [1] = 1, [3] = 3 }",
+            "cannot encode sparse array",
+        ),
+        ("o.kind = nil", "Object 'Kind' is missing"),
+    ] {
+        let script = format!("function AggregateStatus(o, items) {body} return o end");
+        let result = Interpreter::from_script(&script, "bad")
+            .vm
+            .aggregate_status(&desired_object(), &json!([]));
+        assert_eq!(result, Err(error.to_string()), "{body}");
+    }
+}
+
+#[test]
+fn aggregate_replset_and_primary_come_from_the_newest_config_only() {
+    const REMOVED: &str = "10.0.2.10:30018";
+    let reports = three_running_clusters();
+    let mut items = items_for(&reports);
+    // member3 has seen config 8, which removed the second member of member2 and
+    // has no primary yet; member1 and member2 still report config 7 with it.
+    let status = &mut items[2]["status"];
+    status["configVersion"] = json!(8);
+    status["replset"] = Json::Array(
+        status["replset"]
+            .as_array()
+            .expect("replset")
+            .iter()
+            .filter(|m| m["name"] != REMOVED)
+            .cloned()
+            .collect(),
+    );
+    status.as_object_mut().expect("status").remove("primary");
+    let aggregated = aggregate(items.clone());
+    let names: Vec<&str> = aggregated["status"]["replset"]
+        .as_array()
+        .expect("replset")
+        .iter()
+        .map(|m| m["name"].as_str().expect("name"))
+        .collect();
+    assert!(
+        !names.contains(&REMOVED),
+        "a member removed by the newest config is not listed: {names:?}"
+    );
+    assert_eq!(names.len(), 4);
+    assert_eq!(aggregated["status"]["configVersion"], json!(8));
+    assert!(
+        aggregated["status"].get("primary").is_none(),
+        "no primary known in config 8, the older reports' primary is not taken"
+    );
+
+    // Two clusters on config 8: the union of their views, and their primary.
+    items[1]["status"]["configVersion"] = json!(8);
+    items[1]["status"]["replset"] = items[2]["status"]["replset"].clone();
+    items[1]["status"]["primary"] = json!("10.0.2.10:30017");
+    let aggregated = aggregate(items);
+    assert_eq!(aggregated["status"]["primary"], "10.0.2.10:30017");
+    assert_eq!(
+        aggregated["status"]["replset"]
+            .as_array()
+            .expect("replset")
+            .len(),
+        4
+    );
+}
+
+#[test]
+fn interpret_health_is_false_in_error_and_while_paused() {
+    let health = Interpreter::load("healthInterpretation");
+    let interpret = |object: Json| health.call_one("InterpretHealth", &[object]);
+    let mut error = ClusterReport::running("member1");
+    error.state = "Error";
+    assert_eq!(
+        interpret(error.observed_object()),
+        json!(false),
+        "state Error"
+    );
+    let mut paused = ClusterReport::running("member1");
+    paused.state = "Pause";
+    assert_eq!(
+        interpret(paused.observed_object()),
+        json!(false),
+        "state Pause"
+    );
+    let mut pause_asked = ClusterReport::running("member1").observed_object();
+    pause_asked["spec"]["pause"] = json!(true);
+    assert_eq!(interpret(pause_asked), json!(false), "spec.pause");
+}
+
+#[test]
+fn aggregate_status_without_status_items_leaves_the_status_as_it_is() {
+    let mut desired = desired_object();
+    desired["status"] = aggregate(items_for(&three_running_clusters()))["status"].clone();
+    // Karmada passes nil (a nil Go slice marshals as null) before any work
+    // reports, and an empty list once no cluster is bound.
+    for items in [Json::Null, json!([])] {
+        assert_eq!(
+            aggregate_items(desired.clone(), items.clone()),
+            desired,
+            "items {items}"
+        );
+    }
+    let bare = desired_object();
+    assert_eq!(aggregate_items(bare.clone(), Json::Null), bare);
+}
+
+/// Karmada's third-party layout: `<group>/<version>/<kind>/customizations.yaml`
+/// and `testdata/<operation>-test.yaml` (karmada-io/karmada
+/// `pkg/resourceinterpreter/default/thirdparty/`).
+const THIRDPARTY: &str =
+    "charts/mongodb-member-operator-karmada/thirdparty/middleware.fedstate.io/v1alpha1/MongoDB";
+
+#[test]
+fn the_thirdparty_customization_is_the_charts() {
+    let path = repository_root()
+        .join(THIRDPARTY)
+        .join("customizations.yaml");
+    let thirdparty: Json =
+        serde_yaml::from_str(&std::fs::read_to_string(&path).expect("read customizations.yaml"))
+            .expect("customizations.yaml is YAML");
+    let chart = customization();
+    assert_eq!(thirdparty["apiVersion"], chart["apiVersion"]);
+    assert_eq!(thirdparty["kind"], chart["kind"]);
+    assert_eq!(
+        thirdparty["spec"], chart["spec"],
+        "{THIRDPARTY}/customizations.yaml has the chart's scripts"
+    );
+    // TestThirdPartyCustomizationsFile: the directory names the target.
+    let mut parts = THIRDPARTY.rsplit('/');
+    let (kind, version, group) = (parts.next(), parts.next(), parts.next());
+    assert_eq!(thirdparty["spec"]["target"]["kind"].as_str(), kind);
+    assert_eq!(
+        thirdparty["spec"]["target"]["apiVersion"],
+        format!("{}/{}", group.expect("group"), version.expect("version"))
+    );
+}
+
+/// `deepEqual` of Karmada's thirdparty_test.go, for an `Unstructured`: fields
+/// whose expected value is `{{EXCLUDE}}` are left out of both sides.
+fn without_excluded(expected: &Json, actual: &Json) -> (Json, Json) {
+    fn strip(expected: &Json, actual: &Json) -> (Json, Json) {
+        match (expected, actual) {
+            (Json::Object(e), Json::Object(a)) => {
+                let mut e2 = serde_json::Map::new();
+                let mut a2 = a.clone();
+                for (key, value) in e {
+                    if value == "{{EXCLUDE}}" {
+                        a2.remove(key);
+                        continue;
+                    }
+                    match a.get(key) {
+                        Some(actual_value) => {
+                            let (e3, a3) = strip(value, actual_value);
+                            e2.insert(key.clone(), e3);
+                            a2.insert(key.clone(), a3);
+                        }
+                        None => {
+                            e2.insert(key.clone(), value.clone());
+                        }
+                    }
+                }
+                (Json::Object(e2), Json::Object(a2))
+            }
+            _ => (expected.clone(), actual.clone()),
+        }
+    }
+    strip(expected, actual)
+}
+
+/// `sortDependencies`: by apiVersion, kind, namespace, name.
+fn sorted_dependencies(dependencies: &Json) -> Vec<(String, String, String, String)> {
+    let field = |d: &Json, f: &str| d[f].as_str().unwrap_or("").to_string();
+    let mut list: Vec<_> = dependencies
+        .as_array()
+        .expect("a list of dependencies")
+        .iter()
+        .map(|d| {
+            (
+                field(d, "apiVersion"),
+                field(d, "kind"),
+                field(d, "namespace"),
+                field(d, "name"),
+            )
+        })
+        .collect();
+    list.sort();
+    list
+}
+
+/// One `IndividualTest`'s results, named as Karmada's rules name them
+/// (`pkg/util/interpreter/rule.go`).
+fn run_thirdparty_case(case: &Json) -> Result<Vec<(&'static str, Json)>, String> {
+    let desired = case.get("desiredObj").filter(|o| !o.is_null());
+    let observed = case.get("observedObj").filter(|o| !o.is_null());
+    // getObjectOrError: exactly one of them.
+    let object = match (desired, observed) {
+        (Some(o), None) | (None, Some(o)) => o,
+        _ => return Err("exactly one of desiredObj and observedObj".into()),
+    };
+    let operation = case["operation"].as_str().unwrap_or("");
+    let customization = match operation {
+        "InterpretReplica" => "replicaResource",
+        "ReviseReplica" => "replicaRevision",
+        "InterpretStatus" => "statusReflection",
+        "AggregateStatus" => "statusAggregation",
+        "InterpretHealth" => "healthInterpretation",
+        "InterpretDependency" => "dependencyInterpretation",
+        other => return Err(format!("operation {other} is not supported here")),
+    };
+    let vm = karmada_vm::Interpreter::new(&script(customization), customization);
+    Ok(match operation {
+        "InterpretReplica" => {
+            let (replica, requires) = vm.get_replicas(object)?;
+            vec![("replica", json!(replica)), ("requires", requires)]
+        }
+        "ReviseReplica" => {
+            let replicas = case["inputReplicas"].as_i64().unwrap_or(0);
+            vec![("revised", vm.revise_replica(object, replicas)?)]
+        }
+        "InterpretStatus" => vec![("status", vm.reflect_status(object)?)],
+        "AggregateStatus" => {
+            // A missing statusItems is a nil slice: null in Lua's eyes.
+            let items = case.get("statusItems").cloned().unwrap_or(Json::Null);
+            vec![("aggregatedStatus", vm.aggregate_status(object, &items)?)]
+        }
+        "InterpretHealth" => vec![("healthy", json!(vm.interpret_health(object)?))],
+        _ => vec![("dependencies", vm.get_dependencies(object)?)],
+    })
+}
+
+#[test]
+fn the_thirdparty_testdata_pass_against_the_charts_scripts() {
+    let testdata = repository_root().join(THIRDPARTY).join("testdata");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&testdata)
+        .expect("read testdata")
+        .map(|entry| entry.expect("entry").path())
+        .collect();
+    files.sort();
+    let mut operations = std::collections::BTreeSet::new();
+    let mut cases = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read a testdata file");
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let case: Json = serde::Deserialize::deserialize(document).expect("a YAML test case");
+            let name = format!(
+                "{}: {}",
+                file.display(),
+                case["name"].as_str().unwrap_or("")
+            );
+            let results = run_thirdparty_case(&case).unwrap_or_else(|err| panic!("{name}: {err}"));
+            let output = case["output"].as_object().expect("output");
+            for key in output.keys() {
+                assert!(
+                    results.iter().any(|(result, _)| result == key),
+                    "{name}: output key {key} is not a result of {}",
+                    case["operation"]
+                );
+            }
+            for (result, actual) in results {
+                let Some(expected) = output.get(result) else {
+                    continue;
+                };
+                let expected = integral_numbers(expected.clone());
+                match result {
+                    "revised" | "aggregatedStatus" => {
+                        let (expected, actual) = without_excluded(&expected, &actual);
+                        assert!(
+                            actual == expected,
+                            "{name}: {result}\nexpected:\n{}\ngot:\n{}",
+                            serde_json::to_string_pretty(&expected).expect("JSON"),
+                            serde_json::to_string_pretty(&actual).expect("JSON")
+                        );
+                    }
+                    "dependencies" => assert_eq!(
+                        sorted_dependencies(&actual),
+                        sorted_dependencies(&expected),
+                        "{name}: {result}"
+                    ),
+                    _ => assert_eq!(actual, expected, "{name}: {result}"),
+                }
+            }
+            operations.insert(case["operation"].as_str().expect("operation").to_string());
+            cases += 1;
+        }
+    }
+    assert_eq!(
+        operations.into_iter().collect::<Vec<_>>(),
+        [
+            "AggregateStatus",
+            "InterpretDependency",
+            "InterpretHealth",
+            "InterpretReplica",
+            "InterpretStatus",
+            "ReviseReplica"
+        ],
+        "every customized operation has test cases"
+    );
+    assert!(cases >= 18, "{cases} cases");
 }
