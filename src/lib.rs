@@ -6,12 +6,14 @@
 //! - pure: [`api`] types, [`hostconf`] parsing, [`validate`], the desired-object
 //!   builders ([`build`]), the replica-set model and planner ([`replset`],
 //!   [`planner`]), the planner's input ([`plan_input`]) and [`status`]
-//!   computation — no client, no async;
+//!   computation, and the `kubectl mongodb` plugin's views and decisions
+//!   ([`cli`]) — no client, no async;
 //! - Kubernetes I/O: the [`controller`] pipeline;
 //! - MongoDB I/O: [`mongo`], the one narrow interface to mongod.
 
 pub mod api;
 pub mod build;
+pub mod cli;
 pub mod controller;
 pub mod crd;
 pub mod hostconf;

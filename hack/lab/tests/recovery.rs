@@ -1,12 +1,19 @@
 //! Disaster recovery, only on request (issue 12): two of three clusters are
 //! lost (nodes, network and operators) with a majority of the voters. The
-//! survivor's operator reports the loss and changes nothing; an SRE asks it
-//! for recovery with the annotation; it reports the plan, forces it once,
-//! records it, and ignores the request afterwards. The lost clusters come back:
-//! their members (old config, maybe divergent data) are refused, not re-added;
-//! resynced from scratch (their volumes deleted), they join again. A
-//! w:"majority" writer runs throughout; the survivor's member was primary, so
-//! every acknowledged write is on it and must survive.
+//! survivor's operator reports the loss and changes nothing; an SRE looks with
+//! `kubectl mongodb status` (b's API server failing, c's operator dead) and
+//! asks it for recovery with `kubectl mongodb recover` (the annotation); it
+//! reports the plan, forces it once, records it, and ignores the request
+//! afterwards. The lost clusters come back: their members (old config, maybe
+//! divergent data) are refused, not re-added; resynced from scratch (their
+//! volumes deleted), they join again, and `kubectl mongodb status` shows the
+//! five members and one primary. A w:"majority" writer runs throughout; the
+//! survivor's member was primary, so every acknowledged write is on it and
+//! must survive.
+//!
+//! The plugin is the root crate's binary `kubectl-mongodb`: `cargo test
+//! --workspace` builds it with the operator (binaries are built for the root
+//! crate's integration tests); alone, `cargo build --bin kubectl-mongodb`.
 
 mod common;
 
@@ -16,9 +23,9 @@ use common::*;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use lab::controlplane::Split;
-use lab::lab::Lab;
+use lab::lab::{sibling_binary, Lab};
 use lab::observe::{self, SetSampler};
-use mongodb_member_operator::api::{MongoDB, RecoveryPhase, RECOVERY_ANNOTATION};
+use mongodb_member_operator::api::{MongoDB, RecoveryPhase};
 
 const NAME: &str = "ledger";
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
@@ -106,6 +113,59 @@ async fn event_reasons(lab: &Lab, index: usize) -> Result<Vec<String>, String> {
     Ok(events.into_iter().filter_map(|e| e.reason).collect())
 }
 
+/// What a run of the plugin printed.
+struct Plugin {
+    success: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `kubectl-mongodb ARGS` with the lab's kubeconfig, as the SRE would.
+async fn plugin(lab: &Lab, args: &[&str]) -> Result<Plugin, String> {
+    let binary = sibling_binary("kubectl-mongodb").map_err(fail("the plugin"))?;
+    let run = tokio::process::Command::new(binary)
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(lab.kubeconfig())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(READY_TIMEOUT, run)
+        .await
+        .map_err(|_| format!("kubectl-mongodb {args:?}: not done after {READY_TIMEOUT:?}"))?
+        .map_err(fail("running kubectl-mongodb"))?;
+    let plugin = Plugin {
+        success: output.status.success(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    eprintln!(
+        "$ kubectl mongodb {} ({})\n{}{}",
+        args.join(" "),
+        output.status,
+        plugin.stdout,
+        plugin.stderr
+    );
+    Ok(plugin)
+}
+
+/// The row of the status' cluster table for `cluster`.
+fn cluster_row<'a>(status: &'a str, cluster: &str) -> Result<&'a str, String> {
+    status
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(cluster))
+        .ok_or(format!("no row for cluster {cluster}"))
+}
+
+/// The rows of the status' member table.
+fn member_rows(status: &str) -> Vec<&str> {
+    status
+        .lines()
+        .skip_while(|l| !l.starts_with("MEMBER"))
+        .skip(1)
+        .take_while(|l| !l.starts_with('('))
+        .collect()
+}
+
 fn count_in_log(lab: &Lab, index: usize, needle: &str) -> usize {
     std::fs::read_to_string(lab.operator_log(index))
         .unwrap_or_default()
@@ -163,12 +223,80 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
             ));
         }
 
+        // The SRE looks, while b's API server fails every request and c's
+        // operator is gone (its status is what it last wrote).
+        let b_api = lab.clusters()[1].api.faults().clone();
+        b_api.fail_share(1.0, apiserver_sim::InjectedError::Unavailable);
+        let lost = plugin(&lab, &["status", NAME]).await;
+        b_api.clear();
+        let lost = lost?;
+        let a_row = cluster_row(&lost.stdout, "a")?;
+        let hosts_down = hosts.iter().filter(|h| **h != a0 && **h != a1);
+        let waits = lost
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("a: ") && l.contains("VotingMajorityLost"))
+            .unwrap_or_default();
+        // Exit 1 (b unread); a waits, naming the voters gone; b unreachable;
+        // c's report stale.
+        let as_expected = !lost.success
+            && a_row.contains("VotingMajorityLost")
+            && cluster_row(&lost.stdout, "b")?.contains("UNREACHABLE")
+            && cluster_row(&lost.stdout, "c")?.contains("STALE?")
+            && lost.stderr.contains("context b: unreachable")
+            && hosts_down.clone().all(|h| waits.contains(h.as_str()));
+        if !as_expected {
+            return Err("the status while b and c are lost is not as expected".into());
+        }
+
         // The SRE asks cluster a for recovery.
-        let annotation = format!("{RECOVERY_ANNOTATION}={REASON}");
-        lab.kubectl("a", &["annotate", "mongodb", NAME, &annotation])
-            .await
-            .map_err(fail("annotate"))?;
         let asked_at = Instant::now();
+        let asked = plugin(
+            &lab,
+            &[
+                "recover",
+                NAME,
+                "--context",
+                "a",
+                "--reason",
+                REASON,
+                "--yes",
+            ],
+        )
+        .await?;
+        let phases: Vec<&str> = asked
+            .stdout
+            .lines()
+            .filter_map(|l| {
+                ["Planned", "Forced", "Done"]
+                    .into_iter()
+                    .find(|p| l.starts_with(p))
+            })
+            .collect();
+        // The dry run: what the forced config keeps and drops.
+        let line = |prefix: &str| {
+            asked
+                .stdout
+                .lines()
+                .find(|l| l.trim_start().starts_with(prefix))
+                .unwrap_or_default()
+                .to_string()
+        };
+        let (keep, drop) = (line("keep: "), line("drop: "));
+        let as_expected = asked.success
+            && asked
+                .stdout
+                .starts_with("cluster a reports VotingMajorityLost")
+            && keep.contains(a0.as_str())
+            && keep.contains(a1.as_str())
+            && hosts_down.clone().all(|h| drop.contains(h.as_str()))
+            && phases.last() == Some(&"Done")
+            && phases.windows(2).all(|w| w[0] != w[1]);
+        if !as_expected {
+            return Err(format!(
+                "the recover command's dry run or phases are not as expected: {phases:?}"
+            ));
+        }
         let done = until(&lab, 0, "recovery done", |m| {
             m.status
                 .as_ref()
@@ -255,6 +383,18 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
         }
         ready(&lab, split).await?;
         fedstate.abort();
+        let back = plugin(&lab, &["status", NAME]).await?;
+        let rows = member_rows(&back.stdout);
+        let primaries = rows.iter().filter(|r| r.ends_with('*')).count();
+        let every_member_up = hosts.iter().all(|h| {
+            rows.iter()
+                .any(|r| r.starts_with(h.as_str()) && r.contains(" up "))
+        });
+        if !back.success || rows.len() != 5 || !every_member_up || primaries != 1 {
+            return Err(format!(
+                "the status at the end does not show five members up and one primary: {rows:?}"
+            ));
+        }
 
         let mut sampler = sampler;
         let samples = sampler.stop();
