@@ -91,51 +91,55 @@ async fn the_operator_killed_the_moment_it_plans_each_step_resumes_from_the_live
         let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
         let mut killed = Vec::new();
 
-        // Initiate, in the rsInit cluster (a).
+        // Initiate, in the rsInit cluster (a): seven voters.
         control_plane
-            .apply(&request("faults", "a=2,b=2,c=1"))
+            .apply(&request("faults", "a=3,b=3,c=1"))
             .await
             .map_err(fail("apply"))?;
         killed.push(kill_at_step(&mut lab, 0, "initiate replica set", 0).await?);
-        ready(&lab, "faults", "a=2,b=2,c=1").await?;
+        ready(&lab, "faults", "a=3,b=3,c=1").await?;
         let hosts = hosts_of(&lab, 0, "faults").await?;
         let first = config(&lab, "faults", &hosts).await?;
         let writer = TimedMajorityWriter::start(&lab, "faults", &hosts).await?;
         let mut sampler = SetSampler::start(lab.network().clone(), hosts.clone(), SAMPLE_EVERY);
 
-        // Add (and, when a newcomer joins without a vote, promote) in cluster b.
-        let seen = log_lines(&lab, 1);
+        // Add in cluster c: an eighth member, which joins without a vote
+        // (seven vote already).
+        let seen = log_lines(&lab, 2);
         control_plane
             .apply(
-                &request("faults", "a=2,b=3,c=1")
+                &request("faults", "a=3,b=3,c=2")
                     .to_submission()
                     .keep_unchanged_clusters_on_scale_up(),
             )
             .await
             .map_err(fail("scale out"))?;
-        killed.push(kill_at_step(&mut lab, 1, "add ", seen).await?);
-        ready(&lab, "faults", "a=2,b=3,c=1").await?;
+        killed.push(kill_at_step(&mut lab, 2, "add ", seen).await?);
+        ready(&lab, "faults", "a=3,b=3,c=2").await?;
         let mut samples = sampler.stop();
         let grown = hosts_of(&lab, 0, "faults").await?;
         let mut sampler = SetSampler::start(lab.network().clone(), grown, SAMPLE_EVERY);
 
         // Step-down and remove: cluster a, made to hold the primary, gives up
-        // its members.
-        let leaving = member_host(&lab, 0, "faults", 1).await?;
+        // a member; then c promotes its non-voter into the freed vote.
+        let leaving = member_host(&lab, 0, "faults", 2).await?;
+        let promoted = member_host(&lab, 2, "faults", 1).await?;
         make_primary(&lab, "faults", &leaving).await?;
         control_plane
             .settled("default", "faults", READY_TIMEOUT)
             .await
             .map_err(fail("FedState's status"))?;
         let seen = log_lines(&lab, 0);
+        let seen_in_c = log_lines(&lab, 2);
         control_plane
-            .apply(&request("faults", "a=1,b=3,c=1"))
+            .apply(&request("faults", "a=2,b=3,c=2"))
             .await
             .map_err(fail("scale in"))?;
         killed.push(kill_at_step(&mut lab, 0, "step primary", seen).await?);
         let seen = log_lines(&lab, 0);
         killed.push(kill_at_step(&mut lab, 0, "remove ", seen).await?);
-        ready(&lab, "faults", "a=1,b=3,c=1").await?;
+        killed.push(kill_at_step(&mut lab, 2, "give ", seen_in_c).await?);
+        ready(&lab, "faults", "a=2,b=3,c=2").await?;
         pruner.abort();
 
         samples.extend(sampler.stop());
@@ -154,8 +158,20 @@ async fn the_operator_killed_the_moment_it_plans_each_step_resumes_from_the_live
             version(&first),
             version(&last)
         );
-        if remaining.contains(&leaving) || remaining.len() != 5 {
+        if remaining.contains(&leaving) || remaining.len() != 7 {
             return Err(format!("{leaving} should have left: {remaining:?}"));
+        }
+        let promoted_votes = last.get_array("members").ok().and_then(|members| {
+            members
+                .iter()
+                .filter_map(|m| m.as_document())
+                .find(|m| m.get_str("host").ok() == Some(promoted.as_str()))
+                .and_then(|m| m.get_i32("votes").ok())
+        });
+        if promoted_votes != Some(1) {
+            return Err(format!(
+                "{promoted} was not promoted: votes {promoted_votes:?}"
+            ));
         }
         if replica_set_id(&first) != replica_set_id(&last) {
             return Err("the replicaSetId changed: the set was initiated twice".into());

@@ -22,30 +22,13 @@ use std::time::{Duration, Instant};
 use common::*;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use lab::controlplane::Split;
 use lab::lab::{sibling_binary, Lab};
-use lab::observe::{self, SetSampler};
+use lab::observe::SetSampler;
 use mongodb_member_operator::api::{MongoDB, RecoveryPhase};
 
 const NAME: &str = "ledger";
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
 const REASON: &str = "clusters b and c lost in the flood, ticket 4711";
-
-/// Waits until every cluster reports the instance ready with `split`.
-async fn ready(lab: &Lab, split: &str) -> Outcome {
-    let split = Split::parse(split).map_err(fail("split"))?;
-    observe::wait_ready(
-        &lab.control_plane(),
-        "default",
-        NAME,
-        &split,
-        READY_TIMEOUT,
-        |_| {},
-    )
-    .await
-    .map(drop)
-    .map_err(fail("ready"))
-}
 
 /// Cluster `index`'s own object (its status as its operator wrote it).
 async fn object(lab: &Lab, index: usize) -> Result<MongoDB, String> {
@@ -185,7 +168,7 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
             .apply(&request(NAME, split))
             .await
             .map_err(fail("apply"))?;
-        ready(&lab, split).await?;
+        ready(&lab, NAME, split).await?;
         let hosts = hosts_of(&lab, 0, NAME).await?;
         let a0 = member_host(&lab, 0, NAME, 0).await?;
         let a1 = member_host(&lab, 0, NAME, 1).await?;
@@ -381,7 +364,7 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
                     .map_err(fail("delete the pod"))?;
             }
         }
-        ready(&lab, split).await?;
+        ready(&lab, NAME, split).await?;
         fedstate.abort();
         let back = plugin(&lab, &["status", NAME]).await?;
         let rows = member_rows(&back.stdout);
