@@ -91,7 +91,7 @@ pub enum RecoveryStep {
 }
 
 /// Why a request is refused.
-#[derive(Clone, Debug, PartialEq, thiserror::Error, strum::IntoStaticStr)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum RecoveryRefusal {
     #[error(
         "a majority of the voters answers (or the set could not be read): a primary can be \

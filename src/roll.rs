@@ -168,7 +168,7 @@ pub struct RollInput {
 }
 
 /// The one roll step of a pass.
-#[derive(Clone, Debug, PartialEq, strum::IntoStaticStr)]
+#[derive(Clone, Debug, PartialEq, strum::IntoStaticStr, strum::VariantNames)]
 pub enum RollStep {
     /// Every local member runs its revision and this cluster holds no lease.
     #[strum(serialize = "PodsOnRevision")]
@@ -207,7 +207,9 @@ pub enum RollStep {
 }
 
 /// What an outdated member, or the held lease, waits for.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames,
+)]
 pub enum RollWait {
     /// Another cluster's member is restarting.
     #[error("{member} (another cluster's member) is restarting")]

@@ -21,7 +21,7 @@ use crate::roll::{self, RollStep};
 use crate::validate::{InvalidInput, Validated};
 
 /// The conditions in status, each always present.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantNames)]
 pub enum ConditionType {
     /// Every local member is healthy in a replica set that matches the spec.
     Ready,

@@ -55,7 +55,7 @@ pub struct ReferencedObjects {
 
 /// Why the input of a pass cannot be used; the variant's name is the bounded
 /// reason of the condition and the Event.
-#[derive(Debug, Clone, PartialEq, thiserror::Error, strum::IntoStaticStr)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum InvalidInput {
     /// The VIP label is absent or blank.
     #[error(

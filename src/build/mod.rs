@@ -59,7 +59,9 @@ pub use statefulset::{
 ///
 /// Only input the API server does not already validate is checked here
 /// (malformed quantities, names and so on are refused at admission).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames,
+)]
 pub enum BuildError {
     /// The `MongoDB` object has no `metadata.name`.
     #[error("the MongoDB object has no metadata.name")]

@@ -312,7 +312,7 @@ fn referrers<K: Resource>(
 /// [`FailedStage`] — the variant's name — the bounded reason of the metric
 /// label, the log line and the Warning Event.
 #[derive(Debug, thiserror::Error, strum::EnumDiscriminants)]
-#[strum_discriminants(name(FailedStage), derive(strum::IntoStaticStr))]
+#[strum_discriminants(name(FailedStage), derive(strum::IntoStaticStr, strum::VariantNames))]
 pub enum ReconcileError {
     /// The finalizer list could not be changed.
     #[error(transparent)]
