@@ -519,8 +519,10 @@ pub struct MongoDBStatus {
     /// FedState's summary of what runs here.
     #[serde(default)]
     pub current_info: CurrentInfo,
-    /// Standard conditions (Ready, ReplicaSetInitialized, MembersInSync,
-    /// Progressing, Degraded, CredentialsFromSpec) with observedGeneration.
+    /// Standard conditions with observedGeneration: Ready, ReplicaSetInitialized,
+    /// MembersInSync, Progressing, Degraded, CredentialsFromSpec,
+    /// ConfigAccepted, ReplicaSetObserved, SettingsMatch, ObjectsApplied and
+    /// UpToDate (docs/runbook.md says what each reason means).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,

@@ -194,6 +194,7 @@ pub enum RollStep {
         pod_uid: String,
     },
     /// The member is back on its revision: renew, nothing else.
+    #[strum(serialize = "RenewingRestartLease")]
     Renew { lease: Lease, reason: RollWait },
     /// The member is back, healthy and caught up: release the lease.
     #[strum(serialize = "ReleasingRestartLease")]

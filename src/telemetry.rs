@@ -8,8 +8,8 @@
 //! - reconcile passes, failures by bounded reason (the failed stage, or a
 //!   step's refusal), and a pass duration histogram;
 //! - steps carried out, by kind (`Initiate`, `AddMember`, `RemoveMember`,
-//!   `PromoteMember`, `StepDown`, `DeleteStatefulSet`, the roll's `Restart`,
-//!   the recovery's `ForcedReconfig`, …);
+//!   `PromoteMember`, `StepDown`, `DeleteStatefulSet`, the roll's
+//!   `RestartingMember` and its other steps, the recovery's `ForcedReconfig`, …);
 //! - per instance (`namespace/name`), from the status each pass computes:
 //!   replica-set members by state, whether it has a primary, whether it is
 //!   Ready and why not, and how many local pods run an outdated revision.

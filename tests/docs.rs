@@ -84,8 +84,8 @@ fn reasons() -> Vec<(&'static str, Vec<String>)> {
         .filter(|v| **v != "Spec")
         .map(|v| v.to_string())
         .collect();
-    // RollStep::Wait is reported by its RollWait (Renew too, in conditions;
-    // a failed renewal is a Warning Event named `Renew`).
+    // RollStep::Wait is reported by its RollWait (a renewal too, in
+    // conditions; a failed renewal is a Warning Event `RenewingRestartLease`).
     let roll_steps: Vec<String> = RollStep::VARIANTS
         .iter()
         .filter(|v| **v != "Wait")

@@ -310,7 +310,7 @@ fn referrers<K: Resource>(
 
 /// Why a pass failed, by stage: the stage's own error is the source, and
 /// [`FailedStage`] — the variant's name — the bounded reason of the metric
-/// label, the log line and the Warning Event.
+/// label and the log line.
 #[derive(Debug, thiserror::Error, strum::EnumDiscriminants)]
 #[strum_discriminants(name(FailedStage), derive(strum::IntoStaticStr, strum::VariantNames))]
 pub enum ReconcileError {
