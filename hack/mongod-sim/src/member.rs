@@ -142,6 +142,13 @@ pub(crate) struct Inner {
     /// Not electable before this instant (replSetStepDown period or replSetFreeze).
     pub no_election_until: Option<Instant>,
     pub commit_point: OpTime,
+    /// The commit point when this primary last installed a config of its own
+    /// (mongod's `_lastCommittedInPrevConfig`): it must be majority-committed
+    /// in the current config before the next reconfig.
+    pub last_committed_in_prev_config: OpTime,
+    /// The optime of this primary's "new primary" entry (mongod's
+    /// `_firstOpTimeOfMyTerm`).
+    pub first_optime_of_my_term: OpTime,
     pub config_op_in_progress: bool,
     pub sync_source: Option<String>,
     pub election_id: Option<ObjectId>,
@@ -256,6 +263,8 @@ impl Member {
                 election_deadline: Instant::now(),
                 no_election_until: None,
                 commit_point: OpTime::NULL,
+                last_committed_in_prev_config: OpTime::NULL,
+                first_optime_of_my_term: OpTime::NULL,
                 config_op_in_progress: false,
                 sync_source: None,
                 election_id: None,
@@ -1191,6 +1200,7 @@ impl Member {
                     msg: "new primary".into(),
                 },
             });
+            inner.first_optime_of_my_term = optime;
             // The new primary stamps the current config with its term.
             if let Some(c) = disk.config.as_mut() {
                 c.term = new_term;
@@ -1291,6 +1301,27 @@ impl Member {
         }
         new.version += 1;
         new.term = self.disk().term;
+        inner.last_committed_in_prev_config = inner.commit_point;
         self.install_config(&mut inner, new);
+    }
+
+    /// Whether `target` is on a majority of `cfg`'s data-bearing voters (as
+    /// mongod's oplog commitment counts: its write majority).
+    pub(crate) fn majority_has(&self, net: &Network, cfg: &ReplSetConfig, target: OpTime) -> bool {
+        let me = self.lock().self_host.clone();
+        let mut data_voters = 0;
+        let mut have = 0;
+        for m in cfg.voters().filter(|m| !m.arbiter_only) {
+            data_voters += 1;
+            let optime = if Some(&m.host) == me.as_ref() {
+                Some(self.disk().last_optime())
+            } else {
+                net.dial(self, &m.host).map(|peer| peer.last_optime())
+            };
+            if optime.is_some_and(|o| o >= target) {
+                have += 1;
+            }
+        }
+        have >= cfg.majority().min(data_voters)
     }
 }

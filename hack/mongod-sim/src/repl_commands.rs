@@ -343,14 +343,23 @@ pub(crate) fn get_status(member: &Member) -> CmdResult {
     })
 }
 
-/// Has a majority of voters installed `cfg`, and has this primary committed an
-/// entry in its own term (mongod's "current config committed" condition)?
+/// mongod's two conditions before a primary may reconfig again
+/// (`awaitConfigCommitment`): config commitment — a majority of the voters
+/// installed `cfg` — and oplog commitment — what was committed under the
+/// previous config, and this primary's first entry of its term
+/// (`getConfigOplogCommitmentOpTime`), is on a majority of `cfg`'s
+/// data-bearing voters.
 fn config_committed(member: &Member, net: &Network, cfg: &ReplSetConfig) -> bool {
-    let term = member.term();
-    if member.lock().commit_point.t != term {
-        return false;
-    }
-    installed_by_majority(member, net, cfg)
+    let target = {
+        let inner = member.lock();
+        if inner.state != MemberState::Primary {
+            return false;
+        }
+        inner
+            .last_committed_in_prev_config
+            .max(inner.first_optime_of_my_term)
+    };
+    installed_by_majority(member, net, cfg) && member.majority_has(net, cfg, target)
 }
 
 fn installed_by_majority(member: &Member, net: &Network, cfg: &ReplSetConfig) -> bool {
@@ -459,6 +468,9 @@ pub(crate) async fn reconfig(member: &Arc<Member>, body: &Document) -> CmdResult
         let mut inner = member.lock();
         if !force && inner.state != MemberState::Primary {
             return fail(error::NOT_WRITABLE_PRIMARY, "replSetReconfig should only be run on a writable PRIMARY. Current state SECONDARY;");
+        }
+        if !force {
+            inner.last_committed_in_prev_config = inner.commit_point;
         }
         member.install_config(&mut inner, new.clone());
     }

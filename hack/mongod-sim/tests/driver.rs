@@ -4,7 +4,7 @@
 
 mod common;
 
-use bson::{doc, Document};
+use bson::{doc, Bson, Document};
 use common::*;
 use mongod_sim::MemberState;
 use mongodb::options::{Acknowledgment, WriteConcern};
@@ -924,4 +924,100 @@ async fn update_and_delete_write_concern_failures_and_not_primary() {
     for h in &set.hosts {
         set.net.set_lag(h, Duration::ZERO);
     }
+}
+
+/// mongod's "oplog commitment" (topology_coordinator's
+/// getConfigOplogCommitmentOpTime): after a reconfig the primary may not
+/// reconfig again (308, and `commitmentStatus` false) until what was committed
+/// under the previous config is on a majority of the current one. Without it, a
+/// removal then an addition can leave a committed write on a minority of the
+/// new voters, and an election by the others loses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconfig_waits_until_writes_committed_in_the_previous_config_are_committed_in_this_one()
+{
+    let set = Set::start(75, 5, |_| {}).await;
+    let mut cfg = set.config(&set.hosts);
+    cfg.insert(
+        "settings",
+        doc! {"electionTimeoutMillis": 20_000_i64, "heartbeatIntervalMillis": 200_i64},
+    );
+    let h0 = set.direct(&set.hosts[0], "").await;
+    let admin = h0.database("admin");
+    admin
+        .run_command(doc! {"replSetInitiate": cfg})
+        .await
+        .unwrap();
+    wait_until("members SECONDARY", || async {
+        set.hosts
+            .iter()
+            .all(|h| set.state(h) == Some(MemberState::Secondary))
+    })
+    .await;
+    admin
+        .run_command(doc! {"replSetStepUp": 1})
+        .await
+        .expect("replSetStepUp");
+    let committed = || async {
+        admin
+            .run_command(doc! {"replSetGetConfig": 1, "commitmentStatus": true})
+            .await
+            .map(|r| r.get_bool("commitmentStatus").unwrap_or(false))
+            .unwrap_or(false)
+    };
+    wait_until("config committed", committed).await;
+
+    // h1 and h2 stop replicating: a majority write lands on h0, h3, h4.
+    set.net.set_lag(&set.hosts[1], Duration::from_secs(600));
+    set.net.set_lag(&set.hosts[2], Duration::from_secs(600));
+    h0.database("app")
+        .collection::<Document>("c")
+        .insert_one(doc! {"_id": 1})
+        .write_concern(WriteConcern::majority())
+        .await
+        .expect("majority write on h0, h3, h4");
+
+    // Remove h4: in the new config the write is on h0 and h3, two of four voters.
+    let current = || async {
+        admin
+            .run_command(doc! {"replSetGetConfig": 1})
+            .await
+            .unwrap()
+            .get_document("config")
+            .unwrap()
+            .clone()
+    };
+    let mut without_h4 = current().await;
+    let members: Vec<Bson> = without_h4
+        .get_array("members")
+        .unwrap()
+        .iter()
+        .filter(|m| m.as_document().unwrap().get_str("host").unwrap() != set.hosts[4])
+        .cloned()
+        .collect();
+    without_h4.insert("members", members);
+    without_h4.insert("version", without_h4.get_i32("version").unwrap() + 1);
+    admin
+        .run_command(doc! {"replSetReconfig": without_h4})
+        .await
+        .expect("remove h4");
+
+    // Not committed in this config: no further reconfig, commitmentStatus false.
+    assert!(!committed().await, "the write is on 2 of 4 voters");
+    let mut next = current().await;
+    next.insert("version", next.get_i32("version").unwrap() + 1);
+    expect_code(
+        admin
+            .run_command(doc! {"replSetReconfig": next.clone(), "maxTimeMS": 500})
+            .await,
+        308,
+    )
+    .await;
+
+    // h1 catches up: the write is on three of four, the next reconfig goes through.
+    set.net.set_lag(&set.hosts[1], Duration::ZERO);
+    wait_until("committed in the new config", committed).await;
+    admin
+        .run_command(doc! {"replSetReconfig": next})
+        .await
+        .expect("reconfig once committed in this config");
 }
