@@ -469,17 +469,17 @@ async fn majority_writes_survive_kills_and_stepdowns() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reconfig_waits_for_current_config_commit_and_reports_308_after_max_time() {
-    let set = Set::start(68, 3, |_| {}).await;
+/// Initiates `set` with a long election timeout (the primary stays in place
+/// while its peers are cut off or lag) and steps its first member up; a direct
+/// client to it.
+async fn first_member_primary_with_slow_elections(set: &Set) -> mongodb::Client {
     let mut cfg = set.config(&set.hosts);
-    // A long election timeout keeps the primary in place while its peers are cut off.
     cfg.insert(
         "settings",
         doc! {"electionTimeoutMillis": 20_000_i64, "heartbeatIntervalMillis": 200_i64},
     );
-    let h1 = set.direct(&set.hosts[0], "").await;
-    let admin = h1.database("admin");
+    let client = set.direct(&set.hosts[0], "").await;
+    let admin = client.database("admin");
     admin
         .run_command(doc! {"replSetInitiate": cfg})
         .await
@@ -494,6 +494,14 @@ async fn reconfig_waits_for_current_config_commit_and_reports_308_after_max_time
         .run_command(doc! {"replSetStepUp": 1})
         .await
         .expect("replSetStepUp");
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconfig_waits_for_current_config_commit_and_reports_308_after_max_time() {
+    let set = Set::start(68, 3, |_| {}).await;
+    let h1 = first_member_primary_with_slow_elections(&set).await;
+    let admin = h1.database("admin");
     assert_eq!(set.primary().as_deref(), Some(set.hosts[0].as_str()));
     expect_code(admin.run_command(doc! {"replSetFreeze": 10}).await, 95).await;
     let committed = || async {
@@ -936,27 +944,8 @@ async fn update_and_delete_write_concern_failures_and_not_primary() {
 async fn a_reconfig_waits_until_writes_committed_in_the_previous_config_are_committed_in_this_one()
 {
     let set = Set::start(75, 5, |_| {}).await;
-    let mut cfg = set.config(&set.hosts);
-    cfg.insert(
-        "settings",
-        doc! {"electionTimeoutMillis": 20_000_i64, "heartbeatIntervalMillis": 200_i64},
-    );
-    let h0 = set.direct(&set.hosts[0], "").await;
+    let h0 = first_member_primary_with_slow_elections(&set).await;
     let admin = h0.database("admin");
-    admin
-        .run_command(doc! {"replSetInitiate": cfg})
-        .await
-        .unwrap();
-    wait_until("members SECONDARY", || async {
-        set.hosts
-            .iter()
-            .all(|h| set.state(h) == Some(MemberState::Secondary))
-    })
-    .await;
-    admin
-        .run_command(doc! {"replSetStepUp": 1})
-        .await
-        .expect("replSetStepUp");
     let committed = || async {
         admin
             .run_command(doc! {"replSetGetConfig": 1, "commitmentStatus": true})
