@@ -1305,7 +1305,6 @@ fn readdress_members(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> 
             continue;
         };
         check_set_name(input, host, probe)?;
-        check_not_dropped(input, host, probe)?;
         check_same_replica_set(host, probe, set_id)?;
         let primary = check_reconfig_allowed(set)?;
         if primary == &entry.host {

@@ -26,6 +26,7 @@ use crate::openapi;
 use crate::patch::PatchType;
 use crate::rbac::{self, Attributes, Decision};
 use crate::registry::{Gvr, ResourceType};
+use crate::requests::RequestCounts;
 use crate::store::{DeleteOptions, Deleted, ListOptions, Propagation, Store, WriteOptions};
 use crate::table::{self, IncludeObject};
 use crate::watch::{self, WatchRequest};
@@ -44,6 +45,9 @@ pub struct ServerConfig {
     /// the stored Roles and bindings authorizes every request
     /// (`--authorization-mode=RBAC`, `system:masters` always allowed).
     pub auth: Option<Arc<Authenticator>>,
+    /// Where the server counts the requests it authorized (RBAC mode only);
+    /// shared by the clones of this config, so kept across restarts.
+    pub requests: Arc<RequestCounts>,
 }
 
 impl Default for ServerConfig {
@@ -51,6 +55,7 @@ impl Default for ServerConfig {
         ServerConfig {
             bookmark_interval: Duration::from_secs(15),
             auth: None,
+            requests: Arc::default(),
         }
     }
 }
@@ -294,6 +299,7 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
             if let Decision::Deny(reason) = rbac::authorize(&state.store, &attributes) {
                 return error_response(&rbac::forbidden(&attributes, &reason));
             }
+            state.config.requests.count(&attributes);
             Some(attributes)
         }
     };

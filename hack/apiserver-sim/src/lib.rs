@@ -27,6 +27,7 @@ pub mod patch;
 pub mod protobuf;
 pub mod rbac;
 pub mod registry;
+pub mod requests;
 pub mod scale;
 pub mod selectors;
 pub mod server;
@@ -42,6 +43,7 @@ pub use faults::{FaultTarget, Faults, InjectedError, Injection};
 pub use http::ServerConfig;
 pub use patch::PatchType;
 pub use registry::Gvr;
+pub use requests::{RequestCounts, RequestKey};
 pub use server::{ApiServer, ApiServerHandle};
 pub use store::{
     DeleteOptions, Deleted, EventType, ListOptions, ObjectList, Propagation, Store, Subscription,

@@ -131,6 +131,11 @@ impl ApiServerHandle {
         )
     }
 
+    /// The requests served so far, by user, verb and resource (RBAC mode).
+    pub fn requests(&self) -> &Arc<crate::requests::RequestCounts> {
+        &self.config.requests
+    }
+
     /// The token authenticator, when the server authenticates (RBAC mode).
     pub fn auth(&self) -> Option<&Arc<crate::auth::Authenticator>> {
         self.config.auth.as_ref()

@@ -2,6 +2,7 @@
 //! stand-in that propagates instances to them the way FedState and Karmada do, and
 //! the real operator binary running once per cluster.
 
+pub mod bench;
 pub mod controlplane;
 pub mod faults;
 pub mod fedstate;

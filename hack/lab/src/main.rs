@@ -119,6 +119,23 @@ enum Command {
         #[arg(required = true, num_args = 1..)]
         command: Vec<String>,
     },
+    /// Measure the operator (release build recommended) and print the figures
+    /// as Markdown for BENCHMARKS.md; scenario `at-rest`: INSTANCES Ready
+    /// instances, nothing changing for IDLE seconds.
+    Bench {
+        /// Ready instances.
+        #[arg(long, default_value_t = 5)]
+        instances: usize,
+        /// Members per cluster of each instance.
+        #[arg(long, default_value = "a=1,b=1,c=1")]
+        split: String,
+        /// Seconds to let things settle once every instance is Ready.
+        #[arg(long, default_value_t = 30)]
+        settle: u64,
+        /// Seconds without a change, measured.
+        #[arg(long, default_value_t = 120)]
+        idle: u64,
+    },
     /// Bring the lab up with a 2+2+1 replica set over three clusters and show it forming.
     Demo {
         /// Exit 0 once the replica set is ready (non-zero on timeout) instead of running on.
@@ -262,6 +279,27 @@ async fn main() -> Result<()> {
         }
         Command::Fault { command } => {
             println!("{}", lab::faults::send(&state_dir, &command).await?)
+        }
+        Command::Bench {
+            instances,
+            split,
+            settle,
+            idle,
+        } => {
+            let lab = start(&state_dir, cli.number, 3).await?;
+            let measured = lab::bench::at_rest(
+                &lab,
+                instances,
+                &split,
+                Duration::from_secs(settle),
+                Duration::from_secs(idle),
+            )
+            .await;
+            lab.shutdown().await;
+            let command = format!(
+                "eval \"$(hack/test-tools.sh)\" && MMO_REQUIRE_TOOLS=1 cargo build --release --bin mongodb-member-operator && cargo build --release -p lab --bin lab && target/release/lab bench --instances {instances} --split {split} --settle {settle} --idle {idle}"
+            );
+            println!("{}", measured?.markdown(&command));
         }
         Command::Demo {
             exit_when_ready,

@@ -23,6 +23,8 @@ pub(crate) struct Connection {
     pub users: Vec<(String, String)>,
     pub conversation: Option<Conversation>,
     pub skip_empty_exchange: bool,
+    /// The client's `appName` from its handshake (`client.application.name`).
+    pub app_name: Option<String>,
 }
 
 impl Connection {
@@ -32,6 +34,7 @@ impl Connection {
             users: Vec::new(),
             conversation: None,
             skip_empty_exchange: false,
+            app_name: None,
         }
     }
 }
@@ -60,6 +63,16 @@ pub(crate) async fn dispatch(
     let Some(name) = body.keys().next().cloned() else {
         return CmdError::new(error::FAILED_TO_PARSE, "no command given").to_document();
     };
+    if let Ok(app) = body
+        .get_document("client")
+        .and_then(|client| client.get_document("application"))
+        .and_then(|application| application.get_str("name"))
+    {
+        conn.app_name = Some(app.to_string());
+    }
+    if let Some(net) = member.network() {
+        net.count_command(member.listen(), conn.app_name.as_deref(), &name);
+    }
     let result = run(member, conn, &name, &body).await;
     match result {
         Ok(mut d) => {

@@ -22,6 +22,6 @@ pub mod wire;
 pub use config::{MemberConfig, ReplSetConfig, Settings};
 pub use fcv::{Fcv, StartupError};
 pub use member::{Member, MemberSpec, MemberState, RootUser};
-pub use network::{Network, NetworkError};
+pub use network::{CommandKey, Network, NetworkError};
 pub use state::{DurableState, OpTime, Volume};
 pub use version::{Release, ServerVersion};

@@ -68,6 +68,19 @@ pub struct MemberStop {
 pub struct Network {
     reg: Mutex<Registry>,
     stops: Mutex<Vec<MemberStop>>,
+    commands: Mutex<BTreeMap<CommandKey, u64>>,
+}
+
+/// Which commands a member received, from which client (benchmark counters;
+/// mongod has them as `serverStatus.metrics.commands`, without the client).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CommandKey {
+    /// The member's listen address.
+    pub member: String,
+    /// The client's `appName` (`client.application.name` of its handshake).
+    pub app: Option<String>,
+    /// The command's name.
+    pub command: String,
 }
 
 impl Drop for Network {
@@ -93,6 +106,28 @@ impl Network {
 
     fn reg(&self) -> std::sync::MutexGuard<'_, Registry> {
         self.reg.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn count_command(&self, member: &str, app: Option<&str>, command: &str) {
+        let key = CommandKey {
+            member: member.to_string(),
+            app: app.map(str::to_string),
+            command: command.to_string(),
+        };
+        *self
+            .commands
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key)
+            .or_default() += 1;
+    }
+
+    /// How many commands each member received, by client and command, so far.
+    pub fn command_counts(&self) -> BTreeMap<CommandKey, u64> {
+        self.commands
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Starts a member listening on `spec.listen` with the state on `volume`

@@ -1010,3 +1010,33 @@ async fn a_reconfig_waits_until_writes_committed_in_the_previous_config_are_comm
         .await
         .expect("reconfig once committed in this config");
 }
+
+/// The benchmark counters: each command a member receives, by client appName
+/// (the driver's handshake) and command name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_are_counted_by_member_client_and_command() {
+    let set = Set::start(76, 1, |_| {}).await;
+    let host = set.hosts[0].clone();
+    let client = set.direct(&host, "&appName=bench-counter").await;
+    for _ in 0..3 {
+        client
+            .database("admin")
+            .run_command(doc! {"ping": 1})
+            .await
+            .expect("ping");
+    }
+    let counts = set.net.command_counts();
+    let count = |command: &str| {
+        counts
+            .iter()
+            .filter(|(key, _)| {
+                key.member == host
+                    && key.app.as_deref() == Some("bench-counter")
+                    && key.command == command
+            })
+            .map(|(_, n)| *n)
+            .sum::<u64>()
+    };
+    assert_eq!(count("ping"), 3);
+    assert!(count("hello") + count("isMaster") >= 1, "{counts:?}");
+}
