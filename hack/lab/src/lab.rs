@@ -168,6 +168,11 @@ impl Lab {
         Ok(lab)
     }
 
+    /// Where the lab keeps its kubeconfig, logs and state.
+    pub fn state_dir(&self) -> &Path {
+        &self.options.state_dir
+    }
+
     /// The kubeconfig with one context per cluster.
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig

@@ -333,7 +333,8 @@ pub fn request(name: &str, split: &str) -> InstanceRequest {
     }
 }
 
-/// Shows each operator's log when a test fails, then shuts the lab down.
+/// Shows each operator's log when a test fails, then shuts the lab down; its
+/// state directory (logs, kubeconfig) is kept only when the test failed.
 pub async fn finish(lab: Lab, outcome: Result<(), String>) {
     if let Err(message) = &outcome {
         for index in 0..lab.clusters().len() {
@@ -346,8 +347,13 @@ pub async fn finish(lab: Lab, outcome: Result<(), String>) {
             );
         }
         eprintln!("{message}");
+        eprintln!("the lab's logs stay in {}", lab.state_dir().display());
     }
+    let state_dir = lab.state_dir().to_path_buf();
     lab.shutdown().await;
+    if outcome.is_ok() {
+        let _ = std::fs::remove_dir_all(state_dir);
+    }
     if let Err(message) = outcome {
         panic!("{message}");
     }
