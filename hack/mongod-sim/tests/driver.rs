@@ -469,6 +469,26 @@ async fn majority_writes_survive_kills_and_stepdowns() {
     }
 }
 
+/// `replSetGetConfig`'s `commitmentStatus` on `admin` (false on any error).
+async fn commitment_status(admin: &mongodb::Database) -> bool {
+    admin
+        .run_command(doc! {"replSetGetConfig": 1, "commitmentStatus": true})
+        .await
+        .map(|r| r.get_bool("commitmentStatus").unwrap_or(false))
+        .unwrap_or(false)
+}
+
+/// The config `admin`'s member holds.
+async fn current_config(admin: &mongodb::Database) -> Document {
+    admin
+        .run_command(doc! {"replSetGetConfig": 1})
+        .await
+        .unwrap()
+        .get_document("config")
+        .unwrap()
+        .clone()
+}
+
 /// Initiates `set` with a long election timeout (the primary stays in place
 /// while its peers are cut off or lag) and steps its first member up; a direct
 /// client to it.
@@ -504,26 +524,12 @@ async fn reconfig_waits_for_current_config_commit_and_reports_308_after_max_time
     let admin = h1.database("admin");
     assert_eq!(set.primary().as_deref(), Some(set.hosts[0].as_str()));
     expect_code(admin.run_command(doc! {"replSetFreeze": 10}).await, 95).await;
-    let committed = || async {
-        admin
-            .run_command(doc! {"replSetGetConfig": 1, "commitmentStatus": true})
-            .await
-            .map(|r| r.get_bool("commitmentStatus").unwrap_or(false))
-            .unwrap_or(false)
-    };
+    let committed = || commitment_status(&admin);
     wait_until("config committed", committed).await;
 
     set.net.isolate(&set.hosts[1]);
     set.net.isolate(&set.hosts[2]);
-    let current = || async {
-        admin
-            .run_command(doc! {"replSetGetConfig": 1})
-            .await
-            .unwrap()
-            .get_document("config")
-            .unwrap()
-            .clone()
-    };
+    let current = || current_config(&admin);
     let mut forced = current().await;
     forced.insert("version", forced.get_i32("version").unwrap() + 1);
     admin
@@ -946,13 +952,7 @@ async fn a_reconfig_waits_until_writes_committed_in_the_previous_config_are_comm
     let set = Set::start(75, 5, |_| {}).await;
     let h0 = first_member_primary_with_slow_elections(&set).await;
     let admin = h0.database("admin");
-    let committed = || async {
-        admin
-            .run_command(doc! {"replSetGetConfig": 1, "commitmentStatus": true})
-            .await
-            .map(|r| r.get_bool("commitmentStatus").unwrap_or(false))
-            .unwrap_or(false)
-    };
+    let committed = || commitment_status(&admin);
     wait_until("config committed", committed).await;
 
     // h1 and h2 stop replicating: a majority write lands on h0, h3, h4.
@@ -966,15 +966,7 @@ async fn a_reconfig_waits_until_writes_committed_in_the_previous_config_are_comm
         .expect("majority write on h0, h3, h4");
 
     // Remove h4: in the new config the write is on h0 and h3, two of four voters.
-    let current = || async {
-        admin
-            .run_command(doc! {"replSetGetConfig": 1})
-            .await
-            .unwrap()
-            .get_document("config")
-            .unwrap()
-            .clone()
-    };
+    let current = || current_config(&admin);
     let mut without_h4 = current().await;
     let members: Vec<Bson> = without_h4
         .get_array("members")
