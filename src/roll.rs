@@ -16,7 +16,9 @@
 //!    revision and which MongoDB version it runs (the member reports);
 //! 2. takes the lease for one outdated local member — secondaries and the
 //!    arbiter first, the primary last and only once every other member reports
-//!    being up to date — only while every member of the set is healthy
+//!    being up to date on the same revision (a cluster still on another one
+//!    has most likely not got the change yet: waited for, at most
+//!    [`REVISION_PROPAGATION_GRACE_MILLIS`]) — only while every member of the set is healthy
 //!    (PRIMARY, SECONDARY or ARBITER), caught up, and no lease is held (or the
 //!    held one expired);
 //! 3. holding the lease (renewed by every step it takes), steps the member down
@@ -37,6 +39,11 @@ use crate::replset::MemberState;
 pub const LEASE_TTL_MILLIS: i64 = 5 * 60 * 1000;
 /// How far behind the primary a secondary may be and still count as caught up.
 pub const CAUGHT_UP_LAG_SECS: i64 = 5;
+/// How long the primary's restart waits, from its own new revision, for a
+/// member whose cluster still publishes another revision: a change reaches
+/// the clusters one after the other. Past it the difference is taken for a
+/// deliberate per-cluster one and the primary goes.
+pub const REVISION_PROPAGATION_GRACE_MILLIS: i64 = 60 * 1000;
 
 /// The set-wide restart lease, as stored in the replica set.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,6 +83,12 @@ pub struct MemberReport {
     pub up_to_date: bool,
     /// The MongoDB version it runs (`MAJOR.MINOR.PATCH`), when known.
     pub version: Option<String>,
+    /// Its StatefulSet's revision (`None` from operators that predate it):
+    /// the same in every cluster once a change has reached them all.
+    pub revision: Option<String>,
+    /// Since when (Unix milliseconds, the publisher's clock) it publishes
+    /// that revision.
+    pub revision_since_millis: Option<i64>,
 }
 
 /// One local member, as the roll sees it.
@@ -114,14 +127,21 @@ impl LocalPod {
         })
     }
 
-    /// What this cluster publishes about it.
-    pub fn report(&self) -> MemberReport {
+    /// What this cluster publishes about it at `now`, given what it
+    /// published before (which says since when it has had its revision).
+    pub fn report(&self, previous: Option<&MemberReport>, now_millis: i64) -> MemberReport {
+        let revision_since_millis = previous
+            .filter(|p| p.revision.as_deref() == Some(&self.desired_revision))
+            .and_then(|p| p.revision_since_millis)
+            .unwrap_or(now_millis);
         MemberReport {
             up_to_date: self
                 .pod
                 .as_ref()
                 .is_some_and(|pod| pod.revision.as_deref() == Some(&self.desired_revision)),
             version: self.version.clone(),
+            revision: Some(self.desired_revision.clone()),
+            revision_since_millis: Some(revision_since_millis),
         }
     }
 }
@@ -242,6 +262,19 @@ pub enum RollWait {
         primary: MemberAddress,
         member: MemberAddress,
     },
+    /// The primary is restarted last: another member's cluster has not got
+    /// the change yet (it publishes another revision).
+    #[error(
+        "the primary {primary} restarts last; {member}'s cluster has not got the change yet \
+         (it publishes revision {revision}; waited {waited_secs} s of at most {} s)",
+        REVISION_PROPAGATION_GRACE_MILLIS / 1000
+    )]
+    ChangeNotEverywhereYet {
+        primary: MemberAddress,
+        member: MemberAddress,
+        revision: String,
+        waited_secs: i64,
+    },
     /// The featureCompatibilityVersion is raised once every member runs the
     /// requested release on an up-to-date pod.
     #[error("featureCompatibilityVersion {requested} waits for {member}: {why}")]
@@ -324,6 +357,9 @@ pub fn plan_roll(input: &RollInput) -> RollStep {
                     member,
                 },
             };
+        }
+        if let Some(reason) = change_not_everywhere_yet(input, candidate) {
+            return RollStep::Wait { reason };
         }
     }
     if let Err(reason) = set_healthy_but(input, Some(&candidate.address)) {
@@ -471,6 +507,40 @@ fn first_outdated_elsewhere(input: &RollInput, primary: &MemberAddress) -> Optio
         .filter(|host| *host != primary)
         .find(|host| input.reports.get(*host).is_some_and(|r| !r.up_to_date))
         .cloned()
+}
+
+/// A member of the config, other than the outdated `primary`, whose cluster
+/// publishes another revision than `primary`'s, while the grace since
+/// `primary`'s own revision was first published lasts: that cluster has most
+/// likely not got the change yet, and its member would restart after the
+/// primary (one election more).
+fn change_not_everywhere_yet(input: &RollInput, primary: &LocalPod) -> Option<RollWait> {
+    let desired = &primary.desired_revision;
+    let since = input
+        .reports
+        .get(&primary.address)
+        .filter(|own| own.revision.as_ref() == Some(desired))
+        .and_then(|own| own.revision_since_millis)
+        .unwrap_or(input.now_millis);
+    let waited = input.now_millis.saturating_sub(since);
+    if waited >= REVISION_PROPAGATION_GRACE_MILLIS {
+        return None;
+    }
+    input
+        .set
+        .config
+        .members
+        .iter()
+        .filter(|m| m.host != primary.address)
+        .find_map(|m| {
+            let revision = input.reports.get(&m.host)?.revision.as_ref()?;
+            (revision != desired).then(|| RollWait::ChangeNotEverywhereYet {
+                primary: primary.address.clone(),
+                member: m.host.clone(),
+                revision: revision.clone(),
+                waited_secs: waited / 1000,
+            })
+        })
 }
 
 /// Every member of the config (but `restarting`) is healthy and caught up,

@@ -108,7 +108,7 @@ pub async fn roll(
         unix_millis(),
     );
     for member in &input.local {
-        let report = member.report();
+        let report = member.report(input.reports.get(&member.address), input.now_millis);
         if input.reports.get(&member.address) == Some(&report) {
             continue;
         }

@@ -6,7 +6,8 @@
 //! featureCompatibilityVersion.
 //!
 //! Documents: `{_id: "lease", member, primary, acquiredAt, expiresAt}` (times
-//! in Unix milliseconds) and `{_id: "member/<host:port>", upToDate, version}`.
+//! in Unix milliseconds) and `{_id: "member/<host:port>", upToDate, version, revision,
+//! revisionSince}`.
 //! The lease is taken by an insert (a duplicate `_id` means somebody holds
 //! it); renewed and released only by updates and deletes whose filter names
 //! its taking (member and acquiredAt), and taken over only by an update whose
@@ -60,6 +61,8 @@ impl MongoGateway {
                 let report = MemberReport {
                     up_to_date: document.get_bool("upToDate").unwrap_or(false),
                     version: document.get_str("version").ok().map(str::to_owned),
+                    revision: document.get_str("revision").ok().map(str::to_owned),
+                    revision_since_millis: integer(document.get("revisionSince")),
                 };
                 state.reports.insert(member, report);
             }
@@ -155,11 +158,19 @@ impl MongoGateway {
     ) -> Result<(), MongoError> {
         let id = format!("{REPORT_PREFIX}{member}");
         let version = report.version.clone().map_or(Bson::Null, Bson::String);
+        let revision = report.revision.clone().map_or(Bson::Null, Bson::String);
+        let since = report.revision_since_millis.map_or(Bson::Null, Bson::Int64);
         let command = doc! {
             "update": COLLECTION,
             "updates": [{
                 "q": {"_id": &id},
-                "u": {"_id": &id, "upToDate": report.up_to_date, "version": version},
+                "u": {
+                    "_id": &id,
+                    "upToDate": report.up_to_date,
+                    "version": version,
+                    "revision": revision,
+                    "revisionSince": since,
+                },
                 "upsert": true,
             }],
             "writeConcern": majority(),

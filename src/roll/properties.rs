@@ -215,7 +215,8 @@ impl Model {
     /// Publishes `c`'s member reports (the controller does it every pass).
     fn publish(&mut self, input: &RollInput) {
         for member in &input.local {
-            self.reports.insert(member.address.clone(), member.report());
+            let report = member.report(self.reports.get(&member.address), input.now_millis);
+            self.reports.insert(member.address.clone(), report);
         }
     }
 

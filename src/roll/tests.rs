@@ -133,6 +133,8 @@ fn the_primary_waits_until_every_other_member_reports_up_to_date() {
     let up_to_date = MemberReport {
         up_to_date: true,
         version: None,
+        revision: None,
+        revision_since_millis: None,
     };
     let outdated = MemberReport {
         up_to_date: false,
@@ -150,6 +152,59 @@ fn the_primary_waits_until_every_other_member_reports_up_to_date() {
         }
     );
     input.reports.insert(address(3, 30000), up_to_date);
+    let step = plan_roll(&input);
+    assert!(
+        matches!(&step, RollStep::Acquire { lease } if lease.primary),
+        "{step:?}"
+    );
+}
+
+/// The lab's upgrade once restarted the primary first: its cluster got the
+/// change before the others, whose reports still said "up to date" (on the
+/// old revision).
+#[test]
+fn the_primary_waits_for_the_clusters_that_still_publish_another_revision() {
+    let mut input = input();
+    input.local[1].pod.as_mut().unwrap().revision = Some("new".into());
+    let report = |revision: &str, since: i64| MemberReport {
+        up_to_date: true,
+        version: None,
+        revision: Some(revision.into()),
+        revision_since_millis: Some(since),
+    };
+    let primary = input.local[0].clone();
+    let own = primary.report(None, NOW);
+    assert_eq!(own.revision.as_deref(), Some("new"));
+    assert_eq!(own.revision_since_millis, Some(NOW));
+    input.reports.insert(primary.address.clone(), own);
+    input.reports.insert(address(1, 30001), report("new", NOW));
+    input.reports.insert(address(2, 30000), report("new", NOW));
+    input
+        .reports
+        .insert(address(3, 30000), report("old", NOW - 3_600_000));
+    let step = plan_roll(&input);
+    assert!(
+        matches!(&step, RollStep::Wait { reason: RollWait::ChangeNotEverywhereYet { member, waited_secs: 0, .. } } if *member == address(3, 30000)),
+        "{step:?}"
+    );
+
+    // Republished later, the report keeps since when it has had the revision:
+    // past the grace, a difference that stays is taken for a deliberate one.
+    let later = NOW + REVISION_PROPAGATION_GRACE_MILLIS;
+    let own = primary.report(input.reports.get(&primary.address), later);
+    assert_eq!(own.revision_since_millis, Some(NOW));
+    input.now_millis = later;
+    let step = plan_roll(&input);
+    assert!(
+        matches!(&step, RollStep::Acquire { lease } if lease.primary),
+        "{step:?}"
+    );
+
+    // Once that cluster has the change, the primary goes at once.
+    input.now_millis = NOW + 1_000;
+    input
+        .reports
+        .insert(address(3, 30000), report("new", NOW + 500));
     let step = plan_roll(&input);
     assert!(
         matches!(&step, RollStep::Acquire { lease } if lease.primary),
@@ -306,6 +361,8 @@ fn the_fcv_is_raised_only_once_every_data_member_runs_the_release_on_an_up_to_da
     let report = |version: &str, up_to_date| MemberReport {
         up_to_date,
         version: Some(version.into()),
+        revision: Some("new".into()),
+        revision_since_millis: Some(NOW),
     };
     let hosts = [
         address(1, 30000),
