@@ -11,3 +11,5 @@ pub mod karmada;
 pub mod lab;
 pub mod observe;
 pub mod runtime;
+pub mod scenarios;
+pub mod timing;

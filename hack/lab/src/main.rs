@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use kube::Client;
 use lab::controlplane::{
     self, lab_replica_set_settings, ControlPlane, ControlPlaneView, InstanceRequest, LabOnly,
@@ -15,6 +15,7 @@ use lab::controlplane::{
 use lab::fedstate::{Deviations, MultiCloudMongoDB};
 use lab::lab::{Lab, LabOptions};
 use lab::observe;
+use lab::scenarios::{self, Scenario};
 
 #[derive(Parser)]
 #[command(
@@ -120,19 +121,26 @@ enum Command {
         command: Vec<String>,
     },
     /// Measure the operator (release build recommended) and print the figures
-    /// as Markdown for BENCHMARKS.md; scenario `at-rest`: INSTANCES Ready
-    /// instances, nothing changing for IDLE seconds.
+    /// as Markdown for BENCHMARKS.md. Scenario `at-rest`: INSTANCES Ready
+    /// instances, nothing changing for IDLE seconds; the timed scenarios run
+    /// RUNS times, each in a fresh lab, and give the median and the worst.
     Bench {
-        /// Ready instances.
+        /// What to measure.
+        #[arg(long, value_enum, default_value_t = BenchScenario::AtRest)]
+        scenario: BenchScenario,
+        /// Runs of a timed scenario.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Ready instances (at-rest).
         #[arg(long, default_value_t = 5)]
         instances: usize,
-        /// Members per cluster of each instance.
+        /// Members per cluster of each instance (at-rest).
         #[arg(long, default_value = "a=1,b=1,c=1")]
         split: String,
-        /// Seconds to let things settle once every instance is Ready.
+        /// Seconds to let things settle once every instance is Ready (at-rest).
         #[arg(long, default_value_t = 30)]
         settle: u64,
-        /// Seconds without a change, measured.
+        /// Seconds without a change, measured (at-rest).
         #[arg(long, default_value_t = 120)]
         idle: u64,
     },
@@ -145,6 +153,25 @@ enum Command {
         #[arg(long, default_value_t = 300)]
         timeout: u64,
     },
+}
+
+/// What `lab bench` measures.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BenchScenario {
+    /// N Ready instances, nothing changing: what the operators spend.
+    AtRest,
+    /// A scale-out's new member: answering at its address → in the config.
+    Join,
+    /// A change of `spec.members`, a member Service, hostconf or the
+    /// credentials Secret → the operator's first effect.
+    Reaction,
+    /// A scale-in that removes the primary: the longest time without one.
+    NoPrimary,
+    /// A 2+2+1 instance from its objects written to Ready everywhere.
+    Convergence,
+    /// Join, reaction, no-primary and convergence, then FedState's designed
+    /// waits beside them.
+    Timed,
 }
 
 /// The clusters of a running lab, as `up` records them.
@@ -281,25 +308,63 @@ async fn main() -> Result<()> {
             println!("{}", lab::faults::send(&state_dir, &command).await?)
         }
         Command::Bench {
+            scenario,
+            runs,
             instances,
             split,
             settle,
             idle,
         } => {
-            let lab = start(&state_dir, cli.number, 3).await?;
-            let measured = lab::bench::at_rest(
-                &lab,
-                instances,
-                &split,
-                Duration::from_secs(settle),
-                Duration::from_secs(idle),
-            )
-            .await;
-            lab.shutdown().await;
+            let build = "eval \"$(hack/test-tools.sh)\" && MMO_REQUIRE_TOOLS=1 cargo build --release --bin mongodb-member-operator && cargo build --release -p lab --bin lab && target/release/lab";
+            let timed = match scenario {
+                BenchScenario::AtRest => {
+                    let lab = start(&state_dir, cli.number, 3).await?;
+                    let measured = lab::bench::at_rest(
+                        &lab,
+                        instances,
+                        &split,
+                        Duration::from_secs(settle),
+                        Duration::from_secs(idle),
+                    )
+                    .await;
+                    lab.shutdown().await;
+                    let command = format!(
+                        "{build} bench --instances {instances} --split {split} --settle {settle} --idle {idle}"
+                    );
+                    println!("{}", measured?.markdown(&command));
+                    return Ok(());
+                }
+                BenchScenario::Join => vec![Scenario::Join],
+                BenchScenario::Reaction => vec![Scenario::Reaction],
+                BenchScenario::NoPrimary => vec![Scenario::NoPrimary],
+                BenchScenario::Convergence => vec![Scenario::Convergence],
+                BenchScenario::Timed => vec![
+                    Scenario::Join,
+                    Scenario::Reaction,
+                    Scenario::NoPrimary,
+                    Scenario::Convergence,
+                ],
+            };
             let command = format!(
-                "eval \"$(hack/test-tools.sh)\" && MMO_REQUIRE_TOOLS=1 cargo build --release --bin mongodb-member-operator && cargo build --release -p lab --bin lab && target/release/lab bench --instances {instances} --split {split} --settle {settle} --idle {idle}"
+                "{build} --state-dir {} --number {} bench --scenario {} --runs {runs}",
+                cli.state_dir.display(),
+                cli.number,
+                scenario
+                    .to_possible_value()
+                    .context("every scenario has a name")?
+                    .get_name()
             );
-            println!("{}", measured?.markdown(&command));
+            let options = lab_options(&state_dir, cli.number, 3)?;
+            let mut measured = Vec::new();
+            for scenario in timed {
+                let outcome = scenarios::run(&options, scenario, runs).await?;
+                println!("{}", outcome.markdown(&command));
+                measured.push((scenario, outcome));
+            }
+            if measured.len() > 1 {
+                let measured: Vec<_> = measured.iter().map(|(s, t)| (*s, t)).collect();
+                println!("{}", scenarios::fedstate_waits(&measured, &command));
+            }
         }
         Command::Demo {
             exit_when_ready,
@@ -366,13 +431,18 @@ async fn demo(
     outcome.map(drop)
 }
 
-async fn start(state_dir: &Path, number: u8, clusters: usize) -> Result<Lab> {
+/// The lab's options for this checkout.
+fn lab_options(state_dir: &Path, number: u8, clusters: usize) -> Result<LabOptions> {
     let repo = repo_root()?;
     let mut options = LabOptions::for_checkout(&repo)?;
     options.number = number;
     options.state_dir = state_dir.to_path_buf();
     options.clusters = clusters;
-    let lab = Lab::start(options).await?;
+    Ok(options)
+}
+
+async fn start(state_dir: &Path, number: u8, clusters: usize) -> Result<Lab> {
+    let lab = Lab::start(lab_options(state_dir, number, clusters)?).await?;
     let records: Vec<ClusterRecord> = lab
         .clusters()
         .iter()

@@ -1,18 +1,28 @@
 //! Reading the lab's state back: what every cluster's `MongoDB` status says, the
 //! readiness criterion of the demo and the tests, the human table of
-//! `lab status`, and samples of the replica set's members taken straight from
-//! the simulator ([`SetSampler`]), not through any operator.
+//! `lab status`, samples taken on a thread of their own ([`Sampler`]), of the
+//! replica set's members straight from the simulator ([`SetSampler`]), not
+//! through any operator, a member StatefulSet's pod template revision, and
+//! the one change the tests and benchmarks make to a set themselves: making a
+//! member PRIMARY ([`make_primary`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
 use mongod_sim::{MemberState, Network};
+use mongodb::bson::doc;
+use mongodb::options::{ClientOptions, Credential, ServerAddress};
 use mongodb_member_operator::api::{MongoDB, MongoState};
+use mongodb_member_operator::build::statefulset::REVISION_ANNOTATION;
 
 use crate::controlplane::{ControlPlane, Split};
+use crate::lab::Lab;
 
 /// One cluster's view of an instance.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -257,24 +267,24 @@ pub fn sample_set(network: &Network, hosts: &[String]) -> SetSample {
     }
 }
 
-/// Samples the set on its own thread (so that a busy async runtime cannot
-/// stretch the interval) every `every` until stopped.
-pub struct SetSampler {
-    samples: Arc<Mutex<Vec<SetSample>>>,
+/// Takes a sample every `every` on a thread of its own (so that a busy async
+/// runtime cannot stretch the interval) until stopped.
+pub struct Sampler<T> {
+    samples: Arc<Mutex<Vec<T>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl SetSampler {
-    /// Starts sampling `hosts` on `network`.
-    pub fn start(network: Arc<Network>, hosts: Vec<String>, every: Duration) -> SetSampler {
+impl<T: Clone + Send + 'static> Sampler<T> {
+    /// Starts sampling with `take`.
+    pub fn start(every: Duration, take: impl Fn() -> T + Send + 'static) -> Sampler<T> {
         let samples = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (samples, stop) = (samples.clone(), stop.clone());
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
-                    let sample = sample_set(&network, &hosts);
+                    let sample = take();
                     samples
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
@@ -283,7 +293,7 @@ impl SetSampler {
                 }
             })
         };
-        SetSampler {
+        Sampler {
             samples,
             stop,
             thread: Some(thread),
@@ -291,7 +301,7 @@ impl SetSampler {
     }
 
     /// The latest sample.
-    pub fn latest(&self) -> Option<SetSample> {
+    pub fn latest(&self) -> Option<T> {
         self.samples
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -300,7 +310,7 @@ impl SetSampler {
     }
 
     /// Every sample so far.
-    pub fn samples(&self) -> Vec<SetSample> {
+    pub fn samples(&self) -> Vec<T> {
         self.samples
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -308,11 +318,13 @@ impl SetSampler {
     }
 
     /// Stops sampling; returns every sample.
-    pub fn stop(&mut self) -> Vec<SetSample> {
+    pub fn stop(&mut self) -> Vec<T> {
         self.halt();
         self.samples()
     }
+}
 
+impl<T> Sampler<T> {
     fn halt(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
@@ -321,9 +333,104 @@ impl SetSampler {
     }
 }
 
-impl Drop for SetSampler {
+impl<T> Drop for Sampler<T> {
     fn drop(&mut self) {
         self.halt();
+    }
+}
+
+/// Samples the set ([`sample_set`]) on its own thread until stopped.
+pub struct SetSampler(Sampler<SetSample>);
+
+impl SetSampler {
+    /// Starts sampling `hosts` on `network`.
+    pub fn start(network: Arc<Network>, hosts: Vec<String>, every: Duration) -> SetSampler {
+        SetSampler(Sampler::start(every, move || sample_set(&network, &hosts)))
+    }
+
+    /// The latest sample.
+    pub fn latest(&self) -> Option<SetSample> {
+        self.0.latest()
+    }
+
+    /// Every sample so far.
+    pub fn samples(&self) -> Vec<SetSample> {
+        self.0.samples()
+    }
+
+    /// Stops sampling; returns every sample.
+    pub fn stop(&mut self) -> Vec<SetSample> {
+        self.0.stop()
+    }
+}
+
+/// The pod template revision (`middleware.fedstate.io/revision`) of a member
+/// StatefulSet.
+pub fn template_revision(stateful_set: &StatefulSet) -> Option<String> {
+    stateful_set
+        .spec
+        .as_ref()?
+        .template
+        .metadata
+        .as_ref()?
+        .annotations
+        .as_ref()?
+        .get(REVISION_ANNOTATION)
+        .cloned()
+}
+
+/// Makes `host` PRIMARY (`replSetStepUp` through the Rust driver, as the
+/// root user of `<name>-credentials` in the first cluster that has it) and
+/// waits until `hello` says it is.
+pub async fn make_primary(lab: &Lab, name: &str, host: &str) -> Result<()> {
+    let mut secret = None;
+    for cluster in lab.clusters() {
+        secret = Api::<Secret>::namespaced(cluster.client.clone(), "default")
+            .get_opt(&format!("{name}-credentials"))
+            .await?;
+        if secret.is_some() {
+            break;
+        }
+    }
+    let data = secret
+        .with_context(|| format!("no cluster has {name}-credentials"))?
+        .data
+        .unwrap_or_default();
+    let text = |key: &str| {
+        data.get(key)
+            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+            .with_context(|| format!("the credentials Secret has no {key}"))
+    };
+    let options = ClientOptions::builder()
+        .hosts(vec![ServerAddress::parse(host)?])
+        .direct_connection(true)
+        .credential(
+            Credential::builder()
+                .username(text("username")?)
+                .password(text("password")?)
+                .source("admin".to_string())
+                .build(),
+        )
+        .server_selection_timeout(Duration::from_secs(10))
+        .build();
+    let client = mongodb::Client::with_options(options)?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let _ = client
+            .database("admin")
+            .run_command(doc! {"replSetStepUp": 1})
+            .await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let hello = client
+            .database("admin")
+            .run_command(doc! {"hello": 1})
+            .await?;
+        if hello.get_bool("isWritablePrimary").unwrap_or(false) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{host} did not become primary");
+        }
     }
 }
 

@@ -362,7 +362,7 @@ impl Roll {
                 .get_opt(&member.stateful_set)
                 .await
                 .map_err(fail("StatefulSet"))?
-                .and_then(|s| template_revision(&s));
+                .and_then(|s| observe::template_revision(&s));
             let pod = pods.get_opt(&member.pod()).await.map_err(fail("Pod"))?;
             let running = pod.as_ref().and_then(pod_revision);
             let ready = pod.as_ref().is_some_and(pod_ready);
@@ -662,19 +662,6 @@ fn longest_write_gap(
     longest
 }
 
-fn template_revision(stateful_set: &StatefulSet) -> Option<String> {
-    stateful_set
-        .spec
-        .as_ref()?
-        .template
-        .metadata
-        .as_ref()?
-        .annotations
-        .as_ref()?
-        .get(REVISION_ANNOTATION)
-        .cloned()
-}
-
 fn pod_revision(pod: &Pod) -> Option<String> {
     pod.metadata
         .annotations
@@ -699,7 +686,7 @@ async fn revisions(lab: &Lab, members: &[Member]) -> Result<Revisions, String> {
             .get_opt(&member.stateful_set)
             .await
             .map_err(fail("StatefulSet"))?
-            .and_then(|s| template_revision(&s));
+            .and_then(|s| observe::template_revision(&s));
         found.insert((member.cluster, member.stateful_set.clone()), revision);
     }
     Ok(found)
@@ -762,7 +749,7 @@ async fn rolled_status(lab: &Lab, name: &str) -> Result<Result<(), String>, Stri
                 .get_opt(stateful_set)
                 .await
                 .map_err(fail("StatefulSet"))?
-                .and_then(|s| template_revision(&s));
+                .and_then(|s| observe::template_revision(&s));
             let reported = member["revision"].as_str();
             if reported.is_none() || reported != desired.as_deref() {
                 wrong.push(format!(

@@ -158,26 +158,9 @@ pub async fn member_host(
 
 /// Makes `host` the primary (replSetStepUp on it) and waits until it is.
 pub async fn make_primary(lab: &Lab, name: &str, host: &str) -> Outcome {
-    let client = mongo(lab, name, &[host.to_string()], true).await?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let _ = client
-            .database("admin")
-            .run_command(doc! {"replSetStepUp": 1})
-            .await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let hello = client
-            .database("admin")
-            .run_command(doc! {"hello": 1})
-            .await
-            .map_err(fail("hello"))?;
-        if hello.get_bool("isWritablePrimary").unwrap_or(false) {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(format!("{host} did not become primary"));
-        }
-    }
+    lab::observe::make_primary(lab, name, host)
+        .await
+        .map_err(|error| format!("{error:#}"))
 }
 
 /// Every host in `status.replset` of the first cluster's object.
