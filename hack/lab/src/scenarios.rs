@@ -93,6 +93,18 @@ pub enum Scenario {
     Convergence,
 }
 
+impl Scenario {
+    /// The name of the instance the scenario applies.
+    fn instance(self) -> &'static str {
+        match self {
+            Scenario::Join => "join",
+            Scenario::Reaction => "react",
+            Scenario::NoPrimary => "step",
+            Scenario::Convergence => "demo",
+        }
+    }
+}
+
 /// Runs `scenario` `runs` times, each in a fresh lab started with `options`.
 /// A run that fails is counted as one without figures and its error noted.
 pub async fn run(options: &LabOptions, scenario: Scenario, runs: usize) -> Result<Timed> {
@@ -132,7 +144,22 @@ pub async fn run(options: &LabOptions, scenario: Scenario, runs: usize) -> Resul
             Scenario::Convergence => convergence(&lab).await,
         };
         pruner.abort();
+        // The control plane's objects outlive the lab (one Karmada API server
+        // per set of clusters in this process, and the next run's clusters
+        // have the same names and addresses): the instance goes with its run.
+        let control_plane = lab.control_plane();
+        let deleted = control_plane.delete(NAMESPACE, scenario.instance()).await;
+        let forgotten = control_plane
+            .multicloudmongodb(NAMESPACE, scenario.instance())
+            .await
+            .is_none();
         lab.shutdown().await;
+        deleted.context("deleting the run's instance")?;
+        ensure!(
+            forgotten,
+            "the control plane kept {} after deleting it",
+            scenario.instance()
+        );
         match figures {
             Ok(figures) => {
                 eprintln!("run {run}/{runs}: {figures:?}");
@@ -201,7 +228,7 @@ fn join_rows() -> Vec<Row> {
 
 async fn join(lab: &Lab) -> Result<Figures> {
     let control_plane = lab.control_plane();
-    let name = "join";
+    let name = Scenario::Join.instance();
     let before_split = Split::parse("a=1,b=1,c=1")?;
     let after_split = Split::parse("a=2,b=1,c=1")?;
     control_plane
@@ -281,7 +308,7 @@ fn reaction_rows() -> Vec<Row> {
 
 async fn reaction(lab: &Lab) -> Result<Figures> {
     let control_plane = lab.control_plane();
-    let name = "react";
+    let name = Scenario::Reaction.instance();
     let a = &lab.clusters()[0];
     let mongodbs = Recorder::<MongoDB>::start(Api::namespaced(a.client.clone(), NAMESPACE));
     let stateful_sets =
@@ -625,7 +652,7 @@ fn no_primary_rows() -> Vec<Row> {
 
 async fn no_primary(lab: &Lab) -> Result<Figures> {
     let control_plane = lab.control_plane();
-    let name = "step";
+    let name = Scenario::NoPrimary.instance();
     let split = Split::parse("a=2,b=2,c=1")?;
     control_plane.apply(&request(name, &split)).await?;
     ready_at(&control_plane, name, &split).await?;
@@ -747,7 +774,7 @@ struct PodTimes {
 
 async fn convergence(lab: &Lab) -> Result<Figures> {
     let control_plane = lab.control_plane();
-    let name = "demo";
+    let name = Scenario::Convergence.instance();
     let split = Split::parse("a=2,b=2,c=1")?;
     let pods: Vec<Recorder<Pod>> = lab
         .clusters()
