@@ -770,3 +770,49 @@ fn truncate(mut text: String, limit: usize) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+    use crate::api::MongoDBStatus;
+    use crate::build::fixtures;
+
+    #[test]
+    fn a_status_write_alone_does_not_wake_a_pass_and_the_rest_does() {
+        let mongodb = fixtures::mongodb();
+        let before = desired_state(&mongodb);
+        let mut status_only = mongodb.clone();
+        status_only.status = Some(MongoDBStatus {
+            state: Some(crate::api::MongoState::Running),
+            ..MongoDBStatus::default()
+        });
+        status_only.metadata.resource_version = Some("999".into());
+        assert_eq!(desired_state(&status_only), before);
+
+        let changes: [fn(&mut MongoDB); 5] = [
+            |m| m.metadata.generation = Some(m.metadata.generation.unwrap_or(1) + 1),
+            |m| {
+                m.annotations_mut().insert(
+                    "middleware.fedstate.io/disaster-recovery".into(),
+                    "two clusters lost".into(),
+                );
+            },
+            |m| {
+                m.labels_mut()
+                    .insert("example.com/team".into(), "db".into());
+            },
+            |m| m.finalizers_mut().push(FINALIZER.into()),
+            |m| {
+                m.metadata.deletion_timestamp =
+                    Some(Time(k8s_openapi::jiff::Timestamp::from_second(1).unwrap()))
+            },
+        ];
+        for (index, change) in changes.iter().enumerate() {
+            let mut changed = mongodb.clone();
+            change(&mut changed);
+            assert_ne!(desired_state(&changed), before, "change {index}");
+        }
+    }
+}
