@@ -4,7 +4,7 @@
 //! FedState does not label it with the instance), the custom config
 //! ConfigMap, and the StatefulSets and pods this operator runs — and returns
 //! them as read. All but the Secrets come from the watch caches
-//! ([`super::caches`]): a pass lists nothing. Checking them is the pure
+//! ([`mod@super::caches`]): a pass lists nothing. Checking them is the pure
 //! `validate` stage's work.
 
 use k8s_openapi::api::core::v1::Secret;

@@ -8,8 +8,11 @@
 //! the crate ([`crate::validate`], [`crate::build`], [`crate::plan_input`],
 //! [`crate::planner`], [`crate::status`]). One replica-set step per pass; the
 //! next pass is triggered by the change it caused (watched objects) or by a
-//! short requeue while MongoDB converges. The [`finalizer`] keeps a deleted
-//! object until this cluster's members have left the set.
+//! short requeue while MongoDB converges; a status write alone wakes nothing
+//! (`desired_state`). Passes read Kubernetes objects from the watches'
+//! caches (`caches`) and write only what differs: at rest they send the API
+//! server nothing. The [`finalizer`] keeps a deleted object until this
+//! cluster's members have left the set.
 
 mod act;
 mod apply;
@@ -317,8 +320,14 @@ pub async fn run(
         .shutdown_on_signal()
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "reconcile ended with an error");
+            match result {
+                // A watch that fails (e.g. a permission the Role lacks) keeps
+                // the caches unlisted and every pass waiting: say so.
+                Err(kube::runtime::controller::Error::QueueError(error)) => {
+                    tracing::warn!(%error, "a watch failed; retrying")
+                }
+                Err(error) => tracing::debug!(%error, "reconcile ended with an error"),
+                Ok(_) => {}
             }
         })
         .await;
