@@ -2,15 +2,15 @@
 //! refers to — the hostconf ConfigMap, the credentials Secret, the propagated
 //! member Services (by the instance label, and the arbiter's by its name, as
 //! FedState does not label it with the instance), the custom config
-//! ConfigMap, and the StatefulSets and pods
-//! this operator runs — and returns them as read. Checking them is the pure
+//! ConfigMap, and the StatefulSets and pods this operator runs — and returns
+//! them as read. All but the Secrets come from the watch caches
+//! ([`mod@super::caches`]): a pass lists nothing. Checking them is the pure
 //! `validate` stage's work.
 
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
-use kube::api::ListParams;
+use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client, ResourceExt};
 
+use super::caches::{labelled, named, Caches};
 use crate::api::{MongoDB, INSTANCE_LABEL};
 use crate::build::names;
 use crate::validate::ReferencedObjects;
@@ -31,71 +31,50 @@ pub struct DereferenceError {
 /// `validate` to say.
 pub async fn dereference(
     client: &Client,
+    caches: &Caches,
     mongodb: &MongoDB,
 ) -> Result<ReferencedObjects, DereferenceError> {
     let namespace = mongodb.namespace().unwrap_or_default();
     let instance = mongodb.name_any();
-    let failed = |what: String| move |source| DereferenceError { what, source };
+    let secrets = Api::<Secret>::namespaced(client.clone(), &namespace);
+    let get_secret = |name: String| {
+        let secrets = secrets.clone();
+        async move {
+            secrets
+                .get_opt(&name)
+                .await
+                .map_err(|source| DereferenceError {
+                    what: format!("Secret {name}"),
+                    source,
+                })
+        }
+    };
+    let config_map =
+        |name: &str| named(&caches.config_maps, &namespace, name).map(|c| (*c).clone());
 
     let hostconf_name = names::hostconf(&instance, mongodb.spec.member_config_ref.as_deref());
-    let hostconf = Api::<ConfigMap>::namespaced(client.clone(), &namespace)
-        .get_opt(&hostconf_name)
-        .await
-        .map_err(failed(format!("ConfigMap {hostconf_name}")))?;
-
+    let hostconf = config_map(&hostconf_name);
     let credentials_secret = match &mongodb.spec.credentials_secret_ref {
-        Some(reference) => Api::<Secret>::namespaced(client.clone(), &namespace)
-            .get_opt(&reference.name)
-            .await
-            .map_err(failed(format!("Secret {}", reference.name)))?,
+        Some(reference) => get_secret(reference.name.clone()).await?,
         None => None,
     };
-
-    let selector = ListParams::default().labels(&format!("{INSTANCE_LABEL}={instance}"));
-    let services_api = Api::<Service>::namespaced(client.clone(), &namespace);
-    let mut services = services_api
-        .list(&selector)
-        .await
-        .map_err(failed("the member Services".to_string()))?
-        .items;
+    let mut services = labelled(&caches.services, &namespace, INSTANCE_LABEL, &instance);
     // FedState's arbiter Service carries `app` but not the instance label.
     let arbiter = names::arbiter(&instance);
     if !services.iter().any(|s| s.name_any() == arbiter) {
-        let found = services_api
-            .get_opt(&arbiter)
-            .await
-            .map_err(failed(format!("Service {arbiter}")))?;
-        services.extend(found);
+        services.extend(named(&caches.services, &namespace, &arbiter).map(|s| (*s).clone()));
     }
-    let stateful_sets = Api::<StatefulSet>::namespaced(client.clone(), &namespace)
-        .list(&selector)
-        .await
-        .map_err(failed("the member StatefulSets".to_string()))?
-        .items;
-    let pods = Api::<Pod>::namespaced(client.clone(), &namespace)
-        .list(&selector)
-        .await
-        .map_err(failed("the member pods".to_string()))?
-        .items;
-
-    let custom_config = match &mongodb.spec.custom_config_ref {
-        Some(name) => Api::<ConfigMap>::namespaced(client.clone(), &namespace)
-            .get_opt(name)
-            .await
-            .map_err(failed(format!("ConfigMap {name}")))?,
-        None => None,
-    };
-
+    let stateful_sets = labelled(&caches.stateful_sets, &namespace, INSTANCE_LABEL, &instance);
+    let pods = labelled(&caches.pods, &namespace, INSTANCE_LABEL, &instance);
+    let custom_config = mongodb
+        .spec
+        .custom_config_ref
+        .as_deref()
+        .and_then(config_map);
     // Leaving must not need the shared credentials: the operator's own
     // clusterAdmin user can take this cluster's members out.
     let operator_credentials = match mongodb.metadata.deletion_timestamp {
-        Some(_) => {
-            let name = names::admin_credentials_secret(&instance);
-            Api::<Secret>::namespaced(client.clone(), &namespace)
-                .get_opt(&name)
-                .await
-                .map_err(failed(format!("Secret {name}")))?
-        }
+        Some(_) => get_secret(names::admin_credentials_secret(&instance)).await?,
         None => None,
     };
 
@@ -113,23 +92,20 @@ pub async fn dereference(
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::Service;
-    use kube::api::PostParams;
+    use kube::runtime::watcher;
     use serde_json::json;
 
     use super::*;
     use crate::build::fixtures;
+    use crate::controller::caches::caches;
     use crate::controller::test_cluster;
 
-    async fn create_service(client: &Client, name: &str, labels: serde_json::Value) {
-        let service: Service = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": labels},
+    fn service(name: &str, labels: serde_json::Value) -> Service {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": fixtures::NAMESPACE, "labels": labels},
             "spec": {"type": "NodePort", "selector": {"app": name}, "ports": [{"name": "mongo", "port": 27017, "targetPort": 27017}]},
         }))
-        .unwrap();
-        Api::<Service>::namespaced(client.clone(), fixtures::NAMESPACE)
-            .create(&PostParams::default(), &service)
-            .await
-            .expect("the Service is created");
+        .unwrap()
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,26 +113,28 @@ mod tests {
         // FedState labels member Services with the instance label and `app`, but
         // the arbiter Service only with `app` (pkg/driver/k8s/label.go).
         let (_server, client) = test_cluster::start().await;
+        let (caches, mut writers, _synced) = caches();
+        let services = [
+            service(
+                "demo-mongodb-0",
+                json!({"app.kubernetes.io/instance": "demo", "app": "demo-mongodb-0"}),
+            ),
+            service(
+                "demo-mongodb-arbiter",
+                json!({"app": "demo-mongodb-arbiter"}),
+            ),
+            service(
+                "other-mongodb-arbiter",
+                json!({"app": "other-mongodb-arbiter"}),
+            ),
+        ];
+        for service in services {
+            writers
+                .services
+                .apply_watcher_event(&watcher::Event::Apply(service));
+        }
         let mongodb = fixtures::mongodb();
-        create_service(
-            &client,
-            "demo-mongodb-0",
-            json!({"app.kubernetes.io/instance": "demo", "app": "demo-mongodb-0"}),
-        )
-        .await;
-        create_service(
-            &client,
-            "demo-mongodb-arbiter",
-            json!({"app": "demo-mongodb-arbiter"}),
-        )
-        .await;
-        create_service(
-            &client,
-            "other-mongodb-arbiter",
-            json!({"app": "other-mongodb-arbiter"}),
-        )
-        .await;
-        let referenced = dereference(&client, &mongodb).await.unwrap();
+        let referenced = dereference(&client, &caches, &mongodb).await.unwrap();
         let mut names: Vec<String> = referenced.services.iter().map(|s| s.name_any()).collect();
         names.sort();
         assert_eq!(names, ["demo-mongodb-0", "demo-mongodb-arbiter"]);

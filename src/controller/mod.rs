@@ -8,11 +8,15 @@
 //! the crate ([`crate::validate`], [`crate::build`], [`crate::plan_input`],
 //! [`crate::planner`], [`crate::status`]). One replica-set step per pass; the
 //! next pass is triggered by the change it caused (watched objects) or by a
-//! short requeue while MongoDB converges. The [`finalizer`] keeps a deleted
-//! object until this cluster's members have left the set.
+//! short requeue while MongoDB converges; a status write alone wakes nothing
+//! (`desired_state`). Passes read Kubernetes objects from the watches'
+//! caches (`caches`) and write only what differs: at rest they send the API
+//! server nothing. The [`finalizer`] keeps a deleted object until this
+//! cluster's members have left the set.
 
 mod act;
 mod apply;
+mod caches;
 mod dereference;
 pub mod finalizer;
 mod observe;
@@ -26,16 +30,18 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use std::hash::{DefaultHasher, Hash, Hasher};
+
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{PartialObjectMeta, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{watcher, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, Controller, WatchStreamExt};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use crate::api::{MongoDB, RecoveryStatus, INSTANCE_LABEL};
@@ -52,7 +58,8 @@ use crate::status::{
 use crate::telemetry::{InstanceGauges, Metrics};
 use crate::validate::{validate, InvalidInput, Validated};
 use act::{act, ActError};
-use apply::apply;
+use apply::{apply, Written};
+use caches::{caches, reflect, Caches};
 use dereference::{dereference, DereferenceError};
 use finalizer::{FinalizerError, Phase};
 use observe::{dropped_members, observe};
@@ -75,6 +82,8 @@ const AFTER_FAILURE: Duration = Duration::from_secs(5);
 /// Shared state of the controller.
 pub struct Context {
     client: Client,
+    caches: Caches,
+    written: Written,
     gateway: MongoGateway,
     metrics: Arc<Metrics>,
     recorder: Recorder,
@@ -124,8 +133,8 @@ enum Notice {
 }
 
 impl Context {
-    /// A context for a controller talking to `client`.
-    pub fn new(client: Client, metrics: Arc<Metrics>) -> Self {
+    /// A context for a controller talking to `client`, reading `caches`.
+    fn new(client: Client, caches: Caches, metrics: Arc<Metrics>) -> Self {
         let reporter = Reporter {
             controller: FIELD_MANAGER.to_string(),
             instance: std::env::var("POD_NAME").ok(),
@@ -133,6 +142,8 @@ impl Context {
         Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
+            caches,
+            written: Written::default(),
             gateway: MongoGateway::new(),
             metrics,
             memory: Mutex::default(),
@@ -186,19 +197,31 @@ pub async fn run(
     concurrency: u16,
     metrics: Arc<Metrics>,
 ) {
-    let context = Arc::new(Context::new(client.clone(), metrics.clone()));
+    let (caches, writers, synced) = caches();
+    let context = Arc::new(Context::new(
+        client.clone(),
+        caches.clone(),
+        metrics.clone(),
+    ));
     let managed = watcher::Config::default().labels(&format!(
         "{}={}",
         build::labels::MANAGED_BY_LABEL,
         build::labels::MANAGER
     ));
     let config = kube::runtime::controller::Config::default().concurrency(concurrency);
-    let controller = Controller::new(
+    // A pass runs when the object's spec, metadata or deletion changes, never
+    // for a status write alone (its own, mostly): `desired_state`.
+    let (mongodbs, mongodbs_writer) = reflector::store();
+    let mongodb_changes = watcher(
         scoped::<MongoDB>(&client, &namespace),
         watcher::Config::default(),
     )
-    .with_config(config);
-    let store = controller.store();
+    .default_backoff()
+    .reflect(mongodbs_writer)
+    .applied_objects()
+    .predicate_filter(desired_state, Default::default());
+    let controller = Controller::for_stream(mongodb_changes, mongodbs.clone()).with_config(config);
+    let store = mongodbs;
     // Member Services carry the instance label; FedState's arbiter Service only
     // its name, `<instance>-mongodb-arbiter`.
     let member_service_of = |service: Service| {
@@ -207,6 +230,10 @@ pub async fn run(
             None => names::instance_of_arbiter(&service.name_any())?.to_string(),
         };
         Some(ObjectRef::new(&instance).within(&service.namespace()?))
+    };
+    let pod_instance = |pod: Pod| {
+        let instance = pod.labels().get(INSTANCE_LABEL)?.clone();
+        Some(ObjectRef::new(&instance).within(&pod.namespace()?))
     };
     let hostconf_store = store.clone();
     let secret_store = store.clone();
@@ -229,21 +256,18 @@ pub async fn run(
                 .is_some_and(|r| r.name == name)
         })
     };
-    // Ready once the MongoDB objects are listed (the pass reads the others
-    // from the API server itself). The controller waits on the same store: its
-    // readiness wakes only one waiter (kube-runtime's DelayedInit keeps one
-    // waker), so this one asks again every second.
-    let synced = store.clone();
+    // Ready once the MongoDB objects and every cache are listed; passes wait
+    // for the caches too. The controller waits on the MongoDB store as well:
+    // its readiness wakes only one waiter (kube-runtime's DelayedInit keeps
+    // one waker), so this one asks again every second.
+    let listed = store.clone();
     let readiness = metrics.clone();
+    let cached = caches.clone();
     let ready = tokio::spawn(async move {
         loop {
-            let listed = tokio::time::timeout(Duration::from_secs(1), synced.wait_until_ready());
-            match listed.await {
-                Ok(Ok(())) => {
-                    tracing::info!("MongoDB objects listed: ready");
-                    readiness.set_ready(true);
-                    return;
-                }
+            let waited = tokio::time::timeout(Duration::from_secs(1), listed.wait_until_ready());
+            match waited.await {
+                Ok(Ok(())) => break,
                 Ok(Err(error)) => {
                     tracing::warn!(%error, "the MongoDB objects were never listed");
                     return;
@@ -251,35 +275,81 @@ pub async fn run(
                 Err(_) => {}
             }
         }
+        match cached.wait_listed().await {
+            Ok(()) => {
+                tracing::info!("MongoDB objects and caches listed: ready");
+                synced.set();
+                readiness.set_ready(true);
+            }
+            Err(error) => tracing::warn!(%error, "the caches were never listed"),
+        }
     });
+    let stateful_sets = reflect(
+        writers.stateful_sets,
+        scoped::<StatefulSet>(&client, &namespace),
+        managed.clone(),
+    );
+    let budgets = reflect(
+        writers.pod_disruption_budgets,
+        scoped::<PodDisruptionBudget>(&client, &namespace),
+        managed.clone(),
+    );
+    let pods = reflect(writers.pods, scoped::<Pod>(&client, &namespace), managed);
+    let services = reflect(
+        writers.services,
+        scoped::<Service>(&client, &namespace),
+        watcher::Config::default(),
+    );
+    let config_maps = reflect(
+        writers.config_maps,
+        scoped::<ConfigMap>(&client, &namespace),
+        watcher::Config::default(),
+    );
+    let secrets = reflect(
+        writers.secrets,
+        scoped::<PartialObjectMeta<Secret>>(&client, &namespace),
+        watcher::Config::default(),
+    );
     controller
-        .owns(scoped::<StatefulSet>(&client, &namespace), managed.clone())
-        .owns(scoped::<PodDisruptionBudget>(&client, &namespace), managed)
-        .watches(
-            scoped::<Service>(&client, &namespace),
-            watcher::Config::default(),
-            member_service_of,
-        )
-        .watches(
-            scoped::<ConfigMap>(&client, &namespace),
-            watcher::Config::default(),
-            refers_to_config_map,
-        )
-        .watches(
-            scoped::<PartialObjectMeta<Secret>>(&client, &namespace),
-            watcher::Config::default(),
-            refers_to_secret,
-        )
+        .owns_stream(stateful_sets)
+        .owns_stream(budgets)
+        .watches_stream(pods, pod_instance)
+        .watches_stream(services, member_service_of)
+        .watches_stream(config_maps, refers_to_config_map)
+        .watches_stream(secrets, refers_to_secret)
         .shutdown_on_signal()
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "reconcile ended with an error");
+            match result {
+                // A watch that fails (e.g. a permission the Role lacks) keeps
+                // the caches unlisted and every pass waiting: say so.
+                Err(kube::runtime::controller::Error::QueueError(error)) => {
+                    tracing::warn!(%error, "a watch failed; retrying")
+                }
+                Err(error) => tracing::debug!(%error, "reconcile ended with an error"),
+                Ok(_) => {}
             }
         })
         .await;
     ready.abort();
     metrics.set_ready(false);
+}
+
+/// What a pass acts on, hashed: the spec (through the generation), labels,
+/// annotations (the disaster-recovery request), finalizers and the deletion
+/// timestamp — everything but the status.
+fn desired_state(mongodb: &MongoDB) -> Option<u64> {
+    let meta = &mongodb.metadata;
+    let mut hasher = DefaultHasher::new();
+    meta.generation.hash(&mut hasher);
+    meta.labels.hash(&mut hasher);
+    meta.annotations.hash(&mut hasher);
+    meta.finalizers.hash(&mut hasher);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_millisecond())
+        .hash(&mut hasher);
+    Some(hasher.finish())
 }
 
 /// An API over `namespace`, or over every namespace when it is `None`.
@@ -339,6 +409,7 @@ impl ReconcileError {
 /// lives, leaving passes once it is deleted, and releases it once a leaving
 /// pass reports this cluster's members out of the set.
 async fn reconcile(mongodb: Arc<MongoDB>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    ctx.caches.wait_synced().await;
     let started = Instant::now();
     let _in_flight = ctx.metrics.pass_started();
     let namespace = mongodb.namespace().unwrap_or_default();
@@ -395,7 +466,7 @@ async fn pass(
     let paused = mongodb.spec.pause && !leaving;
     let wanted = Wanted::of(mongodb, leaving);
     // dereference: read what the object refers to, as it is (Kubernetes I/O).
-    let referenced = dereference(&ctx.client, mongodb).await?;
+    let referenced = dereference(&ctx.client, &ctx.caches, mongodb).await?;
     // validate: check it, or report what the user must fix (pure).
     let validated = match validate(mongodb, &referenced, leaving) {
         Ok(validated) => validated,
@@ -527,7 +598,8 @@ async fn apply_desired(
     };
     let namespace = mongodb.namespace().unwrap_or_default();
     let mut refused = Vec::new();
-    for failure in apply(&ctx.client, &namespace, desired).await {
+    let failures = apply(&ctx.client, &ctx.caches, &ctx.written, &namespace, desired).await;
+    for failure in failures {
         let message = error_chain(&failure);
         let reason = Notice::ApplyFailed.into();
         ctx.metrics.failed(reason);
@@ -706,4 +778,50 @@ fn truncate(mut text: String, limit: usize) -> String {
         text.truncate(cut);
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+    use crate::api::MongoDBStatus;
+    use crate::build::fixtures;
+
+    #[test]
+    fn a_status_write_alone_does_not_wake_a_pass_and_the_rest_does() {
+        let mongodb = fixtures::mongodb();
+        let before = desired_state(&mongodb);
+        let mut status_only = mongodb.clone();
+        status_only.status = Some(MongoDBStatus {
+            state: Some(crate::api::MongoState::Running),
+            ..MongoDBStatus::default()
+        });
+        status_only.metadata.resource_version = Some("999".into());
+        assert_eq!(desired_state(&status_only), before);
+
+        let changes: [fn(&mut MongoDB); 5] = [
+            |m| m.metadata.generation = Some(m.metadata.generation.unwrap_or(1) + 1),
+            |m| {
+                m.annotations_mut().insert(
+                    "middleware.fedstate.io/disaster-recovery".into(),
+                    "two clusters lost".into(),
+                );
+            },
+            |m| {
+                m.labels_mut()
+                    .insert("example.com/team".into(), "db".into());
+            },
+            |m| m.finalizers_mut().push(FINALIZER.into()),
+            |m| {
+                m.metadata.deletion_timestamp =
+                    Some(Time(k8s_openapi::jiff::Timestamp::from_second(1).unwrap()))
+            },
+        ];
+        for (index, change) in changes.iter().enumerate() {
+            let mut changed = mongodb.clone();
+            change(&mut changed);
+            assert_ne!(desired_state(&changed), before, "change {index}");
+        }
+    }
 }

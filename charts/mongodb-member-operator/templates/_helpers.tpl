@@ -97,36 +97,36 @@ hack/deploy-check/tests/helm_charts.rs.
 - apiGroups: ["middleware.fedstate.io"]
   resources: ["mongodbs/status"]
   verbs: ["patch"]
-# list, watch: owned StatefulSets (Controller::owns) and dereference's list;
+# list, watch: the cache of owned StatefulSets (a pass lists nothing);
 # create, patch: server-side apply (apply.rs) and the recorded member entry
 # annotation (record.rs, merge patch); delete: a member removed (delete_member).
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
   verbs: ["list", "watch", "create", "patch", "delete"]
-# get: the arbiter Service by name; list, watch: dereference's list and the
-# Service watch; create, patch: server-side apply of member Services.
+# list, watch: the Service cache (member Services, the arbiter's by name);
+# create, patch: server-side apply of member Services.
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["list", "watch", "create", "patch"]
 # get: the credentials Secrets dereference reads; list, watch: the metadata-only
 # Secret watch (no data cached); create, patch: server-side apply of the
 # Secrets the operator derives.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch", "create", "patch"]
-# get: hostconf and custom config; list, watch: the ConfigMap watch.
+# list, watch: the ConfigMap cache (hostconf and custom config).
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["list", "watch"]
 # delete: a removed member's data claim (delete_member).
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["delete"]
-# list: dereference's member pods; delete: the roll replaces a member's pod
-# (OnDelete StatefulSets).
+# list, watch: the member pods' cache; delete: the roll replaces a member's
+# pod (OnDelete StatefulSets).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list", "delete"]
+  verbs: ["list", "watch", "delete"]
 # list, watch: owned PodDisruptionBudgets (Controller::owns); create, patch:
 # server-side apply.
 - apiGroups: ["policy"]

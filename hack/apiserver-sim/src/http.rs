@@ -271,7 +271,16 @@ pub async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response
     // Authentication, then authorization, before anything else is looked at
     // (kube-apiserver's filter chain: an unknown resource is a 403 first).
     let authz = match &state.config.auth {
-        None => None,
+        None => {
+            // Counted without a user, as kube-apiserver's
+            // `apiserver_request_total` counts every request.
+            let anyone = crate::auth::UserInfo::new("", &[]);
+            let mut attributes =
+                rbac::request_attributes(anyone, parts.method.as_str(), &path, &params);
+            attributes.user = None;
+            state.config.requests.count(&attributes);
+            None
+        }
         Some(auth) => {
             let user = match auth.authenticate(&state.store, &header(hyper::header::AUTHORIZATION))
             {

@@ -228,22 +228,21 @@ fn needed_rules() -> BTreeSet<(String, String, BTreeSet<String>)> {
             "statefulsets",
             &["list", "watch", "create", "patch", "delete"],
         ),
-        // get: `dereference` reads the arbiter Service by name; list, watch:
-        // `dereference`'s list and `Controller::watches::<Service>`; create, patch:
-        // `apply::apply`.
-        rule("", "services", &["get", "list", "watch", "create", "patch"]),
+        // list, watch: the Service cache (`caches::reflect`, read by
+        // `dereference`, which lists nothing); create, patch: `apply::apply`.
+        rule("", "services", &["list", "watch", "create", "patch"]),
         // get: `dereference` reads the credentials Secrets by name; list, watch:
         // the metadata-only Secret watch (`Api<PartialObjectMeta<Secret>>`);
         // create, patch: `apply::apply`.
         rule("", "secrets", &["get", "list", "watch", "create", "patch"]),
-        // get: `dereference` (hostconf, custom config); list, watch:
-        // `Controller::watches::<ConfigMap>`.
-        rule("", "configmaps", &["get", "list", "watch"]),
+        // list, watch: the ConfigMap cache (hostconf, custom config).
+        rule("", "configmaps", &["list", "watch"]),
         // delete: `apply::delete_member` deletes a removed member's data claim.
         rule("", "persistentvolumeclaims", &["delete"]),
-        // list: `dereference`'s member pods; delete: the roll (`roll::roll`,
-        // OnDelete StatefulSets: the pod is replaced on the new revision).
-        rule("", "pods", &["list", "delete"]),
+        // list, watch: the cache of the member pods; delete: the roll
+        // (`roll::roll`, OnDelete StatefulSets: the pod is replaced on the new
+        // revision).
+        rule("", "pods", &["list", "watch", "delete"]),
         // list, watch: `Controller::owns::<PodDisruptionBudget>`; create, patch:
         // `apply::apply`.
         rule(

@@ -961,6 +961,13 @@ async fn an_image_upgrade_to_8_0_rolls_one_member_at_a_time_and_raises_the_fcv_o
             let now = versions(&lab, name, &hosts).await?;
             if now.iter().all(|(_, _, fcv)| fcv == "8.0") {
                 phase(started, "upgrade: FCV 8.0 on every member");
+                // The status says so from the next pass on (a status write
+                // wakes no pass): within STATUS_GRACE, as for the roll.
+                let reported = Instant::now() + STATUS_GRACE;
+                while rolled_status(&lab, name).await?.is_err() && Instant::now() < reported {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                phase(started, "upgrade: every cluster reports it");
                 break;
             }
             if Instant::now() > deadline {
