@@ -525,12 +525,13 @@ async fn pass(
         _ => None,
     };
     // status: what the pass saw and did, written when it changed (pure, then Kubernetes I/O).
+    let reported = step_after_refusal(ctx, &key, &mut input).unwrap_or_else(|| step.clone());
     let report = Report {
         paused,
         problem: None,
         validated: Some(&validated),
         observation: answers.reading.as_ref().map(|reading| &reading.set),
-        step: Some(&step),
+        step: Some(&reported),
         roll: rolled.as_ref().map(|rolled| &rolled.step),
         feature_compatibility_version: rolled.as_ref().and_then(|rolled| rolled.fcv.clone()),
         revision,
@@ -566,6 +567,20 @@ async fn pass(
         action: Action::requeue(requeue),
         left: false,
     })
+}
+
+/// When this pass's step-down was refused (held until its retry), the step
+/// the passes plan until then, which the status reports: what the removal
+/// waits for and how far behind the closest secondary is. No pass follows the
+/// status write to say it (a status write wakes none), and the retry may be
+/// minutes away.
+fn step_after_refusal(ctx: &Context, key: &str, input: &mut PlanInput) -> Option<Step> {
+    let held = ctx.step_down_held(key);
+    if held.is_none() || held == input.step_down_held {
+        return None;
+    }
+    input.step_down_held = held;
+    Some(plan(input))
 }
 
 /// The desired objects for the members this cluster runs, or `None` when

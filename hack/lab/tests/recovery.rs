@@ -319,9 +319,11 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
                 .await?;
         }
         // The request stays on the object and is ignored: one force, ever.
+        // Two more passes (a set in sync is looked at every 30 s, and a
+        // status write wakes no pass).
         let passes_before = count_in_log(&lab, 0, " planned ");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while count_in_log(&lab, 0, " planned ") < passes_before + 3 {
+        let deadline = Instant::now() + Duration::from_secs(75);
+        while count_in_log(&lab, 0, " planned ") < passes_before + 2 {
             if Instant::now() > deadline {
                 return Err("operator a made no further pass".into());
             }
