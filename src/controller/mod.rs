@@ -78,6 +78,12 @@ const STEP_DOWN_MEMORY: Duration = Duration::from_secs(60);
 const WHILE_PAUSED: Duration = Duration::from_secs(30);
 /// How soon a failed pass is retried.
 const AFTER_FAILURE: Duration = Duration::from_secs(5);
+/// How soon an object whose status just changed is looked at again: things
+/// are moving (an election, a member catching up), and the status should
+/// follow them, not wait for the 30 s look at a set in sync. Once the status
+/// stays the same, the step's own requeue applies (at rest: 30 s). A status
+/// write itself wakes no pass (`desired_state`).
+const AFTER_STATUS_CHANGE: Duration = Duration::from_secs(1);
 
 /// Shared state of the controller.
 pub struct Context {
@@ -538,7 +544,7 @@ async fn pass(
         apply_failures: &apply_failures,
         recovery: recovered.as_ref().and_then(|r| r.status.clone()),
     };
-    write_status(ctx, mongodb, &report).await?;
+    let status_changed = write_status(ctx, mongodb, &report).await?;
 
     let requeue = match acted {
         Some(acted) => acted?.requeue,
@@ -547,6 +553,7 @@ async fn pass(
     let sooner = [
         rolled.and_then(|rolled| rolled.requeue),
         recovered.and_then(|recovered| recovered.requeue),
+        status_changed.then_some(AFTER_STATUS_CHANGE),
     ];
     let requeue = sooner.into_iter().flatten().fold(requeue, Duration::min);
     if leaving && has_left(&input, &step) {
@@ -696,12 +703,13 @@ struct Report<'a> {
     recovery: Option<RecoveryStatus>,
 }
 
-/// Computes the status and writes it when it differs from the stored one.
+/// Computes the status and writes it when it differs from the stored one;
+/// whether it did.
 async fn write_status(
     ctx: &Context,
     mongodb: &MongoDB,
     report: &Report<'_>,
-) -> Result<(), ReconcileError> {
+) -> Result<bool, ReconcileError> {
     let instance = mongodb.name_any();
     let local_members = report
         .validated
@@ -724,7 +732,7 @@ async fn write_status(
     ctx.metrics
         .observed(&instance_key(mongodb), InstanceGauges::of(&status));
     if mongodb.status.as_ref() == Some(&status) {
-        return Ok(());
+        return Ok(false);
     }
     let refused_settings = condition(Some(&status), ConditionType::ConfigAccepted)
         .filter(|c| c.status == "False")
@@ -756,7 +764,7 @@ async fn write_status(
     let params = PatchParams::apply(FIELD_MANAGER).force();
     api.patch_status(&instance, &params, &Patch::Apply(patch))
         .await
-        .map(drop)
+        .map(|_| true)
         .map_err(ReconcileError::StatusFailed)
 }
 
