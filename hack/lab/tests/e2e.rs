@@ -487,7 +487,12 @@ async fn scaling_in_steps_the_primary_down_first_and_loses_no_majority_write() {
             .kubectl("a", &["describe", "mongodb", "shrink"])
             .await
             .map_err(fail("describe"))?;
-        for reason in ["StepDown", "RemoveMember", "DeleteStatefulSet"] {
+        // An Event is published once its step is done: the RemoveMember of a
+        // removal the kill interrupted right after its reconfig is lost (the
+        // restarted operator finds the member gone and goes on to the
+        // StatefulSet), as an Event is lost with any operator killed then.
+        // The removal itself is checked above; these two are always there.
+        for reason in ["StepDown", "DeleteStatefulSet"] {
             if !described.contains(reason) {
                 return Err(format!(
                     "no {reason} Event in kubectl describe:\n{described}"
