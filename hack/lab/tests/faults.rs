@@ -286,6 +286,16 @@ async fn a_crashed_mongod_and_a_lost_volume_rejoin_by_resync_never_by_initiate()
             .count();
         pruner.abort();
 
+        // The set takes majority writes again: ten more before the writer
+        // stops (the member comes back within seconds now that its pod is
+        // Ready as soon as mongod listens: 7 writes in all were once too few
+        // to judge).
+        if let Some(writer) = &writer {
+            let now = writer.acknowledged().len();
+            writer
+                .wait_acknowledged(now + 10, Duration::from_secs(60))
+                .await?;
+        }
         let mut sampler = sampler;
         let samples = sampler.stop();
         let acknowledged = match writer {
