@@ -349,13 +349,12 @@ fn default_anti_affinity(instance: &str) -> Affinity {
 /// Ready as soon as mongod accepts connections, whatever its replica-set state:
 /// a member must be reachable through its Service before it can join the set or
 /// vote in an election, and the propagated Services do not publish not-ready
-/// addresses. So no initial delay, and a short period (a TCP connect every
-/// 2 s): each second before Ready is a second before the member can be added
-/// (a 5 s initial delay was 5.0 of the 5.1 s between mongod listening and the
-/// member answering at its address, `lab bench`). Five failures in a row (10
-/// s) take it out of its Service.
+/// addresses.
 fn readiness_probe() -> Probe {
-    tcp_probe(2, 5)
+    Probe {
+        initial_delay_seconds: Some(5),
+        ..tcp_probe(10, 3)
+    }
 }
 
 /// Restarts mongod only after two minutes without a listening port.
@@ -366,11 +365,9 @@ fn liveness_probe() -> Probe {
     }
 }
 
-/// Gives mongod 30 minutes to open its port (journal recovery of a large data
-/// set), looking every second: the readiness probe only starts once this one
-/// succeeded, so its period is a delay before the member can join.
+/// Gives mongod 30 minutes to open its port (journal recovery of a large data set).
 fn startup_probe() -> Probe {
-    tcp_probe(1, 1800)
+    tcp_probe(10, 180)
 }
 
 fn tcp_probe(period_seconds: i32, failure_threshold: i32) -> Probe {
