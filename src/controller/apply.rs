@@ -225,42 +225,41 @@ mod tests {
             .sum()
     }
 
+    /// Feeds `writer` the `objects` listed, as its watch would.
+    fn feed<K>(writer: &mut kube::runtime::reflector::store::Writer<K>, objects: Vec<K>)
+    where
+        K: Resource + Clone,
+        K::DynamicType: Eq + std::hash::Hash + Clone,
+    {
+        for object in objects {
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(object));
+        }
+    }
+
     /// Feeds the caches what the API server holds now, as the watches would.
     async fn sync(client: &Client, writers: &mut Writers) {
-        let namespace = fixtures::NAMESPACE;
         let list = kube::api::ListParams::default();
-        for object in Api::<StatefulSet>::namespaced(client.clone(), namespace)
-            .list(&list)
-            .await
-            .unwrap()
-        {
-            let event = kube::runtime::watcher::Event::Apply(object);
-            writers.stateful_sets.apply_watcher_event(&event);
-        }
-        for object in Api::<Service>::namespaced(client.clone(), namespace)
-            .list(&list)
-            .await
-            .unwrap()
-        {
-            let event = kube::runtime::watcher::Event::Apply(object);
-            writers.services.apply_watcher_event(&event);
-        }
-        for object in Api::<PodDisruptionBudget>::namespaced(client.clone(), namespace)
-            .list(&list)
-            .await
-            .unwrap()
-        {
-            let event = kube::runtime::watcher::Event::Apply(object);
-            writers.pod_disruption_budgets.apply_watcher_event(&event);
-        }
-        for object in Api::<Secret>::namespaced(client.clone(), namespace)
-            .list_metadata(&list)
-            .await
-            .unwrap()
-        {
-            let event = kube::runtime::watcher::Event::Apply(object);
-            writers.secrets.apply_watcher_event(&event);
-        }
+        let namespace = fixtures::NAMESPACE;
+        let stateful_sets = Api::<StatefulSet>::namespaced(client.clone(), namespace);
+        feed(
+            &mut writers.stateful_sets,
+            stateful_sets.list(&list).await.unwrap().items,
+        );
+        let services = Api::<Service>::namespaced(client.clone(), namespace);
+        feed(
+            &mut writers.services,
+            services.list(&list).await.unwrap().items,
+        );
+        let budgets = Api::<PodDisruptionBudget>::namespaced(client.clone(), namespace);
+        feed(
+            &mut writers.pod_disruption_budgets,
+            budgets.list(&list).await.unwrap().items,
+        );
+        let secrets = Api::<Secret>::namespaced(client.clone(), namespace);
+        feed(
+            &mut writers.secrets,
+            secrets.list_metadata(&list).await.unwrap().items,
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

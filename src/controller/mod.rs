@@ -217,7 +217,7 @@ pub async fn run(
     let config = kube::runtime::controller::Config::default().concurrency(concurrency);
     // A pass runs when the object's spec, metadata or deletion changes, never
     // for a status write alone (its own, mostly): `desired_state`.
-    let (mongodbs, mongodbs_writer) = reflector::store();
+    let (store, mongodbs_writer) = reflector::store();
     let mongodb_changes = watcher(
         scoped::<MongoDB>(&client, &namespace),
         watcher::Config::default(),
@@ -226,8 +226,7 @@ pub async fn run(
     .reflect(mongodbs_writer)
     .applied_objects()
     .predicate_filter(desired_state, Default::default());
-    let controller = Controller::for_stream(mongodb_changes, mongodbs.clone()).with_config(config);
-    let store = mongodbs;
+    let controller = Controller::for_stream(mongodb_changes, store.clone()).with_config(config);
     // Member Services carry the instance label; FedState's arbiter Service only
     // its name, `<instance>-mongodb-arbiter`.
     let member_service_of = |service: Service| {
