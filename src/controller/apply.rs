@@ -79,13 +79,13 @@ pub async fn apply(
     for secret in &desired.secrets {
         failures.extend(secrets.apply(secret).await.err());
     }
-    let services = Target::new(client, namespace, &caches.services, written);
+    let services = Target::new(client, namespace, &caches.services.store, written);
     for service in &desired.services {
         failures.extend(services.apply(service).await.err());
     }
     let budgets = Target::new(client, namespace, &caches.pod_disruption_budgets, written);
     failures.extend(budgets.apply(&desired.pod_disruption_budget).await.err());
-    let stateful_sets = Target::new(client, namespace, &caches.stateful_sets, written);
+    let stateful_sets = Target::new(client, namespace, &caches.stateful_sets.store, written);
     for stateful_set in &desired.stateful_sets {
         failures.extend(stateful_sets.apply(stateful_set).await.err());
     }
@@ -211,7 +211,7 @@ mod tests {
 
     use super::*;
     use crate::build::{self, fixtures, BuildContext};
-    use crate::controller::caches::{caches, Writers};
+    use crate::controller::caches::{caches, CacheWriter, Writers};
     use crate::controller::test_cluster;
 
     /// The PATCH requests the API server has answered so far.
@@ -226,11 +226,7 @@ mod tests {
     }
 
     /// Feeds `writer` the `objects` listed, as its watch would.
-    fn feed<K>(writer: &mut kube::runtime::reflector::store::Writer<K>, objects: Vec<K>)
-    where
-        K: Resource + Clone,
-        K::DynamicType: Eq + std::hash::Hash + Clone,
-    {
+    fn feed<K>(writer: &mut impl CacheWriter<K>, objects: Vec<K>) {
         for object in objects {
             writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(object));
         }

@@ -5,32 +5,41 @@
 //! instead of listing it, and `apply` compares with them so that it writes
 //! only what differs. Secrets' data is never cached: a pass GETs the one
 //! Secret it needs.
+//!
+//! The kinds a pass reads by instance (Services, StatefulSets, pods) are
+//! also indexed by their instance label, kept by the same writer as the
+//! store: a pass finds its instance's objects without looking at the others,
+//! so its cost does not grow with the number of objects in the namespace.
 
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, RwLock};
 
-use futures::Stream;
+use futures::{Stream, TryStreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::PartialObjectMeta;
 use kube::runtime::reflector::{self, store::Writer, ObjectRef, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
+
+use crate::api::INSTANCE_LABEL;
 
 /// The stores, read by passes.
 #[derive(Clone)]
 pub struct Caches {
     /// Every Service of the watched namespaces (the propagated member
     /// Services carry no label of ours).
-    pub services: Store<Service>,
+    pub services: Indexed<Service>,
     /// Every ConfigMap of the watched namespaces (hostconf, custom config).
     pub config_maps: Store<ConfigMap>,
     /// The StatefulSets this operator manages.
-    pub stateful_sets: Store<StatefulSet>,
+    pub stateful_sets: Indexed<StatefulSet>,
     /// The pods of the StatefulSets this operator manages.
-    pub pods: Store<Pod>,
+    pub pods: Indexed<Pod>,
     /// The PodDisruptionBudgets this operator manages.
     pub pod_disruption_budgets: Store<PodDisruptionBudget>,
     /// Every Secret's metadata (never its data).
@@ -40,10 +49,10 @@ pub struct Caches {
 
 /// The stores' writers, one per watch.
 pub struct Writers {
-    pub services: Writer<Service>,
+    pub services: IndexedWriter<Service>,
     pub config_maps: Writer<ConfigMap>,
-    pub stateful_sets: Writer<StatefulSet>,
-    pub pods: Writer<Pod>,
+    pub stateful_sets: IndexedWriter<StatefulSet>,
+    pub pods: IndexedWriter<Pod>,
     pub pod_disruption_budgets: Writer<PodDisruptionBudget>,
     pub secrets: Writer<PartialObjectMeta<Secret>>,
 }
@@ -60,10 +69,10 @@ impl Synced {
 
 /// Empty stores, their writers, and the switch that says they are synced.
 pub fn caches() -> (Caches, Writers, Synced) {
-    let (services, services_writer) = reflector::store();
+    let (services, services_writer) = indexed();
     let (config_maps, config_maps_writer) = reflector::store();
-    let (stateful_sets, stateful_sets_writer) = reflector::store();
-    let (pods, pods_writer) = reflector::store();
+    let (stateful_sets, stateful_sets_writer) = indexed();
+    let (pods, pods_writer) = indexed();
     let (pod_disruption_budgets, budgets_writer) = reflector::store();
     let (secrets, secrets_writer) = reflector::store();
     let (sender, synced) = watch::channel(false);
@@ -99,20 +108,36 @@ impl Caches {
     /// Waits until each store has been listed once. Each store's readiness
     /// is awaited by this one waiter only (kube-runtime wakes one waiter).
     pub async fn wait_listed(&self) -> Result<(), reflector::store::WriterDropped> {
-        self.services.wait_until_ready().await?;
+        self.services.store.wait_until_ready().await?;
         self.config_maps.wait_until_ready().await?;
-        self.stateful_sets.wait_until_ready().await?;
-        self.pods.wait_until_ready().await?;
+        self.stateful_sets.store.wait_until_ready().await?;
+        self.pods.store.wait_until_ready().await?;
         self.pod_disruption_budgets.wait_until_ready().await?;
         self.secrets.wait_until_ready().await
     }
 }
 
-/// The objects of `api` selected by `config`, kept in `writer`'s store: a
-/// stream of every object that changed (deleted ones included), for the
-/// controller to map to the `MongoDB` objects to look at.
+/// What keeps a cache from a watch's events.
+pub trait CacheWriter<K>: Send + 'static {
+    /// Takes in one event of the watch.
+    fn apply_watcher_event(&mut self, event: &Event<K>);
+}
+
+impl<K> CacheWriter<K> for Writer<K>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    fn apply_watcher_event(&mut self, event: &Event<K>) {
+        Writer::apply_watcher_event(self, event);
+    }
+}
+
+/// The objects of `api` selected by `config`, kept by `writer`: a stream of
+/// every object that changed (deleted ones included), for the controller to
+/// map to the `MongoDB` objects to look at.
 pub fn reflect<K>(
-    writer: Writer<K>,
+    mut writer: impl CacheWriter<K>,
     api: Api<K>,
     config: watcher::Config,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
@@ -120,10 +145,153 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    watcher(api, config)
+    watcher::watcher(api, config)
         .default_backoff()
-        .reflect(writer)
+        .map_ok(move |event| {
+            writer.apply_watcher_event(&event);
+            event
+        })
         .touched_objects()
+}
+
+/// A store and the index of its objects by instance label.
+#[derive(Clone)]
+pub struct Indexed<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    /// Every object, by name.
+    pub store: Store<K>,
+    index: Arc<RwLock<InstanceIndex>>,
+}
+
+/// The writer of an [`Indexed`] store: the store's writer, and the index kept
+/// from the same events.
+pub struct IndexedWriter<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    writer: Writer<K>,
+    index: Arc<RwLock<InstanceIndex>>,
+    /// The index being rebuilt by a (re)list: it replaces the index when the
+    /// list is done, as the store's own buffer does.
+    relisting: Option<InstanceIndex>,
+}
+
+/// An empty indexed store and its writer.
+fn indexed<K>() -> (Indexed<K>, IndexedWriter<K>)
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (store, writer) = reflector::store();
+    let index = Arc::new(RwLock::new(InstanceIndex::default()));
+    let indexed = Indexed {
+        store,
+        index: index.clone(),
+    };
+    let writer = IndexedWriter {
+        writer,
+        index,
+        relisting: None,
+    };
+    (indexed, writer)
+}
+
+impl<K> CacheWriter<K> for IndexedWriter<K>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    fn apply_watcher_event(&mut self, event: &Event<K>) {
+        self.writer.apply_watcher_event(event);
+        let mut index = self.index.write().unwrap_or_else(|p| p.into_inner());
+        match event {
+            Event::Apply(object) => index.insert(object),
+            Event::Delete(object) => index.remove(object),
+            Event::Init => self.relisting = Some(InstanceIndex::default()),
+            Event::InitApply(object) => self
+                .relisting
+                .get_or_insert_with(InstanceIndex::default)
+                .insert(object),
+            Event::InitDone => *index = self.relisting.take().unwrap_or_default(),
+        }
+    }
+}
+
+impl<K> Indexed<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    /// The cached objects of `namespace` labelled with `instance`: looked up
+    /// in the index, so only that instance's objects are read.
+    pub fn of_instance(&self, namespace: &str, instance: &str) -> Vec<K> {
+        let names = self
+            .index
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .names(namespace, instance);
+        names
+            .iter()
+            .filter_map(|name| named(&self.store, namespace, name))
+            // The store may be a step ahead of the index (both are written by
+            // one event, the store first): trust the object's own label.
+            .filter(|object| {
+                object.labels().get(INSTANCE_LABEL).map(String::as_str) == Some(instance)
+            })
+            .map(|object| object.as_ref().clone())
+            .collect()
+    }
+}
+
+/// Names of objects by (namespace, instance label), and the label each
+/// object was indexed under (to move or drop it when it changes).
+#[derive(Default)]
+struct InstanceIndex {
+    names: HashMap<(String, String), BTreeSet<String>>,
+    instance_of: HashMap<(String, String), String>,
+}
+
+impl InstanceIndex {
+    fn insert<K: Resource>(&mut self, object: &K) {
+        self.remove(object);
+        let (Some(namespace), Some(instance)) =
+            (object.namespace(), object.labels().get(INSTANCE_LABEL))
+        else {
+            return;
+        };
+        let name = object.name_any();
+        self.names
+            .entry((namespace.clone(), instance.clone()))
+            .or_default()
+            .insert(name.clone());
+        self.instance_of.insert((namespace, name), instance.clone());
+    }
+
+    fn remove<K: Resource>(&mut self, object: &K) {
+        let Some(namespace) = object.namespace() else {
+            return;
+        };
+        let name = object.name_any();
+        let Some(instance) = self.instance_of.remove(&(namespace.clone(), name.clone())) else {
+            return;
+        };
+        let key = (namespace, instance);
+        if let Some(names) = self.names.get_mut(&key) {
+            names.remove(&name);
+            if names.is_empty() {
+                self.names.remove(&key);
+            }
+        }
+    }
+
+    fn names(&self, namespace: &str, instance: &str) -> Vec<String> {
+        self.names
+            .get(&(namespace.to_string(), instance.to_string()))
+            .map(|names| names.iter().cloned().collect())
+            .unwrap_or_default()
+    }
 }
 
 /// The object `name` in `namespace`, as cached.
@@ -133,21 +301,6 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     store.get(&ObjectRef::new(name).within(namespace))
-}
-
-/// The cached objects of `namespace` whose label `key` is `value`.
-pub fn labelled<K>(store: &Store<K>, namespace: &str, key: &str, value: &str) -> Vec<K>
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-{
-    store
-        .state()
-        .iter()
-        .filter(|object| object.namespace().as_deref() == Some(namespace))
-        .filter(|object| object.labels().get(key).map(String::as_str) == Some(value))
-        .map(|object| object.as_ref().clone())
-        .collect()
 }
 
 /// What says whether a cached object still is as this operator last wrote it:
@@ -161,5 +314,64 @@ pub fn write_marker<K: Resource>(object: &K) -> Option<String> {
             .resource_version
             .as_ref()
             .map(|version| format!("resourceVersion {version}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(namespace: &str, name: &str, instance: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": namespace, "labels": {INSTANCE_LABEL: instance}},
+        }))
+        .unwrap()
+    }
+
+    fn names_of(pods: &Indexed<Pod>, namespace: &str, instance: &str) -> Vec<String> {
+        let mut names: Vec<String> = pods
+            .of_instance(namespace, instance)
+            .iter()
+            .map(|pod| pod.name_any())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn an_instances_objects_are_found_through_the_index_as_the_watch_changes_them() {
+        let (pods, mut writer) = indexed::<Pod>();
+        writer.apply_watcher_event(&Event::Init);
+        for object in [
+            pod("ns", "a-0", "a"),
+            pod("ns", "a-1", "a"),
+            pod("ns", "b-0", "b"),
+            pod("other", "a-0", "a"),
+        ] {
+            writer.apply_watcher_event(&Event::InitApply(object));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+        assert_eq!(names_of(&pods, "ns", "a"), ["a-0", "a-1"]);
+        assert_eq!(names_of(&pods, "other", "a"), ["a-0"]);
+
+        // Relabelled: found under its new instance only.
+        writer.apply_watcher_event(&Event::Apply(pod("ns", "a-1", "b")));
+        assert_eq!(names_of(&pods, "ns", "a"), ["a-0"]);
+        assert_eq!(names_of(&pods, "ns", "b"), ["a-1", "b-0"]);
+
+        writer.apply_watcher_event(&Event::Delete(pod("ns", "b-0", "b")));
+        assert_eq!(names_of(&pods, "ns", "b"), ["a-1"]);
+
+        // A relist (after a lost watch) replaces the index: what it no
+        // longer lists is gone, and the old index serves until it is done.
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(pod("ns", "a-2", "a")));
+        assert_eq!(names_of(&pods, "ns", "a"), ["a-0"]);
+        writer.apply_watcher_event(&Event::InitDone);
+        assert_eq!(names_of(&pods, "ns", "a"), ["a-2"]);
+        assert!(names_of(&pods, "ns", "b").is_empty());
+        assert!(names_of(&pods, "other", "a").is_empty());
     }
 }

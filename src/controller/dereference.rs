@@ -10,8 +10,8 @@
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client, ResourceExt};
 
-use super::caches::{labelled, named, Caches};
-use crate::api::{MongoDB, INSTANCE_LABEL};
+use super::caches::{named, Caches};
+use crate::api::MongoDB;
 use crate::build::names;
 use crate::validate::ReferencedObjects;
 
@@ -58,14 +58,14 @@ pub async fn dereference(
         Some(reference) => get_secret(reference.name.clone()).await?,
         None => None,
     };
-    let mut services = labelled(&caches.services, &namespace, INSTANCE_LABEL, &instance);
+    let mut services = caches.services.of_instance(&namespace, &instance);
     // FedState's arbiter Service carries `app` but not the instance label.
     let arbiter = names::arbiter(&instance);
     if !services.iter().any(|s| s.name_any() == arbiter) {
-        services.extend(named(&caches.services, &namespace, &arbiter).map(|s| (*s).clone()));
+        services.extend(named(&caches.services.store, &namespace, &arbiter).map(|s| (*s).clone()));
     }
-    let stateful_sets = labelled(&caches.stateful_sets, &namespace, INSTANCE_LABEL, &instance);
-    let pods = labelled(&caches.pods, &namespace, INSTANCE_LABEL, &instance);
+    let stateful_sets = caches.stateful_sets.of_instance(&namespace, &instance);
+    let pods = caches.pods.of_instance(&namespace, &instance);
     let custom_config = mongodb
         .spec
         .custom_config_ref
@@ -97,7 +97,7 @@ mod tests {
 
     use super::*;
     use crate::build::fixtures;
-    use crate::controller::caches::caches;
+    use crate::controller::caches::{caches, CacheWriter};
     use crate::controller::test_cluster;
 
     fn service(name: &str, labels: serde_json::Value) -> Service {
