@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 use crate::controlplane::{lab_replica_set_settings, InstanceRequest, Split};
 use crate::lab::Lab;
@@ -24,41 +26,98 @@ const OPERATOR_APP: &str = "mongodb-member-operator";
 /// Linux's USER_HZ: the unit of `/proc/<pid>/stat`'s CPU times (fixed at 100
 /// in the kernel's ABI).
 const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
+/// How long an operator may take to serve `/metrics` after it started.
+const METRICS_DEADLINE: Duration = Duration::from_secs(30);
+/// The series counting an operator's passes (one per cluster).
+const PASSES_METRIC: &str = "mongodb_operator_reconcile_duration_seconds_count";
 
-/// What the operators spent while nothing changed.
+/// What the operators spent bringing N instances to Ready, then while
+/// nothing changed.
 #[derive(Debug)]
 pub struct AtRest {
     /// Instances, each Ready with `split`.
     pub instances: usize,
     /// Members per cluster of each instance.
     pub split: String,
-    /// How long nothing changed.
-    pub idle: Duration,
-    /// The operators' API requests by verb (all clusters).
-    pub requests_by_verb: BTreeMap<String, u64>,
-    /// The operators' writes, by verb and resource.
-    pub writes: BTreeMap<(String, String), u64>,
+    /// Whether the operators ran with leader election (a Lease each).
+    pub leader_election: bool,
+    /// From the first instance written to every instance Ready.
+    pub converging: Phase,
+    /// The window without a change.
+    pub resting: Phase,
+    /// Each operator's memory at the end, with its peak.
+    pub memory: Vec<(String, Memory)>,
+}
+
+/// What the operators spent in one stretch of time.
+#[derive(Debug)]
+pub struct Phase {
+    /// How long it lasted.
+    pub duration: Duration,
+    /// The operators' API requests by verb and resource (all clusters).
+    pub requests: BTreeMap<(String, String), u64>,
     /// The operators' MongoDB commands, by command.
     pub commands: BTreeMap<String, u64>,
     /// CPU seconds of each cluster's operator.
     pub cpu_seconds: Vec<(String, f64)>,
+    /// Passes (reconciles) of each cluster's operator.
+    pub passes: Vec<(String, u64)>,
+}
+
+/// An operator's resident memory, from `/proc/<pid>/status`.
+#[derive(Debug, Clone, Copy)]
+pub struct Memory {
+    /// `VmRSS`, KiB.
+    pub resident_kib: u64,
+    /// `VmHWM`: the peak resident size, KiB.
+    pub peak_kib: u64,
 }
 
 impl AtRest {
     /// The figures as Markdown.
     pub fn markdown(&self, command: &str) -> String {
-        let minutes = self.idle.as_secs_f64() / 60.0;
-        let per_minute = |n: u64| n as f64 / minutes;
         let mut out = format!(
-            "### At rest: {} instances ({}), {:.0} s without a change\n\nReproduce: `{command}`\n\n",
+            "### {} instances ({}), operators {} leader election\n\nReproduce: `{command}`\n\n",
             self.instances,
             self.split,
-            self.idle.as_secs_f64()
+            if self.leader_election {
+                "with"
+            } else {
+                "without"
+            },
         );
+        out.push_str(&format!(
+            "Every instance Ready {:.1} s after the first was written; then {:.0} s without a change.\n\n",
+            self.converging.duration.as_secs_f64(),
+            self.resting.duration.as_secs_f64()
+        ));
+        out.push_str(&self.resting.markdown("At rest", self.instances));
+        out.push('\n');
+        out.push_str(&self.converging.markdown("Converging", self.instances));
         out.push_str(
-            "| what | total | per minute | per instance per minute |\n|---|---|---|---|\n",
+            "\n| operator | resident memory (VmRSS) at the end | peak (VmHWM) |\n|---|---|---|\n",
         );
-        let instances = self.instances.max(1) as f64;
+        for (cluster, memory) in &self.memory {
+            out.push_str(&format!(
+                "| cluster {cluster} | {:.1} MiB | {:.1} MiB |\n",
+                memory.resident_kib as f64 / 1024.0,
+                memory.peak_kib as f64 / 1024.0
+            ));
+        }
+        out
+    }
+}
+
+impl Phase {
+    /// The phase's figures as a Markdown table headed `title`.
+    fn markdown(&self, title: &str, instances: usize) -> String {
+        let minutes = self.duration.as_secs_f64() / 60.0;
+        let per_minute = |n: u64| n as f64 / minutes;
+        let mut out = format!(
+            "{title}, {:.0} s:\n\n| what | total | per minute | per instance per minute |\n|---|---|---|---|\n",
+            self.duration.as_secs_f64()
+        );
+        let instances = instances.max(1) as f64;
         let mut row = |what: String, n: u64| {
             out.push_str(&format!(
                 "| {what} | {n} | {:.1} | {:.2} |\n",
@@ -66,12 +125,23 @@ impl AtRest {
                 per_minute(n) / instances
             ));
         };
-        for (verb, n) in &self.requests_by_verb {
+        let mut requests_by_verb = BTreeMap::<&str, u64>::new();
+        for ((verb, _), n) in &self.requests {
+            *requests_by_verb.entry(verb).or_default() += n;
+        }
+        for (verb, n) in &requests_by_verb {
             row(format!("API `{verb}` requests (operators)"), *n);
         }
-        let writes: u64 = self.writes.values().sum();
-        row("API writes (operators)".to_string(), writes);
-        for ((verb, resource), n) in &self.writes {
+        let writes: BTreeMap<_, _> = self
+            .requests
+            .iter()
+            .filter(|((verb, resource), _)| is_write(verb, resource))
+            .collect();
+        row(
+            "API writes (operators)".to_string(),
+            writes.values().copied().sum(),
+        );
+        for ((verb, resource), n) in writes {
             row(format!("  of which `{verb}` `{resource}`"), *n);
         }
         let commands: u64 = self.commands.values().sum();
@@ -79,15 +149,61 @@ impl AtRest {
         for (command, n) in &self.commands {
             row(format!("  of which `{command}`"), *n);
         }
+        let passes: u64 = self.passes.iter().map(|(_, n)| n).sum();
+        row("passes (operators)".to_string(), passes);
         for (cluster, seconds) in &self.cpu_seconds {
             out.push_str(&format!(
                 "| CPU of cluster {cluster}'s operator | {seconds:.2} s | {:.3} s | {:.1} % of a core |\n",
                 seconds / minutes,
-                seconds / self.idle.as_secs_f64() * 100.0
+                seconds / self.duration.as_secs_f64() * 100.0
+            ));
+        }
+        if passes > 0 {
+            let requests: u64 = self
+                .requests
+                .iter()
+                .filter(|((_, resource), _)| resource != "leases")
+                .map(|(_, n)| n)
+                .sum();
+            let cpu: f64 = self.cpu_seconds.iter().map(|(_, s)| s).sum();
+            out.push_str(&format!(
+                "| per pass: API requests, the leader election's aside | {:.2} | | |\n| per pass: operator CPU | {:.2} ms | | |\n",
+                requests as f64 / passes as f64,
+                cpu * 1000.0 / passes as f64
             ));
         }
         out
     }
+
+    fn between(before: &Snapshot, after: &Snapshot, duration: Duration) -> Phase {
+        let per_cluster = |after: &[(String, u64)], before: &[(String, u64)]| {
+            after
+                .iter()
+                .zip(before)
+                .map(|((cluster, a), (_, b))| (cluster.clone(), a - b))
+                .collect::<Vec<_>>()
+        };
+        Phase {
+            duration,
+            requests: difference(&after.requests, &before.requests),
+            commands: difference(&after.commands, &before.commands),
+            cpu_seconds: per_cluster(&after.cpu_ticks, &before.cpu_ticks)
+                .into_iter()
+                .map(|(cluster, ticks)| (cluster, ticks as f64 / CLOCK_TICKS_PER_SECOND))
+                .collect(),
+            passes: per_cluster(&after.passes, &before.passes),
+        }
+    }
+}
+
+/// Whether a request of `verb` on `resource` writes (apiserver-sim's rule).
+fn is_write(verb: &str, resource: &str) -> bool {
+    apiserver_sim::RequestKey {
+        user: String::new(),
+        verb: verb.to_string(),
+        resource: resource.to_string(),
+    }
+    .is_write()
 }
 
 /// Counters of the operators, summed over the clusters.
@@ -95,9 +211,10 @@ struct Snapshot {
     requests: BTreeMap<(String, String), u64>,
     commands: BTreeMap<String, u64>,
     cpu_ticks: Vec<(String, u64)>,
+    passes: Vec<(String, u64)>,
 }
 
-fn snapshot(lab: &Lab) -> Result<Snapshot> {
+async fn snapshot(lab: &Lab) -> Result<Snapshot> {
     let mut requests = BTreeMap::new();
     for cluster in lab.clusters() {
         for (key, n) in cluster.api.requests().snapshot() {
@@ -113,16 +230,67 @@ fn snapshot(lab: &Lab) -> Result<Snapshot> {
         }
     }
     let mut cpu_ticks = Vec::new();
+    let mut passes = Vec::new();
     for (index, cluster) in lab.clusters().iter().enumerate() {
         let pid = lab
             .operator_pid(index)
             .context("an operator is not running")?;
         cpu_ticks.push((cluster.name.clone(), cpu_ticks_of(pid)?));
+        passes.push((cluster.name.clone(), passes_of(lab, index).await?));
     }
     Ok(Snapshot {
         requests,
         commands,
         cpu_ticks,
+        passes,
+    })
+}
+
+/// The passes cluster `index`'s operator has run: the count of its pass
+/// duration histogram, from its `/metrics`.
+async fn passes_of(lab: &Lab, index: usize) -> Result<u64> {
+    let address = lab.metrics_address(index, 0);
+    // A freshly started operator may not listen yet.
+    let listening = Instant::now();
+    let mut stream = loop {
+        match TcpStream::connect(address).await {
+            Ok(stream) => break stream,
+            Err(_) if listening.elapsed() < METRICS_DEADLINE => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(error) => {
+                return Err(error).with_context(|| format!("connecting to {address}"));
+            }
+        }
+    };
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: operator\r\n\r\n")
+        .await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let counted = response
+        .lines()
+        .find(|line| line.starts_with(PASSES_METRIC))
+        .and_then(|line| line.rsplit_once(' '))
+        .and_then(|(_, n)| n.trim().parse::<f64>().ok());
+    // No pass yet: the histogram has no series.
+    Ok(counted.unwrap_or(0.0) as u64)
+}
+
+/// `VmRSS` and `VmHWM` of process `pid`.
+fn memory_of(pid: u32) -> Result<Memory> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib = |field: &str| -> Result<u64> {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(field))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .with_context(|| format!("{field} in /proc/{pid}/status"))
+    };
+    Ok(Memory {
+        resident_kib: kib("VmRSS:")?,
+        peak_kib: kib("VmHWM:")?,
     })
 }
 
@@ -153,8 +321,9 @@ fn difference<K: Ord + Clone>(
         .collect()
 }
 
-/// Applies `instances` instances with `split`, waits until all are Ready,
-/// lets things settle for `settle`, then measures `idle` without a change.
+/// Applies `instances` instances with `split` and measures until all are
+/// Ready, lets things settle for `settle`, then measures `idle` without a
+/// change.
 pub async fn at_rest(
     lab: &Lab,
     instances: usize,
@@ -165,6 +334,8 @@ pub async fn at_rest(
     let control_plane = lab.control_plane();
     let parsed = Split::parse(split)?;
     let names: Vec<String> = (0..instances).map(|i| format!("bench-{i}")).collect();
+    let before_applying = snapshot(lab).await?;
+    let applying = Instant::now();
     for name in &names {
         control_plane
             .apply(&InstanceRequest {
@@ -181,40 +352,28 @@ pub async fn at_rest(
     for name in &names {
         observe::wait_ready(&control_plane, "default", name, &parsed, deadline, |_| {}).await?;
     }
+    let converged = applying.elapsed();
+    let ready = snapshot(lab).await?;
     tokio::time::sleep(settle).await;
-    let before = snapshot(lab)?;
+    let before = snapshot(lab).await?;
     let started = Instant::now();
     tokio::time::sleep(idle).await;
-    let after = snapshot(lab)?;
+    let after = snapshot(lab).await?;
     let idle = started.elapsed();
     pruner.abort();
-    let requests = difference(&after.requests, &before.requests);
-    let mut requests_by_verb = BTreeMap::new();
-    let mut writes = BTreeMap::new();
-    for ((verb, resource), n) in &requests {
-        *requests_by_verb.entry(verb.clone()).or_default() += n;
-        let key = apiserver_sim::RequestKey {
-            user: String::new(),
-            verb: verb.clone(),
-            resource: resource.clone(),
-        };
-        if key.is_write() {
-            writes.insert((verb.clone(), resource.clone()), *n);
-        }
+    let mut memory = Vec::new();
+    for (index, cluster) in lab.clusters().iter().enumerate() {
+        let pid = lab
+            .operator_pid(index)
+            .context("an operator is not running")?;
+        memory.push((cluster.name.clone(), memory_of(pid)?));
     }
-    let cpu_seconds = after
-        .cpu_ticks
-        .iter()
-        .zip(&before.cpu_ticks)
-        .map(|((cluster, a), (_, b))| (cluster.clone(), (a - b) as f64 / CLOCK_TICKS_PER_SECOND))
-        .collect();
     Ok(AtRest {
         instances,
         split: split.to_string(),
-        idle,
-        requests_by_verb,
-        writes,
-        commands: difference(&after.commands, &before.commands),
-        cpu_seconds,
+        leader_election: lab.leader_election(),
+        converging: Phase::between(&before_applying, &ready, converged),
+        resting: Phase::between(&before, &after, idle),
+        memory,
     })
 }

@@ -3,7 +3,8 @@
 //! one mongod-sim network joining them, a kubeconfig with a context per cluster,
 //! the CRDs installed with kubectl, and the **operator binary** running once per
 //! cluster as a child process, with leader election on a Lease in the chart's
-//! release namespace as the chart runs it (a test may start a standby replica).
+//! release namespace as the chart runs it (a test may start a standby replica;
+//! `LabOptions::leader_election` off runs them without).
 //!
 //! The API servers enforce RBAC. The operator runs as the member chart's
 //! ServiceAccount: the chart is rendered with Helm's engine (helm-python-sdk,
@@ -21,7 +22,8 @@
 //! cluster `i` (0-based) has its API server on `127.n.(i+1).100:6443`, its VIP
 //! `127.n.(i+1).1` (NodePorts listen there), its operator's metrics on
 //! `127.n.(i+1).101:8080` (a standby replica's on `.102`), and its pods in
-//! `127.n.(i+101).0/24`.
+//! `127.n.(128+16i).0/20` (4,094 addresses: room for `lab bench`'s 1,000
+//! instances in one cluster).
 
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -58,6 +60,9 @@ pub struct LabOptions {
     pub operator: PathBuf,
     /// The directory of CRDs to install (`crds/`).
     pub crds: PathBuf,
+    /// Whether the operators elect a leader on a Lease (the chart's default);
+    /// without, each runs alone and takes no Lease.
+    pub leader_election: bool,
 }
 
 impl LabOptions {
@@ -70,6 +75,7 @@ impl LabOptions {
             state_dir: repo.join(".lab"),
             operator: sibling_binary("mongodb-member-operator")?,
             crds: repo.join("crds"),
+            leader_election: true,
         })
     }
 }
@@ -101,6 +107,8 @@ pub struct LabCluster {
     pub name: String,
     /// VIP.
     pub vip: Ipv4Addr,
+    /// The addresses its pods get.
+    pub pods: Ipv4Prefix,
     /// Its API server.
     pub api: ApiServerHandle,
     /// Its node components.
@@ -281,7 +289,11 @@ impl Lab {
             0 => format!("operator-{}", cluster.name),
             n => format!("operator-{}-{n}", cluster.name),
         };
-        Command::new(&self.options.operator)
+        let mut command = Command::new(&self.options.operator);
+        if self.options.leader_election {
+            command.env("LEADER_ELECTION_NAMESPACE", RELEASE);
+        }
+        command
             .env("KUBECONFIG", &kubeconfig)
             .env(
                 "METRICS_ADDRESS",
@@ -289,7 +301,6 @@ impl Lab {
             )
             .env("RUST_LOG", "info")
             .env("CLUSTER_NAME", &cluster.name)
-            .env("LEADER_ELECTION_NAMESPACE", RELEASE)
             .env("POD_NAME", pod_name)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -335,6 +346,11 @@ impl Lab {
     /// its CPU time from `/proc/<pid>/stat`).
     pub fn operator_pid(&self, index: usize) -> Option<u32> {
         self.operators.get(index)?.as_ref()?.id()
+    }
+
+    /// Whether the operators run with leader election.
+    pub fn leader_election(&self) -> bool {
+        self.options.leader_election
     }
 
     /// Kills cluster `index`'s operator (SIGKILL, like a crashed pod).
@@ -395,7 +411,10 @@ async fn start_cluster(
     config.auth_info.token = Some(admin_token.clone().into());
     let client = Client::try_from(config)?;
     let vip = Ipv4Addr::new(127, options.number, third, 1);
-    let pods = Ipv4Prefix::new(Ipv4Addr::new(127, options.number, 100 + third, 0), 24)?;
+    let pods = Ipv4Prefix::new(
+        Ipv4Addr::new(127, options.number, 128 + 16 * index as u8, 0),
+        20,
+    )?;
     let runtime = Arc::new(MongodRuntime::new(network.clone(), name));
     let node = ClusterSim::start(
         client.clone(),
@@ -406,6 +425,7 @@ async fn start_cluster(
     Ok(LabCluster {
         name: name.to_string(),
         vip,
+        pods,
         api,
         node,
         client,

@@ -143,6 +143,9 @@ enum Command {
         /// Seconds without a change, measured (at-rest).
         #[arg(long, default_value_t = 120)]
         idle: u64,
+        /// Run the operators without leader election (at-rest): no Lease.
+        #[arg(long)]
+        no_leader_election: bool,
     },
     /// Bring the lab up with a 2+2+1 replica set over three clusters and show it forming.
     Demo {
@@ -314,11 +317,14 @@ async fn main() -> Result<()> {
             split,
             settle,
             idle,
+            no_leader_election,
         } => {
             let build = "eval \"$(hack/test-tools.sh)\" && MMO_REQUIRE_TOOLS=1 cargo build --release --bin mongodb-member-operator && cargo build --release -p lab --bin lab && target/release/lab";
             let timed = match scenario {
                 BenchScenario::AtRest => {
-                    let lab = start(&state_dir, cli.number, 3).await?;
+                    let mut options = lab_options(&state_dir, cli.number, 3)?;
+                    options.leader_election = !no_leader_election;
+                    let lab = start_with(&state_dir, options).await?;
                     let measured = lab::bench::at_rest(
                         &lab,
                         instances,
@@ -328,8 +334,15 @@ async fn main() -> Result<()> {
                     )
                     .await;
                     lab.shutdown().await;
+                    let without = if no_leader_election {
+                        " --no-leader-election"
+                    } else {
+                        ""
+                    };
                     let command = format!(
-                        "{build} bench --instances {instances} --split {split} --settle {settle} --idle {idle}"
+                        "{build} --state-dir {} --number {} bench --instances {instances} --split {split} --settle {settle} --idle {idle}{without}",
+                        cli.state_dir.display(),
+                        cli.number,
                     );
                     println!("{}", measured?.markdown(&command));
                     return Ok(());
@@ -442,7 +455,11 @@ fn lab_options(state_dir: &Path, number: u8, clusters: usize) -> Result<LabOptio
 }
 
 async fn start(state_dir: &Path, number: u8, clusters: usize) -> Result<Lab> {
-    let lab = Lab::start(lab_options(state_dir, number, clusters)?).await?;
+    start_with(state_dir, lab_options(state_dir, number, clusters)?).await
+}
+
+async fn start_with(state_dir: &Path, options: LabOptions) -> Result<Lab> {
+    let lab = Lab::start(options).await?;
     let records: Vec<ClusterRecord> = lab
         .clusters()
         .iter()

@@ -121,14 +121,20 @@ fn election_timeout(config: &Document) -> Option<i64> {
 }
 
 /// Listen addresses (`podIP:27017`) of the running mongod-sim members of
-/// cluster `cluster` (its pods are in `127.n.(i+101).0/24`).
+/// cluster `cluster` (those in its pods' prefix).
 fn running_members(lab: &Lab, cluster: usize) -> Vec<String> {
-    let vip = lab.clusters()[cluster].vip.octets();
-    let prefix = format!("127.{}.{}.", vip[1], u16::from(vip[2]) + 100);
+    let pods = lab.clusters()[cluster].pods;
     lab.network()
         .running()
         .into_iter()
-        .filter(|listen| listen.starts_with(&prefix))
+        .filter(|listen| {
+            listen
+                .parse::<std::net::SocketAddr>()
+                .is_ok_and(|address| match address.ip() {
+                    std::net::IpAddr::V4(ip) => pods.contains(ip),
+                    std::net::IpAddr::V6(_) => false,
+                })
+        })
         .collect()
 }
 

@@ -297,6 +297,7 @@ pub async fn lab(number: u8, clusters: usize) -> Lab {
         operator: sibling_binary("mongodb-member-operator")
             .expect("the operator binary is built with the workspace"),
         crds: repo().join("crds"),
+        leader_election: true,
     };
     Lab::start(options).await.expect("the lab starts")
 }
