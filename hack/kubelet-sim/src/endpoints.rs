@@ -5,6 +5,7 @@
 //! not written.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
@@ -19,7 +20,7 @@ use tokio::sync::watch;
 use crate::api_errors::{is_gone, is_status};
 use crate::cache::Cache;
 use crate::faults::Faults;
-use crate::pod_facts::{is_ready, is_terminal, is_terminating, service_selects};
+use crate::pod_facts::{is_ready, is_terminal, is_terminating, service_selects, PodsByLabel};
 use crate::proxy::target_port;
 
 const RESYNC: Duration = Duration::from_secs(5);
@@ -64,7 +65,7 @@ impl EndpointsController {
     }
 
     async fn sync(&mut self) -> Result<(), kube::Error> {
-        let pods = self.cache.pods.state();
+        let pods = PodsByLabel::new(self.cache.pods.state());
         let mut wanted = HashSet::new();
         for service in self.cache.services.state() {
             let Some(spec) = service.spec.as_ref() else {
@@ -75,7 +76,7 @@ impl EndpointsController {
             }
             let (namespace, name) = (service.namespace().unwrap_or_default(), service.name_any());
             wanted.insert((namespace.clone(), name.clone()));
-            let subsets = subsets(&service, &pods);
+            let subsets = subsets(&service, &pods.candidates(&service));
             let mut labels = service.labels().clone();
             if spec.cluster_ip.as_deref() == Some("None") {
                 labels.insert("service.kubernetes.io/headless".into(), String::new());
@@ -139,7 +140,7 @@ impl EndpointsController {
 type PortKey = (Option<String>, i32, String);
 
 /// The selected pods grouped by their resolved port lists, addresses sorted by IP.
-fn subsets(service: &Service, pods: &[std::sync::Arc<Pod>]) -> Vec<EndpointSubset> {
+fn subsets(service: &Service, pods: &[Arc<Pod>]) -> Vec<EndpointSubset> {
     let Some(spec) = service.spec.as_ref() else {
         return vec![];
     };

@@ -16,7 +16,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::cache::Cache;
 use crate::faults::Faults;
-use crate::pod_facts::{is_ready, is_terminal, is_terminating, service_selects};
+use crate::pod_facts::{is_ready, is_terminal, is_terminating, service_selects, PodsByLabel};
 
 /// Which pod address serves each `VIP:nodePort` (None: no endpoint, connections are closed at once).
 pub type NodePortRoutes = BTreeMap<SocketAddr, Option<SocketAddr>>;
@@ -165,6 +165,7 @@ pub fn compute_routes(
     pods: &[std::sync::Arc<Pod>],
 ) -> NodePortRoutes {
     let mut routes = NodePortRoutes::new();
+    let pods = PodsByLabel::new(pods.to_vec());
     let mut services: Vec<&Service> = services.iter().map(|s| s.as_ref()).collect();
     services.sort_by_key(|s| (s.namespace(), s.name_any()));
     for service in services {
@@ -176,7 +177,8 @@ pub fn compute_routes(
         }
         let selector = spec.selector.clone().unwrap_or_default();
         let publish_not_ready = spec.publish_not_ready_addresses == Some(true);
-        let mut candidates: Vec<&Pod> = pods
+        let selected = pods.candidates(service);
+        let mut candidates: Vec<&Pod> = selected
             .iter()
             .map(|p| p.as_ref())
             .filter(|p| {
