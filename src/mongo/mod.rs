@@ -12,7 +12,6 @@
 //! disaster recovery an SRE asked for sets `force`
 //! ([`recovery_store`], [`crate::recovery`]).
 
-mod client_cache;
 pub mod config_doc;
 pub mod recovery_store;
 pub mod roll_store;
@@ -21,7 +20,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mongodb::bson::{doc, Bson, Document};
 use mongodb::options::{
@@ -33,7 +32,6 @@ use crate::hostconf::MemberAddress;
 use crate::planner::{MemberProbe, ObservedSet};
 use crate::replset::{MemberState, MemberStatus, ReplicaSetConfig};
 use crate::validate::RootCredentials;
-use client_cache::ClientCache;
 use config_doc::{config_from_document, initiate_document, integer, reconfig_document};
 
 /// Error codes the operator handles (`docs/replica-set-rules.md`).
@@ -76,13 +74,14 @@ const SERVER_SELECTION_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long it waits for one member asked directly (a member that is down should
 /// not hold up the pass).
 const DIRECT_SELECTION_TIMEOUT: Duration = Duration::from_secs(2);
-/// How often the driver's monitors check each member of a cached client: as
-/// often as a set in sync is looked at (the controller's 30 s requeue), which
-/// is how fresh the status is at rest. Nothing reads the monitors' results but
-/// server selection, each pass reads the set anew, and the driver checks a
-/// member again at once when it answers "not primary" or a call fails. At the
-/// driver's default of 10 s the monitors' `hello`s were 222 of the 264
-/// commands per instance a minute at rest (`lab bench`, BENCHMARKS.md).
+/// How often the driver's monitors check each member of a client after their
+/// first look. A client lives for one pass, so only a pass longer than this
+/// (a step-down waiting for a secondary) sees a second check; nothing reads
+/// the monitors' results but server selection, and the driver checks a member
+/// again at once when it answers "not primary" or a call fails. (When clients
+/// were kept across passes, the driver's default of 10 s made the monitors'
+/// `hello`s 222 of the 264 commands per instance a minute at rest: `lab
+/// bench`, BENCHMARKS.md.)
 const HEARTBEAT_FREQUENCY: Duration = Duration::from_secs(30);
 /// TCP connect timeout.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -150,24 +149,13 @@ pub struct SetReading {
     pub config_document: Document,
 }
 
-/// How long a driver client no pass asked for is kept: longer than the
-/// longest requeue between two passes of an instance, so a client in use is
-/// never dropped between them.
-const CLIENT_IDLE_LIMIT: Duration = Duration::from_secs(300);
-
-/// Clients to the members of the replica sets, kept across reconcile passes
-/// and dropped once the passes stop using them.
-#[derive(Clone)]
+/// Clients to the members of the replica sets, one per seed list (or member,
+/// for direct connections) and credentials, made when first asked for and
+/// closed when the gateway is dropped: the controller gives each pass a
+/// gateway of its own.
+#[derive(Clone, Default)]
 pub struct MongoGateway {
-    clients: Arc<Mutex<ClientCache<ClientKey, Client>>>,
-}
-
-impl Default for MongoGateway {
-    fn default() -> Self {
-        MongoGateway {
-            clients: Arc::new(Mutex::new(ClientCache::new(CLIENT_IDLE_LIMIT))),
-        }
-    }
+    clients: Arc<Mutex<BTreeMap<ClientKey, Client>>>,
 }
 
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -203,9 +191,12 @@ impl MongoGateway {
             .clients
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        clients.get_or_try_insert(key, Instant::now(), || {
-            Self::new_client(hosts, direct, set_name, credentials)
-        })
+        if let Some(client) = clients.get(&key) {
+            return Ok(client.clone());
+        }
+        let client = Self::new_client(hosts, direct, set_name, credentials)?;
+        clients.insert(key, client.clone());
+        Ok(client)
     }
 
     fn new_client(

@@ -96,6 +96,45 @@ pub fn label_selector_matches(
     match_labels && match_expressions
 }
 
+/// The pods by (namespace, label, value), so that the endpoints controller
+/// and the proxy look at the pods that may match each Service instead of at
+/// every pod for every Service (which made `lab bench` with 1,000 instances
+/// spend both cores there).
+pub struct PodsByLabel(HashMap<(String, String, String), Vec<Arc<Pod>>>);
+
+impl PodsByLabel {
+    pub fn new(pods: Vec<Arc<Pod>>) -> Self {
+        let mut index: HashMap<_, Vec<Arc<Pod>>> = HashMap::new();
+        for pod in pods {
+            let namespace = pod.namespace().unwrap_or_default();
+            for (key, value) in pod.labels() {
+                index
+                    .entry((namespace.clone(), key.clone(), value.clone()))
+                    .or_default()
+                    .push(pod.clone());
+            }
+        }
+        PodsByLabel(index)
+    }
+
+    /// The pods of `service`'s namespace carrying its selector's first
+    /// label (the rest of the selector is for `subsets` to check).
+    pub fn candidates(&self, service: &Service) -> Vec<Arc<Pod>> {
+        let selector = service
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.selector.as_ref());
+        let Some((key, value)) = selector.and_then(|selector| selector.iter().next()) else {
+            return Vec::new();
+        };
+        let namespace = service.namespace().unwrap_or_default();
+        self.0
+            .get(&(namespace, key.clone(), value.clone()))
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,41 +180,5 @@ mod tests {
         ));
         assert!(!label_selector_matches(&selector, None));
         assert!(label_selector_matches(&LabelSelector::default(), None));
-    }
-}
-
-/// The pods by (namespace, label, value), so that the endpoints controller
-/// and the proxy look at the pods that may match each Service instead of at
-/// every pod for every Service (which made `lab bench` with 1,000 instances
-/// spend both cores there).
-pub struct PodsByLabel(HashMap<(String, String, String), Vec<Arc<Pod>>>);
-
-impl PodsByLabel {
-    pub fn new(pods: Vec<Arc<Pod>>) -> Self {
-        let mut index: HashMap<_, Vec<Arc<Pod>>> = HashMap::new();
-        for pod in pods {
-            let namespace = pod.namespace().unwrap_or_default();
-            for (key, value) in pod.labels() {
-                index
-                    .entry((namespace.clone(), key.clone(), value.clone()))
-                    .or_default()
-                    .push(pod.clone());
-            }
-        }
-        PodsByLabel(index)
-    }
-
-    /// The pods of `service`'s namespace carrying its selector's first
-    /// label (the rest of the selector is for `subsets` to check).
-    pub fn candidates(&self, service: &Service) -> Vec<Arc<Pod>> {
-        let selector = service.spec.as_ref().and_then(|spec| spec.selector.as_ref());
-        let Some((key, value)) = selector.and_then(|selector| selector.iter().next()) else {
-            return Vec::new();
-        };
-        let namespace = service.namespace().unwrap_or_default();
-        self.0
-            .get(&(namespace, key.clone(), value.clone()))
-            .cloned()
-            .unwrap_or_default()
     }
 }
