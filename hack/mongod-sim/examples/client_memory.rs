@@ -1,3 +1,9 @@
+//! How much resident memory one Rust driver client to a member costs (the
+//! operator's memory at scale: BENCHMARKS.md): starts one mongod-sim member in
+//! this process, opens 500 direct clients to it with the operator's monitor
+//! frequency, pings through each, and prints the growth of `VmRSS` per
+//! client (the member's side of the connections, in the same process,
+//! included). `cargo run --release -p mongod-sim --example client_memory`
 use mongod_sim::{MemberSpec, Network, Volume};
 use mongodb::bson::doc;
 use mongodb::options::{ClientOptions, ServerAddress};
