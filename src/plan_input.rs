@@ -27,12 +27,13 @@ pub fn local_slots(validated: &Validated, wanted: Wanted) -> BTreeSet<MemberSlot
     slots
 }
 
-/// The local members to ask directly: those whose pod runs (a member that
-/// cannot answer would only cost a connection timeout).
+/// The local members to ask directly: those whose pod is Ready, so that
+/// their Service routes to them (a member that cannot answer would only cost
+/// a server-selection timeout; its pod's Ready brings the next pass).
 pub fn local_members_to_ask(validated: &Validated, wanted: Wanted) -> BTreeSet<MemberAddress> {
     local_slots(validated, wanted)
         .into_iter()
-        .filter(|slot| validated.pod_running(*slot))
+        .filter(|slot| validated.pod_ready(*slot))
         .filter_map(|slot| validated.address(slot))
         .collect()
 }
@@ -299,6 +300,7 @@ mod tests {
                         recorded_host: None,
                         recorded_entry: None,
                         pod_running: true,
+                        pod_ready: true,
                         pod: None,
                     },
                 ),
@@ -308,6 +310,7 @@ mod tests {
                         recorded_host: None,
                         recorded_entry: None,
                         pod_running: false,
+                        pod_ready: false,
                         pod: None,
                     },
                 ),
@@ -317,6 +320,7 @@ mod tests {
                         recorded_host: Some(address(VIP, 30004)),
                         recorded_entry: None,
                         pod_running: true,
+                        pod_ready: true,
                         pod: None,
                     },
                 ),
@@ -336,6 +340,21 @@ mod tests {
             asked,
             BTreeSet::from([address(VIP, 30001), address(VIP, 30004)])
         );
+    }
+
+    #[test]
+    fn a_running_member_whose_pod_is_not_ready_is_not_asked() {
+        // Its Service routes nothing to it before it is Ready: asking it only
+        // waited out the server-selection timeout (2 s a pass; with 1,000
+        // instances in `lab bench`, a third of the passes' time).
+        let mut validated = validated();
+        let facts = validated
+            .stateful_sets
+            .get_mut(&MemberSlot::Data(0))
+            .unwrap();
+        facts.pod_ready = false;
+        let asked = local_members_to_ask(&validated, TWO);
+        assert_eq!(asked, BTreeSet::from([address(VIP, 30004)]));
     }
 
     #[test]

@@ -338,6 +338,8 @@ pub struct MemberStatefulSetFacts {
     pub recorded_entry: Option<RecordedEntry>,
     /// Whether its pod is running.
     pub pod_running: bool,
+    /// Whether its pod is Ready: only then does its Service route to it.
+    pub pod_ready: bool,
     /// Its pod (`<statefulset>-0`), when one exists.
     pub pod: Option<PodFacts>,
 }
@@ -386,6 +388,11 @@ impl Validated {
     /// Whether the pod of `slot`'s StatefulSet is running.
     pub fn pod_running(&self, slot: MemberSlot) -> bool {
         self.stateful_sets.get(&slot).is_some_and(|s| s.pod_running)
+    }
+
+    /// Whether the pod of `slot`'s StatefulSet is Ready.
+    pub fn pod_ready(&self, slot: MemberSlot) -> bool {
+        self.stateful_sets.get(&slot).is_some_and(|s| s.pod_ready)
     }
 
     /// The members this cluster runs: each wanted slot once its propagated
@@ -808,6 +815,20 @@ fn member_stateful_sets(
                 && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
         })
     };
+    let ready = |name: &str| {
+        pods.iter().any(|pod| {
+            pod.metadata.name.as_deref() == Some(name)
+                && pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|conditions| {
+                        conditions
+                            .iter()
+                            .any(|c| c.type_ == "Ready" && c.status == "True")
+                    })
+        })
+    };
     stateful_sets
         .iter()
         .filter(|s| {
@@ -828,6 +849,7 @@ fn member_stateful_sets(
                 .and_then(|e| e.parse().ok());
             let pod_name = format!("{name}-0");
             let pod_running = running(&pod_name);
+            let pod_ready = pod_running && ready(&pod_name);
             let pod = pods
                 .iter()
                 .find(|pod| pod.metadata.name.as_deref() == Some(pod_name.as_str()))
@@ -842,6 +864,7 @@ fn member_stateful_sets(
                     recorded_host,
                     recorded_entry,
                     pod_running,
+                    pod_ready,
                     pod,
                 },
             ))
@@ -1088,6 +1111,22 @@ mod tests {
         );
         assert!(validated.pod_running(MemberSlot::Data(0)));
         assert!(!validated.pod_running(MemberSlot::Data(1)));
+        // Running, but no Ready condition yet.
+        assert!(!validated.pod_ready(MemberSlot::Data(0)));
+        let mut ready = referenced.clone();
+        ready.pods[0]
+            .status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .get_or_insert_with(Vec::new)
+            .push(k8s_openapi::api::core::v1::PodCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            });
+        let validated_ready = validate(&mongodb, &ready, false).unwrap();
+        assert!(validated_ready.pod_ready(MemberSlot::Data(0)));
         assert_eq!(
             validated.address(MemberSlot::Data(0)).unwrap().to_string(),
             "10.0.0.1:30001"

@@ -147,11 +147,19 @@ where
 {
     watcher::watcher(api, config)
         .default_backoff()
+        .modify(drop_managed_fields)
         .map_ok(move |event| {
             writer.apply_watcher_event(&event);
             event
         })
         .touched_objects()
+}
+
+/// Empties an object's `managedFields` before it is cached: nothing reads
+/// them, and they are as large as the fields they describe (a StatefulSet's
+/// pod template, a pod's status).
+pub fn drop_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
 }
 
 /// A store and the index of its objects by instance label.

@@ -59,7 +59,7 @@ use crate::telemetry::{InstanceGauges, Metrics};
 use crate::validate::{validate, InvalidInput, Validated};
 use act::{act, ActError};
 use apply::{apply, Written};
-use caches::{caches, reflect, Caches};
+use caches::{caches, drop_managed_fields, reflect, Caches};
 use dereference::{dereference, DereferenceError};
 use finalizer::{FinalizerError, Phase};
 use observe::{dropped_members, observe};
@@ -159,10 +159,11 @@ impl Context {
     }
 
     /// The context of one pass: the shared state, and MongoDB clients of its
-    /// own, closed when the pass ends. Kept across passes, the clients (about
-    /// 130 KiB each, their monitors polling) made the operator's memory grow
-    /// with the number of sets — 1,000 sets took it past 400 MiB in `lab
-    /// bench` — for connections that serve one pass every 30 s at rest.
+    /// own, closed when the pass ends (`MongoGateway::close`). Kept across
+    /// passes, the clients (about 130 KiB each, their monitors polling) made
+    /// the operator's memory grow with the number of sets — 1,000 sets took
+    /// it past 480 MiB in `lab bench` — for connections that serve one pass
+    /// every 30 s at rest.
     fn for_pass(&self) -> Context {
         Context {
             gateway: MongoGateway::new(),
@@ -237,6 +238,7 @@ pub async fn run(
         watcher::Config::default(),
     )
     .default_backoff()
+    .modify(drop_managed_fields)
     .reflect(mongodbs_writer)
     .applied_objects()
     .predicate_filter(desired_state, Default::default());
@@ -431,6 +433,7 @@ async fn reconcile(mongodb: Arc<MongoDB>, ctx: Arc<Context>) -> Result<Action, R
     ctx.caches.wait_synced().await;
     let started = Instant::now();
     let _in_flight = ctx.metrics.pass_started();
+    let ctx = ctx.for_pass();
     let namespace = mongodb.namespace().unwrap_or_default();
     let api: Api<MongoDB> = Api::namespaced(ctx.client.clone(), &namespace);
     let result = match finalizer::phase(&mongodb) {
@@ -442,6 +445,7 @@ async fn reconcile(mongodb: Arc<MongoDB>, ctx: Arc<Context>) -> Result<Action, R
         Phase::Leaving => leave(&api, &mongodb, &ctx).await,
         Phase::Released => Ok(Action::await_change()),
     };
+    ctx.gateway.close().await;
     ctx.metrics.reconciled(started.elapsed());
     result
 }
@@ -482,7 +486,6 @@ async fn pass(
     ctx: &Context,
     leaving: bool,
 ) -> Result<PassOutcome, ReconcileError> {
-    let ctx = &ctx.for_pass();
     let paused = mongodb.spec.pause && !leaving;
     let wanted = Wanted::of(mongodb, leaving);
     // dereference: read what the object refers to, as it is (Kubernetes I/O).

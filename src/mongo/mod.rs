@@ -151,8 +151,8 @@ pub struct SetReading {
 
 /// Clients to the members of the replica sets, one per seed list (or member,
 /// for direct connections) and credentials, made when first asked for and
-/// closed when the gateway is dropped: the controller gives each pass a
-/// gateway of its own.
+/// closed by [`MongoGateway::close`]: the controller gives each pass a gateway
+/// of its own and closes it when the pass ends.
 #[derive(Clone, Default)]
 pub struct MongoGateway {
     clients: Arc<Mutex<BTreeMap<ClientKey, Client>>>,
@@ -171,6 +171,21 @@ impl MongoGateway {
     /// A gateway with no open client.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Closes every client at once: their monitors stop and their
+    /// connections close now, not when a dropped client's monitor next wakes
+    /// (up to a heartbeat later). Called when nothing is running on them.
+    pub async fn close(&self) {
+        let clients = std::mem::take(
+            &mut *self
+                .clients
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+        for client in clients.into_values() {
+            client.shutdown().immediate(true).await;
+        }
     }
 
     fn client(
