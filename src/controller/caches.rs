@@ -10,13 +10,18 @@
 //! also indexed by their instance label, kept by the same writer as the
 //! store: a pass finds its instance's objects without looking at the others,
 //! so its cost does not grow with the number of objects in the namespace.
+//!
+//! Objects are cached without what no pass reads ([`Cached::slim`]): their
+//! `managedFields` everywhere, and the spec and status of pods (but their
+//! phase and conditions) and of StatefulSets — the largest part of the
+//! operator's memory with 1,000 instances (`lab bench`, BENCHMARKS.md).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
 use futures::{Stream, TryStreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodStatus, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::PartialObjectMeta;
 use kube::runtime::reflector::{self, store::Writer, ObjectRef, Store};
@@ -142,12 +147,12 @@ pub fn reflect<K>(
     config: watcher::Config,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: Cached + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     watcher::watcher(api, config)
         .default_backoff()
-        .modify(drop_managed_fields)
+        .modify(K::slim)
         .map_ok(move |event| {
             writer.apply_watcher_event(&event);
             event
@@ -155,11 +160,43 @@ where
         .touched_objects()
 }
 
-/// Empties an object's `managedFields` before it is cached: nothing reads
-/// them, and they are as large as the fields they describe (a StatefulSet's
-/// pod template, a pod's status).
-pub fn drop_managed_fields<K: Resource>(object: &mut K) {
-    object.meta_mut().managed_fields = None;
+/// A kind the controller caches, and what of it no pass reads.
+pub trait Cached: Resource {
+    /// Removes, before the object is cached, what no pass reads: its
+    /// `managedFields` (as large as the fields they describe), and more for
+    /// some kinds.
+    fn slim(&mut self) {
+        self.meta_mut().managed_fields = None;
+    }
+}
+
+impl Cached for Service {}
+impl Cached for ConfigMap {}
+impl Cached for PodDisruptionBudget {}
+impl Cached for PartialObjectMeta<Secret> {}
+impl Cached for crate::api::MongoDB {}
+
+/// A pass reads a member pod's metadata, phase and conditions (`validate`).
+impl Cached for Pod {
+    fn slim(&mut self) {
+        self.metadata.managed_fields = None;
+        self.spec = None;
+        self.status = self.status.take().map(|status| PodStatus {
+            phase: status.phase,
+            conditions: status.conditions,
+            ..PodStatus::default()
+        });
+    }
+}
+
+/// A pass reads a member StatefulSet's metadata (`validate`, and `apply`'s
+/// write marker, its generation).
+impl Cached for StatefulSet {
+    fn slim(&mut self) {
+        self.metadata.managed_fields = None;
+        self.spec = None;
+        self.status = None;
+    }
 }
 
 /// A store and the index of its objects by instance label.
@@ -346,6 +383,40 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    #[test]
+    fn slim_objects_keep_what_a_pass_reads() {
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "demo-mongodb-0-0", "uid": "u", "annotations": {"a": "b"},
+                         "managedFields": [{"manager": "kubelet"}]},
+            "spec": {"containers": [{"name": "mongod", "image": "mongo:7.0"}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.1",
+                       "conditions": [{"type": "Ready", "status": "True"}]},
+        }))
+        .unwrap();
+        pod.slim();
+        let kept = serde_json::to_value(&pod).unwrap();
+        assert_eq!(
+            kept,
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "demo-mongodb-0-0", "uid": "u", "annotations": {"a": "b"}},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+            })
+        );
+        let mut set: StatefulSet = serde_json::from_value(json!({
+            "metadata": {"name": "demo-mongodb-0", "generation": 3, "annotations": {"a": "b"},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "MongoDB", "name": "demo", "uid": "m"}]},
+            "spec": {"selector": {}, "serviceName": "demo", "template": {}},
+            "status": {"replicas": 1},
+        }))
+        .unwrap();
+        set.slim();
+        assert!(set.spec.is_none() && set.status.is_none());
+        assert_eq!(set.metadata.generation, Some(3));
+        assert_eq!(set.owner_references().len(), 1);
+        assert_eq!(set.annotations().get("a").map(String::as_str), Some("b"));
     }
 
     #[test]

@@ -59,7 +59,7 @@ use crate::telemetry::{InstanceGauges, Metrics};
 use crate::validate::{validate, InvalidInput, Validated};
 use act::{act, ActError};
 use apply::{apply, Written};
-use caches::{caches, drop_managed_fields, reflect, Caches};
+use caches::{caches, reflect, Cached, Caches};
 use dereference::{dereference, DereferenceError};
 use finalizer::{FinalizerError, Phase};
 use observe::{dropped_members, observe};
@@ -238,7 +238,7 @@ pub async fn run(
         watcher::Config::default(),
     )
     .default_backoff()
-    .modify(drop_managed_fields)
+    .modify(MongoDB::slim)
     .reflect(mongodbs_writer)
     .applied_objects()
     .predicate_filter(desired_state, Default::default());

@@ -25,6 +25,7 @@ use std::time::Duration;
 use mongodb::bson::{doc, Bson, Document};
 use mongodb::options::{
     AuthMechanism, ClientOptions, Credential, ReadPreference, SelectionCriteria, ServerAddress,
+    ServerMonitoringMode,
 };
 use mongodb::Client;
 
@@ -247,6 +248,9 @@ impl MongoGateway {
             })
             .connect_timeout(CONNECT_TIMEOUT)
             .heartbeat_freq(HEARTBEAT_FREQUENCY)
+            // A client lives for one pass: the streaming protocol's second
+            // connection per member (round-trip times) would serve nothing.
+            .server_monitoring_mode(ServerMonitoringMode::Poll)
             .build();
         Client::with_options(options).map_err(|e| MongoError::Protocol(e.to_string()))
     }
