@@ -86,7 +86,7 @@ const AFTER_FAILURE: Duration = Duration::from_secs(5);
 const AFTER_STATUS_CHANGE: Duration = Duration::from_secs(1);
 
 /// State of the controller: shared by every pass, but for the MongoDB
-/// clients, which each pass has of its own ([`Context::for_pass`]).
+/// clients, which each pass has of its own (`Context::for_pass`).
 #[derive(Clone)]
 pub struct Context {
     client: Client,

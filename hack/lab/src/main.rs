@@ -175,6 +175,73 @@ enum BenchScenario {
     /// Join, reaction, no-primary and convergence, then FedState's designed
     /// waits beside them.
     Timed,
+    /// Every figure of issue 14 in one run: 100 instances at rest for ten
+    /// minutes, 10 without leader election for two, 1,000 in one cluster for
+    /// two, then the timed scenarios.
+    All,
+}
+
+/// The build `lab bench`'s reproduce lines start with.
+const BENCH_BUILD: &str = "eval \"$(hack/test-tools.sh)\" && MMO_REQUIRE_TOOLS=1 cargo build --release --bin mongodb-member-operator && cargo build --release -p lab --bin lab && target/release/lab";
+
+/// One at-rest measurement of `lab bench`.
+struct AtRestRun {
+    instances: usize,
+    split: String,
+    settle: u64,
+    idle: u64,
+    leader_election: bool,
+}
+
+impl AtRestRun {
+    /// Issue 14's: 100 instances over three clusters for ten minutes, the
+    /// writes without leader election, and 1,000 instances in one cluster.
+    fn issue_14() -> [AtRestRun; 3] {
+        let run = |instances, split: &str, idle, leader_election| AtRestRun {
+            instances,
+            split: split.to_string(),
+            settle: 30,
+            idle,
+            leader_election,
+        };
+        [
+            run(100, "a=1,b=1,c=1", 600, true),
+            run(10, "a=1,b=1,c=1", 120, false),
+            run(1000, "a=1", 120, true),
+        ]
+    }
+
+    /// Measures in a fresh lab made with `options`, as Markdown.
+    async fn measure(&self, options: &LabOptions) -> Result<String> {
+        let mut options = options.clone();
+        options.leader_election = self.leader_election;
+        let state_dir = options.state_dir.clone();
+        let number = options.number;
+        let lab = start_with(&state_dir, options).await?;
+        let measured = lab::bench::at_rest(
+            &lab,
+            self.instances,
+            &self.split,
+            Duration::from_secs(self.settle),
+            Duration::from_secs(self.idle),
+        )
+        .await;
+        lab.shutdown().await;
+        let without = if self.leader_election {
+            ""
+        } else {
+            " --no-leader-election"
+        };
+        let command = format!(
+            "{BENCH_BUILD} --state-dir {} --number {number} bench --instances {} --split {} --settle {} --idle {}{without}",
+            state_dir.display(),
+            self.instances,
+            self.split,
+            self.settle,
+            self.idle,
+        );
+        Ok(measured?.markdown(&command))
+    }
 }
 
 /// The clusters of a running lab, as `up` records them.
@@ -319,64 +386,50 @@ async fn main() -> Result<()> {
             idle,
             no_leader_election,
         } => {
-            let build = "eval \"$(hack/test-tools.sh)\" && MMO_REQUIRE_TOOLS=1 cargo build --release --bin mongodb-member-operator && cargo build --release -p lab --bin lab && target/release/lab";
+            let options = lab_options(&state_dir, cli.number, 3)?;
+            let scenario_name = scenario
+                .to_possible_value()
+                .context("every scenario has a name")?
+                .get_name()
+                .to_string();
+            let timed_command = format!(
+                "{BENCH_BUILD} --state-dir {} --number {} bench --scenario {scenario_name} --runs {runs}",
+                cli.state_dir.display(),
+                cli.number,
+            );
             let timed = match scenario {
                 BenchScenario::AtRest => {
-                    let mut options = lab_options(&state_dir, cli.number, 3)?;
-                    options.leader_election = !no_leader_election;
-                    let lab = start_with(&state_dir, options).await?;
-                    let measured = lab::bench::at_rest(
-                        &lab,
+                    let at_rest = AtRestRun {
                         instances,
-                        &split,
-                        Duration::from_secs(settle),
-                        Duration::from_secs(idle),
-                    )
-                    .await;
-                    lab.shutdown().await;
-                    let without = if no_leader_election {
-                        " --no-leader-election"
-                    } else {
-                        ""
+                        split,
+                        settle,
+                        idle,
+                        leader_election: !no_leader_election,
                     };
-                    let command = format!(
-                        "{build} --state-dir {} --number {} bench --instances {instances} --split {split} --settle {settle} --idle {idle}{without}",
-                        cli.state_dir.display(),
-                        cli.number,
-                    );
-                    println!("{}", measured?.markdown(&command));
+                    println!("{}", at_rest.measure(&options).await?);
                     return Ok(());
+                }
+                BenchScenario::All => {
+                    for at_rest in AtRestRun::issue_14() {
+                        println!("{}", at_rest.measure(&options).await?);
+                    }
+                    Scenario::TIMED.to_vec()
                 }
                 BenchScenario::Join => vec![Scenario::Join],
                 BenchScenario::Reaction => vec![Scenario::Reaction],
                 BenchScenario::NoPrimary => vec![Scenario::NoPrimary],
                 BenchScenario::Convergence => vec![Scenario::Convergence],
-                BenchScenario::Timed => vec![
-                    Scenario::Join,
-                    Scenario::Reaction,
-                    Scenario::NoPrimary,
-                    Scenario::Convergence,
-                ],
+                BenchScenario::Timed => Scenario::TIMED.to_vec(),
             };
-            let command = format!(
-                "{build} --state-dir {} --number {} bench --scenario {} --runs {runs}",
-                cli.state_dir.display(),
-                cli.number,
-                scenario
-                    .to_possible_value()
-                    .context("every scenario has a name")?
-                    .get_name()
-            );
-            let options = lab_options(&state_dir, cli.number, 3)?;
             let mut measured = Vec::new();
             for scenario in timed {
                 let outcome = scenarios::run(&options, scenario, runs).await?;
-                println!("{}", outcome.markdown(&command));
+                println!("{}", outcome.markdown(&timed_command));
                 measured.push((scenario, outcome));
             }
             if measured.len() > 1 {
                 let measured: Vec<_> = measured.iter().map(|(s, t)| (*s, t)).collect();
-                println!("{}", scenarios::fedstate_waits(&measured, &command));
+                println!("{}", scenarios::fedstate_waits(&measured, &timed_command));
             }
         }
         Command::Demo {

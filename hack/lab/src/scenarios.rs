@@ -94,6 +94,14 @@ pub enum Scenario {
 }
 
 impl Scenario {
+    /// The timed scenarios, in the order `lab bench --scenario timed` runs them.
+    pub const TIMED: [Scenario; 4] = [
+        Scenario::Join,
+        Scenario::Reaction,
+        Scenario::NoPrimary,
+        Scenario::Convergence,
+    ];
+
     /// The name of the instance the scenario applies.
     fn instance(self) -> &'static str {
         match self {
