@@ -47,6 +47,10 @@ pub struct AtRest {
     pub resting: Phase,
     /// Each operator's memory at the end, with its peak.
     pub memory: Vec<(String, Memory)>,
+    /// The first cluster's operator restarted at rest: its memory once it
+    /// has run as many passes as there are instances (the start looks at
+    /// each), without the convergence's peak.
+    pub restarted: Option<(String, Memory)>,
 }
 
 /// What the operators spent in one stretch of time.
@@ -97,11 +101,19 @@ impl AtRest {
         out.push_str(
             "\n| operator | resident memory (VmRSS) at the end | peak (VmHWM) |\n|---|---|---|\n",
         );
+        let mib = |kib: u64| kib as f64 / 1024.0;
         for (cluster, memory) in &self.memory {
             out.push_str(&format!(
                 "| cluster {cluster} | {:.1} MiB | {:.1} MiB |\n",
-                memory.resident_kib as f64 / 1024.0,
-                memory.peak_kib as f64 / 1024.0
+                mib(memory.resident_kib),
+                mib(memory.peak_kib)
+            ));
+        }
+        if let Some((cluster, memory)) = &self.restarted {
+            out.push_str(&format!(
+                "| cluster {cluster}, restarted at rest, after as many passes as instances | {:.1} MiB | {:.1} MiB |\n",
+                mib(memory.resident_kib),
+                mib(memory.peak_kib)
             ));
         }
         out
@@ -323,9 +335,10 @@ fn difference<K: Ord + Clone>(
 
 /// Applies `instances` instances with `split` and measures until all are
 /// Ready, lets things settle for `settle`, then measures `idle` without a
-/// change.
+/// change; last, restarts the first cluster's operator and reads its memory
+/// once it has run as many passes as there are instances.
 pub async fn at_rest(
-    lab: &Lab,
+    lab: &mut Lab,
     instances: usize,
     split: &str,
     settle: Duration,
@@ -368,6 +381,7 @@ pub async fn at_rest(
             .context("an operator is not running")?;
         memory.push((cluster.name.clone(), memory_of(pid)?));
     }
+    let restarted = restarted_memory(lab, instances).await?;
     Ok(AtRest {
         instances,
         split: split.to_string(),
@@ -375,5 +389,28 @@ pub async fn at_rest(
         converging: Phase::between(&before_applying, &ready, converged),
         resting: Phase::between(&before, &after, idle),
         memory,
+        restarted: Some(restarted),
     })
+}
+
+/// How long a restarted operator may take to run a pass for each instance
+/// (a new leader waits for the killed one's Lease to expire first).
+const RESTART_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Restarts the first cluster's operator and reads its memory once it has
+/// run at least `instances` passes.
+async fn restarted_memory(lab: &mut Lab, instances: usize) -> Result<(String, Memory)> {
+    lab.kill_operator(0).await?;
+    lab.restart_operator(0)?;
+    let restarted = Instant::now();
+    while passes_of(lab, 0).await? < instances as u64 {
+        if restarted.elapsed() > RESTART_DEADLINE {
+            anyhow::bail!(
+                "the restarted operator ran fewer than {instances} passes in {RESTART_DEADLINE:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let pid = lab.operator_pid(0).context("the operator is not running")?;
+    Ok((lab.clusters()[0].name.clone(), memory_of(pid)?))
 }

@@ -217,9 +217,9 @@ impl AtRestRun {
         options.leader_election = self.leader_election;
         let state_dir = options.state_dir.clone();
         let number = options.number;
-        let lab = start_with(&state_dir, options).await?;
+        let mut lab = start_with(&state_dir, options).await?;
         let measured = lab::bench::at_rest(
-            &lab,
+            &mut lab,
             self.instances,
             &self.split,
             Duration::from_secs(self.settle),
