@@ -1,10 +1,13 @@
 """Writes with w:"majority" through pymongo until told to stop, then reports.
 
 Reads the connection string from MONGO_URI (never from arguments: it holds a
-password). Prints one line per acknowledged insert ("ACK <n>"); when the file
-named by STOP_FILE exists it stops, reads every document back with read concern
-majority and prints "FOUND <n> <n> ...". Unacknowledged attempts are retried
-with the next number, so only acknowledged numbers are promised.
+password). Prints one line per acknowledged insert ("ACK <n>"); once the file
+named by STOP_FILE exists and at least ten writes are acknowledged (or a minute
+after the file appeared, whichever comes first: a change over in a fraction of
+a second leaves too few writes to judge, and the set must take majority writes
+after it anyway) it stops, reads every document back with read concern majority
+and prints "FOUND <n> <n> ...". Unacknowledged attempts are retried with the
+next number, so only acknowledged numbers are promised.
 """
 import os
 import sys
@@ -17,11 +20,22 @@ from pymongo.read_concern import ReadConcern
 client = MongoClient(os.environ["MONGO_URI"], serverSelectionTimeoutMS=20000, retryWrites=False)
 collection = client.lab.get_collection("writes", write_concern=WriteConcern(w="majority", wtimeout=10000))
 stop_file = os.environ["STOP_FILE"]
+MIN_ACKNOWLEDGED = 10
+STOP_GRACE_SECONDS = 60
 n = 0
-while not os.path.exists(stop_file):
+acknowledged = 0
+stop_requested = None
+while True:
+    if stop_requested is None and os.path.exists(stop_file):
+        stop_requested = time.time()
+    if stop_requested is not None and (
+        acknowledged >= MIN_ACKNOWLEDGED or time.time() > stop_requested + STOP_GRACE_SECONDS
+    ):
+        break
     n += 1
     try:
         collection.insert_one({"_id": n})
+        acknowledged += 1
         print(f"ACK {n}", flush=True)
     except PyMongoError as error:
         print(f"ERR {n} {type(error).__name__}", flush=True)
