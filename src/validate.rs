@@ -808,27 +808,6 @@ fn member_stateful_sets(
     pods: &[Pod],
 ) -> BTreeMap<MemberSlot, MemberStatefulSetFacts> {
     let instance = mongodb.name_any();
-    let running = |name: &str| {
-        pods.iter().any(|pod| {
-            pod.metadata.name.as_deref() == Some(name)
-                && pod.metadata.deletion_timestamp.is_none()
-                && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-        })
-    };
-    let ready = |name: &str| {
-        pods.iter().any(|pod| {
-            pod.metadata.name.as_deref() == Some(name)
-                && pod
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|conditions| {
-                        conditions
-                            .iter()
-                            .any(|c| c.type_ == "Ready" && c.status == "True")
-                    })
-        })
-    };
     stateful_sets
         .iter()
         .filter(|s| {
@@ -848,16 +827,16 @@ fn member_stateful_sets(
                 .get(MEMBER_ENTRY_ANNOTATION)
                 .and_then(|e| e.parse().ok());
             let pod_name = format!("{name}-0");
-            let pod_running = running(&pod_name);
-            let pod_ready = pod_running && ready(&pod_name);
             let pod = pods
                 .iter()
-                .find(|pod| pod.metadata.name.as_deref() == Some(pod_name.as_str()))
-                .map(|pod| PodFacts {
-                    uid: pod.uid().unwrap_or_default(),
-                    revision: pod.annotations().get(REVISION_ANNOTATION).cloned(),
-                    terminating: pod.metadata.deletion_timestamp.is_some(),
-                });
+                .find(|pod| pod.metadata.name.as_deref() == Some(pod_name.as_str()));
+            let pod_running = pod.is_some_and(is_running);
+            let pod_ready = pod_running && pod.is_some_and(is_ready);
+            let pod = pod.map(|pod| PodFacts {
+                uid: pod.uid().unwrap_or_default(),
+                revision: pod.annotations().get(REVISION_ANNOTATION).cloned(),
+                terminating: pod.metadata.deletion_timestamp.is_some(),
+            });
             Some((
                 slot,
                 MemberStatefulSetFacts {
@@ -870,6 +849,24 @@ fn member_stateful_sets(
             ))
         })
         .collect()
+}
+
+/// Whether `pod` runs and is not being deleted.
+fn is_running(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+}
+
+/// Whether `pod`'s `Ready` condition is `True`.
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
 }
 
 #[cfg(test)]

@@ -50,7 +50,7 @@ pub struct AtRest {
     /// The first cluster's operator restarted at rest: its memory once it
     /// has run as many passes as there are instances (the start looks at
     /// each), without the convergence's peak.
-    pub restarted: Option<(String, Memory)>,
+    pub restarted: (String, Memory),
 }
 
 /// What the operators spent in one stretch of time.
@@ -109,13 +109,12 @@ impl AtRest {
                 mib(memory.peak_kib)
             ));
         }
-        if let Some((cluster, memory)) = &self.restarted {
-            out.push_str(&format!(
-                "| cluster {cluster}, restarted at rest, after as many passes as instances | {:.1} MiB | {:.1} MiB |\n",
-                mib(memory.resident_kib),
-                mib(memory.peak_kib)
-            ));
-        }
+        let (cluster, memory) = &self.restarted;
+        out.push_str(&format!(
+            "| cluster {cluster}, restarted at rest, after as many passes as instances | {:.1} MiB | {:.1} MiB |\n",
+            mib(memory.resident_kib),
+            mib(memory.peak_kib)
+        ));
         out
     }
 }
@@ -244,9 +243,7 @@ async fn snapshot(lab: &Lab) -> Result<Snapshot> {
     let mut cpu_ticks = Vec::new();
     let mut passes = Vec::new();
     for (index, cluster) in lab.clusters().iter().enumerate() {
-        let pid = lab
-            .operator_pid(index)
-            .context("an operator is not running")?;
+        let pid = running_operator(lab, index)?;
         cpu_ticks.push((cluster.name.clone(), cpu_ticks_of(pid)?));
         passes.push((cluster.name.clone(), passes_of(lab, index).await?));
     }
@@ -287,6 +284,12 @@ async fn passes_of(lab: &Lab, index: usize) -> Result<u64> {
         .and_then(|(_, n)| n.trim().parse::<f64>().ok());
     // No pass yet: the histogram has no series.
     Ok(counted.unwrap_or(0.0) as u64)
+}
+
+/// The process id of cluster `index`'s operator, which must be running.
+fn running_operator(lab: &Lab, index: usize) -> Result<u32> {
+    lab.operator_pid(index)
+        .with_context(|| format!("cluster {index}'s operator is not running"))
 }
 
 /// `VmRSS` and `VmHWM` of process `pid`.
@@ -376,9 +379,7 @@ pub async fn at_rest(
     pruner.abort();
     let mut memory = Vec::new();
     for (index, cluster) in lab.clusters().iter().enumerate() {
-        let pid = lab
-            .operator_pid(index)
-            .context("an operator is not running")?;
+        let pid = running_operator(lab, index)?;
         memory.push((cluster.name.clone(), memory_of(pid)?));
     }
     let restarted = restarted_memory(lab, instances).await?;
@@ -389,7 +390,7 @@ pub async fn at_rest(
         converging: Phase::between(&before_applying, &ready, converged),
         resting: Phase::between(&before, &after, idle),
         memory,
-        restarted: Some(restarted),
+        restarted,
     })
 }
 
@@ -411,6 +412,6 @@ async fn restarted_memory(lab: &mut Lab, instances: usize) -> Result<(String, Me
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let pid = lab.operator_pid(0).context("the operator is not running")?;
+    let pid = running_operator(lab, 0)?;
     Ok((lab.clusters()[0].name.clone(), memory_of(pid)?))
 }
