@@ -23,11 +23,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mongodb::bson::{doc, Bson, Document};
+use mongodb::event::sdam::SdamEvent;
+use mongodb::event::EventHandler;
 use mongodb::options::{
     AuthMechanism, ClientOptions, Credential, ReadPreference, SelectionCriteria, ServerAddress,
     ServerMonitoringMode,
 };
 use mongodb::Client;
+use tokio::sync::watch;
 
 use crate::hostconf::MemberAddress;
 use crate::planner::{MemberProbe, ObservedSet};
@@ -156,7 +159,17 @@ pub struct SetReading {
 /// of its own and closes it when the pass ends.
 #[derive(Clone, Default)]
 pub struct MongoGateway {
-    clients: Arc<Mutex<BTreeMap<ClientKey, Client>>>,
+    clients: Arc<Mutex<BTreeMap<ClientKey, GatewayClient>>>,
+}
+
+/// A driver client with, for one member asked directly, what the driver's
+/// monitor found when it last checked the member.
+#[derive(Clone)]
+struct GatewayClient {
+    client: Client,
+    /// Direct clients only: `true` while the monitor's last check of the
+    /// member failed (the connection was refused, reset or timed out).
+    member_turned_away: Option<watch::Receiver<bool>>,
 }
 
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -184,8 +197,8 @@ impl MongoGateway {
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner()),
         );
-        for client in clients.into_values() {
-            client.shutdown().immediate(true).await;
+        for gateway_client in clients.into_values() {
+            gateway_client.client.shutdown().immediate(true).await;
         }
     }
 
@@ -195,7 +208,7 @@ impl MongoGateway {
         direct: bool,
         set_name: Option<&str>,
         credentials: &RootCredentials,
-    ) -> Result<Client, MongoError> {
+    ) -> Result<GatewayClient, MongoError> {
         let key = ClientKey {
             hosts: hosts.to_vec(),
             direct,
@@ -220,14 +233,14 @@ impl MongoGateway {
         direct: bool,
         set_name: Option<&str>,
         credentials: &RootCredentials,
-    ) -> Result<Client, MongoError> {
+    ) -> Result<GatewayClient, MongoError> {
         let credential = Credential::builder()
             .username(credentials.username.clone())
             .password(credentials.password.clone())
             .source("admin".to_string())
             .mechanism(AuthMechanism::ScramSha256)
             .build();
-        let options = ClientOptions::builder()
+        let mut options = ClientOptions::builder()
             .hosts(
                 hosts
                     .iter()
@@ -252,11 +265,56 @@ impl MongoGateway {
             // connection per member (round-trip times) would serve nothing.
             .server_monitoring_mode(ServerMonitoringMode::Poll)
             .build();
-        Client::with_options(options).map_err(|e| MongoError::Protocol(e.to_string()))
+        let member_turned_away = direct.then(|| {
+            let (checked, member_turned_away) = watch::channel(false);
+            options.sdam_event_handler = Some(EventHandler::callback(move |event| match event {
+                SdamEvent::ServerHeartbeatFailed(_) => {
+                    checked.send_replace(true);
+                }
+                SdamEvent::ServerHeartbeatSucceeded(_) => {
+                    checked.send_replace(false);
+                }
+                _ => {}
+            }));
+            member_turned_away
+        });
+        let client =
+            Client::with_options(options).map_err(|e| MongoError::Protocol(e.to_string()))?;
+        Ok(GatewayClient {
+            client,
+            member_turned_away,
+        })
+    }
+
+    /// Runs a question on a member asked directly, which is unreachable as
+    /// soon as the driver's monitor finds it turning connections away: a
+    /// member whose pod does not run yet (kube-proxy rejects the connection)
+    /// should not hold the pass for the whole server-selection timeout, as
+    /// the driver would (it looks again every 500 ms until then). With many
+    /// instances, those waits kept every worker busy with the same few
+    /// instances while the others were never looked at (issue 14).
+    async fn ask(
+        gateway_client: &GatewayClient,
+        command: Document,
+        target: &str,
+    ) -> Result<Document, MongoError> {
+        let answer = Self::run(gateway_client, command, None, target);
+        let Some(mut turned_away) = gateway_client.member_turned_away.clone() else {
+            return answer.await;
+        };
+        tokio::select! {
+            biased;
+            answer = answer => answer,
+            // The sender lives as long as the client: an error cannot come
+            // before the answer does.
+            Ok(_) = turned_away.wait_for(|turned_away| *turned_away) => {
+                Err(MongoError::Unreachable(target.to_string()))
+            }
+        }
     }
 
     async fn run(
-        client: &Client,
+        client: &GatewayClient,
         command: Document,
         criteria: Option<SelectionCriteria>,
         target: &str,
@@ -265,13 +323,13 @@ impl MongoGateway {
     }
 
     async fn run_on(
-        client: &Client,
+        client: &GatewayClient,
         database: &str,
         command: Document,
         criteria: Option<SelectionCriteria>,
         target: &str,
     ) -> Result<Document, MongoError> {
-        let database = client.database(database);
+        let database = client.client.database(database);
         let call = async {
             match criteria {
                 Some(criteria) => {
@@ -297,16 +355,16 @@ impl MongoGateway {
     ) -> Result<MemberProbe, MongoError> {
         let target = member.to_string();
         let client = self.client(std::slice::from_ref(member), true, None, credentials)?;
-        let hello = Self::run(&client, doc! {"hello": 1}, None, &target).await?;
+        let hello = Self::ask(&client, doc! {"hello": 1}, &target).await?;
         let set_name = hello.get_str("setName").ok().map(str::to_string);
-        match Self::run(&client, doc! {"replSetGetConfig": 1}, None, &target).await {
+        match Self::ask(&client, doc! {"replSetGetConfig": 1}, &target).await {
             Ok(reply) => {
                 let config_document = reply
                     .get_document("config")
                     .map_err(|_| MongoError::Protocol("replSetGetConfig without config".into()))?;
                 let config = config_from_document(config_document)
                     .map_err(|e| MongoError::Protocol(e.to_string()))?;
-                let state = Self::run(&client, doc! {"replSetGetStatus": 1}, None, &target)
+                let state = Self::ask(&client, doc! {"replSetGetStatus": 1}, &target)
                     .await
                     .ok()
                     .and_then(|status| integer(status.get("myState")))
@@ -716,6 +774,60 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "no primary elected");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// Asks a member at `address` with a fresh gateway: its answer and how
+    /// long it took.
+    async fn ask_timed(
+        address: std::net::SocketAddr,
+    ) -> (Result<MemberProbe, MongoError>, Duration) {
+        let credentials = RootCredentials {
+            username: "root".into(),
+            password: "root-Pa55word".into(),
+        };
+        let member = MemberAddress {
+            host: address.ip().to_string(),
+            port: address.port(),
+        };
+        let gateway = MongoGateway::new();
+        let asked = std::time::Instant::now();
+        let answer = gateway.ask_member(&member, &credentials).await;
+        let took = asked.elapsed();
+        gateway.close().await;
+        (answer, took)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_member_whose_address_turns_connections_away_is_unreachable_at_once() {
+        // Another cluster's member before its pod runs: kube-proxy rejects the
+        // connection (nothing listens), or (the lab's proxy) accepts and resets
+        // it. A pass must not wait out the server-selection timeout for it:
+        // with many instances, those waits held every worker (issue 14).
+        let host = format!("127.94.{}.1", std::process::id() % 250);
+        let closed = std::net::TcpListener::bind((host.as_str(), 0)).unwrap();
+        let nothing_listens = closed.local_addr().unwrap();
+        drop(closed);
+        let resetting = tokio::net::TcpListener::bind((host.as_str(), 0))
+            .await
+            .unwrap();
+        let resets = resetting.local_addr().unwrap();
+        let acceptor = tokio::spawn(async move {
+            while let Ok((connection, _)) = resetting.accept().await {
+                drop(connection);
+            }
+        });
+        for address in [nothing_listens, resets] {
+            let (answer, took) = ask_timed(address).await;
+            assert!(
+                matches!(answer, Err(MongoError::Unreachable(_))),
+                "{address}: {answer:?}"
+            );
+            assert!(
+                took < DIRECT_SELECTION_TIMEOUT / 2,
+                "{address} was asked for {took:?} (server selection gives up after {DIRECT_SELECTION_TIMEOUT:?})"
+            );
+        }
+        acceptor.abort();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
