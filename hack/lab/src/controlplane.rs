@@ -14,7 +14,7 @@
 //!
 //! There is no Karmada API server process: its objects live in this process,
 //! shared by every [`ControlPlane`] over the same member clusters (the e2e tests
-//! make several). `lab up` serves them to the other `lab` commands over a
+//! make several) until the lab shuts down. `lab up` serves them to the other `lab` commands over a
 //! local socket ([`serve`], [`send`]).
 
 use std::collections::{BTreeMap, HashMap};
@@ -239,6 +239,15 @@ struct Shared {
 static FEDERATIONS: LazyLock<std::sync::Mutex<HashMap<String, Arc<Shared>>>> =
     LazyLock::new(Default::default);
 
+/// Which Karmada API server serves `clusters`: their names and VIPs.
+fn federation_key(clusters: &[MemberCluster]) -> String {
+    clusters
+        .iter()
+        .map(|c| format!("{}={}", c.name, c.vip))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// The control-plane stand-in over a set of member clusters.
 #[derive(Clone)]
 pub struct ControlPlane {
@@ -266,14 +275,10 @@ impl ControlPlane {
     /// The control plane propagating to these clusters. Every `ControlPlane`
     /// over the same clusters (names and VIPs) shares one Karmada API server.
     pub fn new(clusters: Vec<MemberCluster>) -> Self {
-        let key: Vec<String> = clusters
-            .iter()
-            .map(|c| format!("{}={}", c.name, c.vip))
-            .collect();
         let shared = FEDERATIONS
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .entry(key.join(","))
+            .entry(federation_key(&clusters))
             .or_insert_with(|| {
                 Arc::new(Shared {
                     interpreter: Interpreter::from_checkout().map_err(|e| format!("{e:#}")),
@@ -285,6 +290,16 @@ impl ControlPlane {
             })
             .clone();
         ControlPlane { clusters, shared }
+    }
+
+    /// The Karmada API server of these clusters goes with the lab that made
+    /// them: a control plane made over the same names and VIPs afterwards (a
+    /// new lab with the same number, in the same process) starts empty.
+    pub fn shut_down(self) {
+        FEDERATIONS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&federation_key(&self.clusters));
     }
 
     /// The member clusters.

@@ -369,8 +369,10 @@ impl Lab {
         Ok(())
     }
 
-    /// Stops every operator, node and API server the lab started.
+    /// Stops every operator, node and API server the lab started; its
+    /// control plane's objects go with it.
     pub async fn shutdown(mut self) {
+        self.control_plane().shut_down();
         for child in self.operators.iter_mut().filter_map(Option::as_mut) {
             let _ = child.kill().await;
         }
