@@ -152,22 +152,8 @@ pub async fn run(options: &LabOptions, scenario: Scenario, runs: usize) -> Resul
             Scenario::Convergence => convergence(&lab).await,
         };
         pruner.abort();
-        // The control plane's objects outlive the lab (one Karmada API server
-        // per set of clusters in this process, and the next run's clusters
-        // have the same names and addresses): the instance goes with its run.
-        let control_plane = lab.control_plane();
-        let deleted = control_plane.delete(NAMESPACE, scenario.instance()).await;
-        let forgotten = control_plane
-            .multicloudmongodb(NAMESPACE, scenario.instance())
-            .await
-            .is_none();
+        // The control plane's objects go with the lab: the next run starts empty.
         lab.shutdown().await;
-        deleted.context("deleting the run's instance")?;
-        ensure!(
-            forgotten,
-            "the control plane kept {} after deleting it",
-            scenario.instance()
-        );
         match figures {
             Ok(figures) => {
                 eprintln!("run {run}/{runs}: {figures:?}");
