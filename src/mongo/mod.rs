@@ -4,9 +4,10 @@
 //! Every call has a timeout. Members are asked directly (`directConnection=true`)
 //! when the question is about one member (is it up, does it have a config, which
 //! set is it in) — such a question ends as soon as the member turns the
-//! connection away, without waiting for server selection to give up — and a reconfig or a step-down goes directly to the primary the
-//! plan was made on (never to whichever member the driver sees as primary by
-//! then: mongod answers 10107 and the pass plans again). The set is read, and
+//! connection away, without waiting for server selection to give up — and a
+//! reconfig or a step-down goes directly to the primary the plan was made on
+//! (never to whichever member the driver sees as primary by then: mongod
+//! answers 10107 and the pass plans again). The set is read, and
 //! users are kept, through the seed list. The operator authenticates
 //! as the root user with SCRAM-SHA-256; credentials never reach logs (the driver
 //! redacts them in `Debug`, and [`RootCredentials`] does too). Only the

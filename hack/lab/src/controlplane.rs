@@ -14,8 +14,8 @@
 //!
 //! There is no Karmada API server process: its objects live in this process,
 //! shared by every [`ControlPlane`] over the same member clusters (the e2e tests
-//! make several) until the lab shuts down. `lab up` serves them to the other `lab` commands over a
-//! local socket ([`serve`], [`send`]).
+//! make several) until the lab shuts down. `lab up` serves them to the other
+//! `lab` commands over a local socket ([`serve`], [`send`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, SocketAddr};
