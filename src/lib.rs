@@ -3,11 +3,13 @@
 //! manages that cluster's members only.
 //!
 //! Code is kept in three kinds (see ARCHITECTURE.md):
-//! - pure: [`api`] types, [`hostconf`] parsing, [`validate`], the desired-object
-//!   builders ([`build`]), the replica-set model and planner ([`replset`],
-//!   [`planner`]), the planner's input ([`plan_input`]) and [`status`]
-//!   computation, and the `kubectl mongodb` plugin's views and decisions
-//!   ([`cli`]) — no client, no async;
+//! - pure: [`api`] types, [`hostconf`] parsing, [`validate`], the shared
+//!   member vocabulary ([`member`]), the desired-object builders ([`build`]),
+//!   whom stage `observe` asks and what it saw ([`observe`]), the replica-set
+//!   model and planner ([`replset`], [`planner`]), the rolling restart
+//!   ([`roll`]), disaster recovery ([`recovery`]) and [`status`] computation,
+//!   and the `kubectl mongodb` plugin's views and decisions ([`cli`]) — no
+//!   client, no async;
 //! - Kubernetes I/O: the [`controller`] pipeline;
 //! - MongoDB I/O: [`mongo`], the one narrow interface to mongod.
 
@@ -18,8 +20,9 @@ pub mod controller;
 pub mod crd;
 pub mod hostconf;
 pub mod leader;
+pub mod member;
 pub mod mongo;
-pub mod plan_input;
+pub mod observe;
 pub mod planner;
 pub mod recovery;
 pub mod replset;

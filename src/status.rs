@@ -15,7 +15,9 @@ use crate::api::{
 use crate::build::mongod_options::mongod_settings;
 use crate::build::{self, names};
 use crate::hostconf::MemberAddress;
-use crate::planner::{MemberSlot, ObservedSet, Step, WaitReason};
+use crate::member::MemberSlot;
+use crate::observe::ObservedSet;
+use crate::planner::{Step, WaitReason};
 use crate::replset::MemberState;
 use crate::roll::{self, RollStep};
 use crate::validate::{InvalidInput, Validated};

@@ -20,7 +20,7 @@ use crate::build::{
     MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION, REVISION_ANNOTATION,
 };
 use crate::hostconf::{HostConf, HostConfError, HostConfMember, MemberAddress};
-use crate::planner::{MemberSlot, RecordedEntry, Wanted};
+use crate::member::{MemberSlot, RecordedEntry, Wanted};
 use crate::replset::MemberState;
 use crate::roll::PodFacts;
 

@@ -38,7 +38,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::{Resource, ResourceExt};
 
 use crate::api::{MongoDB, MongoDBSpec};
-use crate::planner::MemberSlot;
+use crate::member::MemberSlot;
 
 pub use pdb::member_pod_disruption_budget;
 pub use pod::{

@@ -4,7 +4,7 @@
 //! `<name>-mongodb-<i>` and `<name>-mongodb-arbiter`, and each member's
 //! StatefulSet has the same name as its Service.
 
-use crate::planner::MemberSlot;
+use crate::member::MemberSlot;
 
 /// A member's Service and StatefulSet name: [`member`] or [`arbiter`].
 pub fn slot(instance: &str, slot: MemberSlot) -> String {

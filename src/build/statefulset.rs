@@ -24,7 +24,7 @@ use super::labels::{component_labels, Component};
 use super::pod::{member_pod_spec, DATA_VOLUME};
 use super::secrets::sha256_hex;
 use super::{names, BuildContext, BuildError, MemberTarget};
-use crate::planner::MemberSlot;
+use crate::member::MemberSlot;
 
 /// StatefulSet annotation recording the member's host `VIP:NodePort`, so that the
 /// planner still knows it after the control plane deleted the member's Service.

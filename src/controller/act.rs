@@ -18,7 +18,8 @@ use crate::api::MongoDB;
 use crate::build::{self, names};
 use crate::hostconf::MemberAddress;
 use crate::mongo::{codes, MongoError, UserSpec};
-use crate::planner::{ObservedSet, Step};
+use crate::observe::ObservedSet;
+use crate::planner::Step;
 use crate::replset::MemberState;
 use crate::validate::{RootCredentials, Validated};
 

@@ -5,7 +5,7 @@
 //! `recover` → `roll` → `status`
 //!
 //! `pass` lists them; each stage is a module here (I/O) or a pure module of
-//! the crate ([`crate::validate`], [`crate::build`], [`crate::plan_input`],
+//! the crate ([`crate::validate`], [`crate::build`], [`crate::observe`],
 //! [`crate::planner`], [`crate::status`]). One replica-set step per pass; the
 //! next pass is triggered by the change it caused (watched objects) or by a
 //! short requeue while MongoDB converges; a status write alone wakes nothing
@@ -47,10 +47,10 @@ use kube::{Api, Client, Resource, ResourceExt};
 use crate::api::{MongoDB, RecoveryStatus, INSTANCE_LABEL};
 use crate::build::{self, names, BuildContext, DesiredObjects};
 use crate::hostconf::MemberAddress;
+use crate::member::Wanted;
 use crate::mongo::MongoGateway;
-use crate::plan_input::{entries_to_record, has_left, plan_input};
-use crate::planner::Wanted;
-use crate::planner::{plan, ObservedSet, PlanInput, Step, WaitReason};
+use crate::observe::ObservedSet;
+use crate::planner::{entries_to_record, has_left, plan, PlanInput, Step, WaitReason};
 use crate::roll::RollStep;
 use crate::status::{
     compute_status, condition, condition_reason, local_member_views, ConditionType, StatusInput,
@@ -510,7 +510,7 @@ async fn pass(
     // plan: the planner's input from what was seen, and its one next step (pure).
     let observed_set = answers.reading.as_ref().map(|reading| reading.set.clone());
     let key = instance_key(mongodb);
-    let mut input = plan_input(
+    let mut input = PlanInput::from_observation(
         mongodb,
         &validated,
         wanted,

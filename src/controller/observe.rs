@@ -1,6 +1,6 @@
 //! Stage `observe` (MongoDB I/O): asks the members what they hold and reads the
 //! replica set through its seeds. Which members to ask and which seeds to use
-//! are decided by the pure [`crate::plan_input`]; nothing here decides.
+//! are decided by the pure [`crate::observe`]; nothing here decides.
 
 use std::collections::BTreeMap;
 
@@ -9,10 +9,12 @@ use futures::future::join_all;
 use crate::api::MongoDB;
 use crate::build::BuildContext;
 use crate::hostconf::MemberAddress;
+use crate::member::Wanted;
 use crate::mongo::{codes, MongoGateway, SetReading};
-use crate::plan_input::{known_replica_set_id, local_members_to_ask, remote_members_to_ask, seeds};
-use crate::planner::Wanted;
-use crate::planner::{DroppedMembers, MemberProbe};
+use crate::observe::{
+    known_replica_set_id, local_members_to_ask, remote_members_to_ask, seeds, DroppedMembers,
+    MemberProbe,
+};
 use crate::validate::{InvalidInput, RootCredentials, Validated};
 
 /// What the members answered this pass.

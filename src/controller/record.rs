@@ -12,7 +12,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 
 use crate::build::{names, MEMBER_ENTRY_ANNOTATION};
-use crate::planner::{MemberSlot, RecordedEntry};
+use crate::member::{MemberSlot, RecordedEntry};
 
 /// The field manager of the recorded entries.
 pub const RECORD_FIELD_MANAGER: &str = "mongodb-member-operator-record";

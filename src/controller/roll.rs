@@ -22,9 +22,8 @@ use crate::api::MongoDB;
 use crate::build::names;
 use crate::hostconf::MemberAddress;
 use crate::mongo::MongoError;
-use crate::plan_input::{roll_input, RollObservation};
 use crate::replset::MemberState;
-use crate::roll::{plan_roll, Lease, RollStep, LEASE_TTL_MILLIS};
+use crate::roll::{plan_roll, Lease, RollInput, RollObservation, RollStep, LEASE_TTL_MILLIS};
 use crate::validate::Validated;
 
 /// How soon the roll looks again while it is under way: the lease of another
@@ -100,7 +99,7 @@ pub async fn roll(
         shared,
         fcv: fcv.clone(),
     };
-    let mut input = roll_input(
+    let mut input = RollInput::from_observation(
         mongodb,
         validated,
         observed,

@@ -35,7 +35,7 @@ use mongodb::Client;
 use tokio::sync::watch;
 
 use crate::hostconf::MemberAddress;
-use crate::planner::{MemberProbe, ObservedSet};
+use crate::observe::{MemberProbe, ObservedSet};
 use crate::replset::{MemberState, MemberStatus, ReplicaSetConfig};
 use crate::validate::RootCredentials;
 use config_doc::{config_from_document, initiate_document, integer, reconfig_document};

@@ -14,7 +14,7 @@ use mongodb::bson::{doc, Bson, Document};
 use super::roll_store::{first_batch, majority, write_outcome};
 use super::{integer, reconfig_document, MongoError, MongoGateway};
 use crate::hostconf::MemberAddress;
-use crate::planner::DroppedMember;
+use crate::observe::DroppedMember;
 use crate::replset::ReplicaSetConfig;
 use crate::validate::RootCredentials;
 

@@ -17,6 +17,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::tests::{member_status, port_of, SET};
 use super::*;
+use crate::api::{PvcPolicy, ReplicaSetSettings};
+use crate::hostconf::{HostConf, HostConfMember, MemberAddress};
+use crate::member::{MemberSlot, RecordedEntry};
+use crate::observe::{DroppedMembers, MemberProbe, Observed, ObservedSet};
+use crate::replset::{ConfigMember, MemberState, ReplicaSetConfig};
 
 /// A member: its cluster and slot.
 pub(super) type NodeKey = (usize, MemberSlot);

@@ -25,7 +25,8 @@ use std::fmt;
 
 use crate::api::{RecoveryPhase, RecoveryStatus};
 use crate::hostconf::MemberAddress;
-use crate::planner::{ObservedSet, Step, WaitReason};
+use crate::observe::ObservedSet;
+use crate::planner::{Step, WaitReason};
 use crate::replset::ReplicaSetConfig;
 
 /// What the recovery stage looks at.

@@ -30,9 +30,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::api::MongoDB;
 use crate::hostconf::MemberAddress;
-use crate::planner::{MemberSlot, ObservedSet};
+use crate::member::MemberSlot;
+use crate::observe::{MemberProbe, ObservedSet};
 use crate::replset::MemberState;
+use crate::validate::Validated;
 
 /// How long a lease lasts unless renewed. Every step of the holder renews it;
 /// it expires only when the holder's operator is gone for that long.
@@ -185,6 +188,68 @@ pub struct RollInput {
     pub fcv: Option<String>,
     /// `spec.featureCompatibilityVersion`: the FCV to raise the set to.
     pub requested_fcv: Option<String>,
+}
+
+impl RollInput {
+    /// The roll planner's input: the local members the config holds (by their
+    /// address: the roll runs only once the membership is in sync), their pods and
+    /// what they answered, the desired revision, and the shared roll state.
+    pub fn from_observation(
+        mongodb: &MongoDB,
+        validated: &Validated,
+        observed: RollObservation<'_>,
+        desired_revision: &str,
+        now_millis: i64,
+    ) -> Self {
+        let RollObservation {
+            set,
+            probes,
+            versions,
+            shared,
+            fcv,
+        } = observed;
+        let local = validated
+            .stateful_sets
+            .iter()
+            .filter_map(|(slot, facts)| {
+                let address = validated.address(*slot)?;
+                set.config.member(&address)?;
+                Some(LocalPod {
+                    slot: *slot,
+                    state: probes.get(&address).and_then(|p| p.state),
+                    version: versions.get(&address).cloned(),
+                    address,
+                    desired_revision: desired_revision.to_owned(),
+                    pod: facts.pod.clone(),
+                })
+            })
+            .collect();
+        Self {
+            local_vip: validated.vip.clone(),
+            local,
+            set: set.clone(),
+            lease: shared.lease,
+            reports: shared.reports,
+            now_millis,
+            rs_init: mongodb.spec.rs_init,
+            fcv,
+            requested_fcv: mongodb.spec.feature_compatibility_version.clone(),
+        }
+    }
+}
+
+/// What the roll stage read for the roll planner.
+pub struct RollObservation<'a> {
+    /// The set as read from its primary.
+    pub set: &'a ObservedSet,
+    /// What each member asked directly answered.
+    pub probes: &'a BTreeMap<MemberAddress, MemberProbe>,
+    /// The server version of each local member that answered.
+    pub versions: &'a BTreeMap<MemberAddress, String>,
+    /// The lease and the member reports.
+    pub shared: RollState,
+    /// The featureCompatibilityVersion, when read.
+    pub fcv: Option<String>,
 }
 
 /// The one roll step of a pass.

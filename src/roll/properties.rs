@@ -27,7 +27,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::api::ReplicaSetSettings;
-use crate::planner::ObservedSet;
+use crate::observe::ObservedSet;
 use crate::replset::{ConfigMember, ConfigSettings, MemberStatus, ReplicaSetConfig};
 
 const MAX_SKEW_MILLIS: i64 = LEASE_TTL_MILLIS / 10;
@@ -463,10 +463,10 @@ fn a_lease_taken_without_insert_if_absent_lets_two_clusters_restart_together() {
     assert!(model.check().is_err());
 }
 
-/// Found by a random run: cluster 2 plans to take over the lease cluster 0
-/// holds, after it expired; cluster 0 renews it and restarts its member; the
-/// late takeover must then fail, the renewed lease being another version of
-/// the taking than the expired one it saw.
+/// Cluster 2 plans to take over the lease cluster 0 holds, after it expired;
+/// cluster 0 renews it and restarts its member; the late takeover must then
+/// fail, the renewed lease being another version of the taking than the
+/// expired one it saw.
 #[test]
 fn a_takeover_planned_on_an_expired_lease_fails_once_the_holder_renewed_it() {
     let mut model = Model::new(&[2, 1, 2]);

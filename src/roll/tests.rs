@@ -411,11 +411,10 @@ fn the_fcv_is_raised_only_once_every_data_member_runs_the_release_on_an_up_to_da
 
 #[test]
 fn an_outdated_member_that_is_down_is_restarted_when_it_is_the_only_one_down() {
-    // Found in the lab (faults.rs, lab 86): a keyfile changed in one cluster
-    // only; its member was restarted onto it and could not rejoin (DOWN).
-    // Once the keyfile was put back its pod was outdated again, but the roll
-    // waited for every member, that one included, to be healthy: it renewed
-    // its lease forever and the member stayed down.
+    // A keyfile changed in one cluster only: its member, restarted onto it,
+    // cannot rejoin (DOWN). Once the keyfile is put back its pod is outdated
+    // again; a roll that waited for every member, that one included, to be
+    // healthy would renew its lease forever and leave the member down.
     let mut input = input();
     input.lease = ours(address(1, 30001), false);
     let down = input.set.members.get_mut(&address(1, 30001)).unwrap();

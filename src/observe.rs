@@ -1,0 +1,306 @@
+//! Stage `observe`, its pure half: what a pass observes of the replica set
+//! (what each member answered, the set read through its seeds, the members
+//! disaster recoveries dropped), which members it asks, and through which
+//! seeds it reads the set.
+//!
+//! The MongoDB I/O half (`controller::observe`) only carries out the questions
+//! decided here, so whom to ask can be tested without a mongod.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::api::MongoDB;
+use crate::hostconf::MemberAddress;
+use crate::member::{MemberSlot, Wanted};
+use crate::replset::{MemberState, MemberStatus, ReplicaSetConfig};
+use crate::validate::Validated;
+
+/// The members forced out of the set by disaster recoveries
+/// ([`crate::recovery`]), as recorded in the set.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum DroppedMembers {
+    /// Not read: no local member needed it.
+    #[default]
+    NotRead,
+    /// They could not be read (no primary, or it did not answer).
+    Unreadable,
+    /// As read from the set.
+    Read(Vec<DroppedMember>),
+}
+
+/// A member a disaster recovery dropped.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DroppedMember {
+    /// Its host in the config the recovery started from.
+    pub host: MemberAddress,
+    /// Which recovery: where, when and why it was asked for.
+    pub recovery: String,
+}
+
+/// What a member answered when asked directly about its replica-set state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberProbe {
+    /// Whether it holds a replica-set config (a REMOVED member does; code 94
+    /// NotYetInitialized means it does not).
+    pub has_config: bool,
+    /// The `replicaSetId` of the config it holds, when it could tell.
+    pub replica_set_id: Option<String>,
+    /// The replica-set name it runs with, when it could tell.
+    pub set_name: Option<String>,
+    /// Its own replication state, when it could tell.
+    pub state: Option<MemberState>,
+    /// The host it goes by in its config (`hello`'s `me`), when it found
+    /// itself there: mongod keeps that entry until it installs a new config,
+    /// even after its address changed.
+    pub me: Option<MemberAddress>,
+}
+
+/// The replica set as observed through the seed list.
+// One value per reconcile: boxing the config would only add noise.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Observed {
+    /// No member answered with a config. Whether a config exists anywhere is
+    /// decided from the probes, never assumed from this.
+    Unreachable,
+    /// A member answered with the set's status and config.
+    Configured(ObservedSet),
+}
+
+/// The replica set's config and status.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObservedSet {
+    /// The current config, read from the primary when there is one (with
+    /// `newlyAdded` flags included).
+    pub config: ReplicaSetConfig,
+    /// The current primary.
+    pub primary: Option<MemberAddress>,
+    /// `replSetGetStatus` per member.
+    pub members: BTreeMap<MemberAddress, MemberStatus>,
+    /// Whether the primary reports the current config majority-committed. Must
+    /// be `false` when there is no primary to ask.
+    pub config_committed: bool,
+}
+
+/// The local slots a pass looks at: wanted, or still holding a StatefulSet or
+/// a propagated Service.
+pub fn local_slots(validated: &Validated, wanted: Wanted) -> BTreeSet<MemberSlot> {
+    let mut slots: BTreeSet<MemberSlot> = wanted.slots().collect();
+    slots.extend(validated.stateful_sets.keys().copied());
+    slots.extend(validated.services.keys().copied());
+    slots
+}
+
+/// The local members to ask directly: those whose pod is Ready, so that
+/// their Service routes to them (a member that cannot answer would only cost
+/// a server-selection timeout; its pod's Ready brings the next pass).
+pub fn local_members_to_ask(validated: &Validated, wanted: Wanted) -> BTreeSet<MemberAddress> {
+    local_slots(validated, wanted)
+        .into_iter()
+        .filter(|slot| validated.pod_ready(*slot))
+        .filter_map(|slot| validated.address(slot))
+        .collect()
+}
+
+/// The members of other clusters to ask directly: hostconf's, only while there
+/// is no evidence of a set yet — no recorded `replicaSetId` and no local member
+/// holding a config — because only the initiate decision and finding an
+/// existing set need them.
+pub fn remote_members_to_ask(
+    validated: &Validated,
+    known_replica_set_id: Option<&str>,
+    local_probes: &BTreeMap<MemberAddress, MemberProbe>,
+) -> Vec<MemberAddress> {
+    if known_replica_set_id.is_some() || local_probes.values().any(|p| p.has_config) {
+        return Vec::new();
+    }
+    validated
+        .hostconf
+        .members
+        .iter()
+        .map(|m| m.address.clone())
+        .filter(|a| !local_probes.contains_key(a) && a.host != validated.vip)
+        .collect()
+}
+
+/// The seed list to read the set through — members that answered with a
+/// config, then hostconf's — or `None` when nothing says a set exists.
+pub fn seeds(
+    validated: &Validated,
+    known_replica_set_id: Option<&str>,
+    probes: &BTreeMap<MemberAddress, MemberProbe>,
+) -> Option<Vec<MemberAddress>> {
+    let with_config = probes
+        .iter()
+        .filter(|(_, p)| p.has_config)
+        .map(|(a, _)| a.clone());
+    let mut seeds: BTreeSet<MemberAddress> = with_config.collect();
+    if seeds.is_empty() && known_replica_set_id.is_none() {
+        return None;
+    }
+    seeds.extend(validated.hostconf.members.iter().map(|m| m.address.clone()));
+    Some(seeds.into_iter().collect())
+}
+
+/// The `replicaSetId` recorded in status: once recorded, the set exists.
+pub fn known_replica_set_id(mongodb: &MongoDB) -> Option<&str> {
+    mongodb
+        .status
+        .as_ref()
+        .and_then(|s| s.replica_set_id.as_deref())
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures {
+    //! What a pass could have seen in a cluster, shared by the tests of the
+    //! stages that read it.
+
+    use std::collections::BTreeMap;
+
+    use crate::hostconf::{HostConf, MemberAddress};
+    use crate::member::{MemberSlot, Wanted};
+    use crate::observe::MemberProbe;
+    use crate::validate::{MemberService, MemberStatefulSetFacts, RootCredentials, Validated};
+
+    pub const VIP: &str = "10.0.0.1";
+
+    pub fn address(host: &str, port: u16) -> MemberAddress {
+        MemberAddress {
+            host: host.into(),
+            port,
+        }
+    }
+
+    pub fn probe(has_config: bool) -> MemberProbe {
+        MemberProbe {
+            has_config,
+            replica_set_id: has_config.then(|| "id-1".into()),
+            set_name: Some("replset-0".into()),
+            state: None,
+            me: None,
+        }
+    }
+
+    /// Local members 0 (Service, running), 1 (Service, StatefulSet, pod not
+    /// running), 3 (StatefulSet only, recorded host); hostconf lists 0, 1 and
+    /// two remote members.
+    pub fn validated() -> Validated {
+        let service = |port| MemberService {
+            selector: BTreeMap::new(),
+            node_port: Some(port),
+        };
+        let data = "host:'10.0.0.1:30001'\nhost:'10.0.0.1:30002'\nhost:'10.0.0.2:30001'\nhost:'10.0.0.3:30001'";
+        Validated {
+            vip: VIP.into(),
+            hostconf: HostConf::from_config_map_data(&BTreeMap::from([(
+                "datas".to_string(),
+                data.to_string(),
+            )]))
+            .unwrap(),
+            root: RootCredentials {
+                username: "root".into(),
+                password: "p".into(),
+            },
+            services: BTreeMap::from([
+                (MemberSlot::Data(0), service(30001)),
+                (MemberSlot::Data(1), service(30002)),
+            ]),
+            content_digest: String::new(),
+            stateful_sets: BTreeMap::from([
+                (
+                    MemberSlot::Data(0),
+                    MemberStatefulSetFacts {
+                        recorded_host: None,
+                        recorded_entry: None,
+                        pod_running: true,
+                        pod_ready: true,
+                        pod: None,
+                    },
+                ),
+                (
+                    MemberSlot::Data(1),
+                    MemberStatefulSetFacts {
+                        recorded_host: None,
+                        recorded_entry: None,
+                        pod_running: false,
+                        pod_ready: false,
+                        pod: None,
+                    },
+                ),
+                (
+                    MemberSlot::Data(3),
+                    MemberStatefulSetFacts {
+                        recorded_host: Some(address(VIP, 30004)),
+                        recorded_entry: None,
+                        pod_running: true,
+                        pod_ready: true,
+                        pod: None,
+                    },
+                ),
+            ]),
+        }
+    }
+
+    pub const TWO: Wanted = Wanted {
+        members: 2,
+        arbiter: false,
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::*;
+    use super::*;
+
+    #[test]
+    fn only_running_local_members_are_asked() {
+        let asked = local_members_to_ask(&validated(), TWO);
+        assert_eq!(
+            asked,
+            BTreeSet::from([address(VIP, 30001), address(VIP, 30004)])
+        );
+    }
+
+    #[test]
+    fn a_running_member_whose_pod_is_not_ready_is_not_asked() {
+        // Its Service routes nothing to it before it is Ready: asking it would
+        // only wait out the server-selection timeout, on every pass.
+        let mut validated = validated();
+        let facts = validated
+            .stateful_sets
+            .get_mut(&MemberSlot::Data(0))
+            .unwrap();
+        facts.pod_ready = false;
+        let asked = local_members_to_ask(&validated, TWO);
+        assert_eq!(asked, BTreeSet::from([address(VIP, 30004)]));
+    }
+
+    #[test]
+    fn remote_members_are_asked_only_while_no_set_is_known() {
+        let validated = validated();
+        let fresh = BTreeMap::from([(address(VIP, 30001), probe(false))]);
+        let remote = remote_members_to_ask(&validated, None, &fresh);
+        assert_eq!(
+            remote,
+            vec![address("10.0.0.2", 30001), address("10.0.0.3", 30001)]
+        );
+        assert!(remote_members_to_ask(&validated, Some("id-1"), &fresh).is_empty());
+        let configured = BTreeMap::from([(address(VIP, 30001), probe(true))]);
+        assert!(remote_members_to_ask(&validated, None, &configured).is_empty());
+    }
+
+    #[test]
+    fn the_set_is_read_only_with_evidence_of_one() {
+        let validated = validated();
+        let fresh = BTreeMap::from([(address(VIP, 30001), probe(false))]);
+        assert_eq!(seeds(&validated, None, &fresh), None);
+        let recorded = seeds(&validated, Some("id-1"), &fresh).unwrap();
+        assert_eq!(recorded.len(), 4, "hostconf's members: {recorded:?}");
+        let answered = BTreeMap::from([(address(VIP, 30004), probe(true))]);
+        let seeds = seeds(&validated, None, &answered).unwrap();
+        assert!(
+            seeds.contains(&address(VIP, 30004)),
+            "a member that answered with a config is a seed"
+        );
+        assert_eq!(seeds.len(), 5);
+    }
+}

@@ -1,0 +1,504 @@
+//! Changes to an existing replica set, one per pass, in the order
+//! [`plan_membership`](super::plan_membership) takes them: delete the
+//! StatefulSets of members already out of the config, give readdressed
+//! members their new host, remove unwanted members (stepping a primary down
+//! first), add wanted ones, promote non-voters, rebalance votes across
+//! clusters, bring `settings` in line, and report what this cluster cannot
+//! fix on its own.
+
+use std::ops::ControlFlow::{self, Break, Continue};
+
+use super::joining::{check_set_name, new_member, ready_to_join, voter_priority};
+use super::reconfig::{
+    check_healthy_majority, check_reconfig_allowed, checked_reconfig, healthy_voters_after,
+    next_version,
+};
+use super::{
+    refuse, wait, Change, LocalMemberFacts, PlanInput, Refusal, Step, WaitReason,
+    SECONDARY_CATCH_UP_PERIOD_SECS, STEP_DOWN_SECS,
+};
+use crate::api::PvcPolicy;
+use crate::hostconf::MemberAddress;
+use crate::member::MemberSlot;
+use crate::observe::{DroppedMember, DroppedMembers, MemberProbe, ObservedSet};
+use crate::replset::{
+    cluster_holds_no_majority, ConfigMember, ConfigSettings, MemberState, MAX_MEMBERS, MAX_VOTERS,
+};
+
+/// Deletes the StatefulSet of an unwanted member once the primary's committed
+/// config shows it out of the set (`docs/replica-set-rules.md`,
+/// `never-delete-a-member-in-the-config`).
+pub(super) fn delete_departed(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+    let departed = input.local_members.iter().find(|m| {
+        !input.is_wanted(m.slot)
+            && m.stateful_set_exists
+            && m.address.is_some()
+            && m.entry_in(&set.config).is_none()
+    });
+    let Some(departed) = departed else {
+        return Continue(());
+    };
+    // Absent at its address is proof enough only for a member that recorded
+    // its entry (and whose recorded `_id` is gone, or stands for a member
+    // hostconf lists or a local member is), says who it is, or answers that
+    // it holds no config; otherwise an entry nobody lists nor accounts for
+    // may be it under an old address (readdressed after its last record).
+    let accounted = input.accounted_ids(&set.config);
+    let unlisted = |m: &&ConfigMember| input.hint(&m.host).is_none() && !accounted.contains(&m.id);
+    let recorded_proves = departed.recorded.as_ref().is_some_and(|recorded| {
+        !set.config
+            .members
+            .iter()
+            .any(|m| m.id == recorded.id && unlisted(&m))
+    });
+    let knows_itself = recorded_proves
+        || departed
+            .probe
+            .as_ref()
+            .is_some_and(|p| p.me.is_some() || !p.has_config);
+    if !knows_itself {
+        if let Some(entry) = set.config.members.iter().find(unlisted) {
+            return Break(refuse(Refusal::DepartureUnproven {
+                slot: departed.slot,
+                entry: entry.host.clone(),
+            }));
+        }
+    }
+    if set.primary.is_none() {
+        return Break(wait(WaitReason::NoPrimary));
+    }
+    if !set.config_committed {
+        return Break(wait(WaitReason::ConfigNotCommitted));
+    }
+    Break(Step::DeleteStatefulSet {
+        slot: departed.slot,
+        delete_pvc: input.pvc_policy == PvcPolicy::Delete,
+    })
+}
+
+/// Removes the unwanted member with the highest index (the arbiter last),
+/// stepping it down first when it is the primary (`docs/replica-set-rules.md`,
+/// `step-down-before-removing-the-primary`).
+pub(super) fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+    let mut unwanted: Vec<(&LocalMemberFacts, &MemberAddress)> = input
+        .local_members
+        .iter()
+        .filter(|m| !input.is_wanted(m.slot))
+        .filter_map(|m| m.entry_in(&set.config).map(|e| (m, &e.host)))
+        .collect();
+    unwanted.sort_by_key(|(m, _)| match m.slot {
+        MemberSlot::Data(index) => (false, std::cmp::Reverse(index)),
+        MemberSlot::Arbiter => (true, std::cmp::Reverse(0)),
+    });
+    let Some(&(leaving, host)) = unwanted.first() else {
+        return Continue(());
+    };
+    if is_torn_down(input, set) {
+        return Continue(());
+    }
+
+    if input.stepped_down_recently.as_ref() == Some(host)
+        && set.primary.as_ref().is_none_or(|p| p == host)
+    {
+        return Break(wait(WaitReason::WaitingForNewPrimary {
+            old_primary: host.clone(),
+        }));
+    }
+    let primary = check_reconfig_allowed(set)?;
+    if primary == host && leaving.address.as_ref() != Some(host) {
+        // Asked to step down at its old host, it would not answer.
+        return Break(wait(WaitReason::PrimaryAddressChanged {
+            primary: host.clone(),
+            now_at: leaving.address.clone().unwrap_or_else(|| host.clone()),
+        }));
+    }
+    if primary == host {
+        // A successor must stay in the set: stepping down in favour of a member
+        // that is leaving too only moves the problem (two clusters shrinking at
+        // once would hand the primary back and forth).
+        let stays =
+            |h: &MemberAddress| input.hint(h).is_some() && !input.is_leaving(&set.config, h);
+        let successor = set.config.members.iter().any(|m| {
+            &m.host != host
+                && m.is_electable()
+                && !m.newly_added
+                && stays(&m.host)
+                && set
+                    .members
+                    .get(&m.host)
+                    .is_some_and(|h| h.healthy && h.state == MemberState::Secondary)
+        });
+        if !successor {
+            return Break(wait(WaitReason::NoElectableSecondary {
+                primary: host.clone(),
+            }));
+        }
+        if input.step_down_held.as_ref() == Some(host) {
+            // It refused (no electable secondary caught up); asking again at
+            // once would refuse writes again while mongod waits.
+            let least_lag_secs = set
+                .config
+                .members
+                .iter()
+                .filter(|m| &m.host != host && m.is_electable() && stays(&m.host))
+                .filter_map(|m| set.members.get(&m.host).and_then(|s| s.lag_secs))
+                .min();
+            return Break(wait(WaitReason::StepDownRefused {
+                primary: host.clone(),
+                least_lag_secs,
+            }));
+        }
+        return Break(Step::StepDown {
+            primary: host.clone(),
+            step_down_secs: STEP_DOWN_SECS,
+            secondary_catch_up_period_secs: SECONDARY_CATCH_UP_PERIOD_SECS,
+        });
+    }
+
+    let mut config = next_version(&set.config);
+    config.members.retain(|m| &m.host != host);
+    let (healthy, needed) = healthy_voters_after(&config, set, None);
+    if healthy < needed {
+        return Break(refuse(Refusal::WouldBreakVotingMajority {
+            host: host.clone(),
+            healthy,
+            needed,
+        }));
+    }
+    Break(checked_reconfig(
+        &set.config,
+        config,
+        Change::RemoveMember { host: host.clone() },
+    ))
+}
+
+/// Whether the set is being torn down: every member of the config is a local
+/// member that is leaving, and hostconf lists no member of another cluster.
+/// No successor will ever stay, so the members are not removed one by one
+/// (the last one, the primary, could never be): they go with their
+/// StatefulSets.
+fn is_torn_down(input: &PlanInput, set: &ObservedSet) -> bool {
+    set.config
+        .members
+        .iter()
+        .all(|m| input.is_leaving(&set.config, &m.host))
+        && input
+            .hostconf
+            .members
+            .iter()
+            .all(|m| input.is_local(&m.address))
+}
+
+/// Gives a local member whose address changed (its Service recreated
+/// with another nodePort, or the VIP changed) its new host in the entry it
+/// already has: same `_id`, votes and priority, so no voting change and never
+/// a second entry for one mongod (`docs/replica-set-rules.md`,
+/// `one-entry-per-member`). The member must answer at its new address as a
+/// member that may be in this set. The primary's own entry waits: its peers
+/// cannot reach it at the old host and elect another primary first.
+pub(super) fn readdress_members(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+    let set_id = set.config.settings.replica_set_id.as_ref();
+    for facts in &input.local_members {
+        let slot = facts.slot;
+        let (Some(address), Some(entry)) = (facts.address.as_ref(), facts.entry_in(&set.config))
+        else {
+            continue;
+        };
+        if &entry.host == address {
+            continue;
+        }
+        let Continue((host, probe)) = ready_to_join(input, slot) else {
+            continue;
+        };
+        check_set_name(input, host, probe)?;
+        check_same_replica_set(host, probe, set_id)?;
+        let primary = check_reconfig_allowed(set)?;
+        if primary == &entry.host {
+            return Break(wait(WaitReason::PrimaryAddressChanged {
+                primary: entry.host.clone(),
+                now_at: host.clone(),
+            }));
+        }
+        let mut config = next_version(&set.config);
+        for m in config.members.iter_mut().filter(|m| m.id == entry.id) {
+            m.host = host.clone();
+        }
+        check_healthy_majority(&config, set, Some(host))?;
+        return Break(checked_reconfig(
+            &set.config,
+            config,
+            Change::ReaddressMember {
+                from: entry.host.clone(),
+                to: host.clone(),
+            },
+        ));
+    }
+    Continue(())
+}
+
+/// Adds the first wanted member (index order, the arbiter last) that is not in
+/// the config yet and runs and answers as a member that may join. A member not
+/// ready yet is passed over; the first such wait is returned for the caller to
+/// report once nothing else can be done.
+pub(super) fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step, Option<Step>> {
+    let set_id = set
+        .config
+        .settings
+        .replica_set_id
+        .as_ref()
+        .or(input.known_replica_set_id.as_ref());
+    let mut first_wait = None;
+    for slot in input.wanted_slots() {
+        let Some(facts) = input.facts(slot) else {
+            first_wait.get_or_insert(wait(WaitReason::PodNotRunning { slot }));
+            continue;
+        };
+        let Some(address) = facts.address.as_ref() else {
+            first_wait.get_or_insert(wait(WaitReason::MemberAddressUnknown { slot }));
+            continue;
+        };
+        if set.config.contains(address) || facts.entry_in(&set.config).is_some() {
+            continue;
+        }
+        let (host, probe) = match ready_to_join(input, slot) {
+            Continue(ready) => ready,
+            Break(not_ready) => {
+                first_wait.get_or_insert(not_ready);
+                continue;
+            }
+        };
+        check_set_name(input, host, probe)?;
+        check_not_dropped(input, host, probe)?;
+        check_same_replica_set(host, probe, set_id)?;
+        // A member of this set that is not in the config under its address may
+        // be in it under an address it had before its entry was recorded:
+        // adding it again would give one mongod two entries.
+        if let Some(entry) = input.unaccounted_local_entry(&set.config) {
+            if probe.has_config {
+                return Break(refuse(Refusal::UnaccountedLocalMember {
+                    host: entry.host.clone(),
+                }));
+            }
+        }
+        check_reconfig_allowed(set)?;
+        if set.config.members.len() >= MAX_MEMBERS {
+            return Break(refuse(Refusal::TooManyMembers { host: host.clone() }));
+        }
+        let arbiter = slot == MemberSlot::Arbiter;
+        let may_vote = input.vote_is_free(&set.config, host);
+        if arbiter && !may_vote {
+            let host = host.clone();
+            let reason = if set.config.voting_member_count() >= MAX_VOTERS {
+                Refusal::NoVoteForArbiter { host }
+            } else {
+                Refusal::ArbiterVoteWouldGiveClusterMajority { host }
+            };
+            return Break(refuse(reason));
+        }
+        let mut config = next_version(&set.config);
+        let member = new_member(
+            input,
+            set.config.smallest_unused_id(),
+            host.clone(),
+            arbiter,
+            may_vote,
+        );
+        config.members.push(member);
+        check_healthy_majority(&config, set, Some(host))?;
+        return Break(checked_reconfig(
+            &set.config,
+            config,
+            Change::AddMember { host: host.clone() },
+        ));
+    }
+    Continue(first_wait)
+}
+
+/// A member a disaster recovery dropped joins only once resynced from scratch
+/// (it holds no config then): its data may have diverged
+/// (`docs/disaster-recovery.md`).
+fn check_not_dropped(
+    input: &PlanInput,
+    host: &MemberAddress,
+    probe: &MemberProbe,
+) -> ControlFlow<Step> {
+    if !probe.has_config {
+        return Continue(());
+    }
+    let dropped = match &input.dropped_members {
+        DroppedMembers::Read(dropped) => dropped,
+        DroppedMembers::NotRead | DroppedMembers::Unreadable => {
+            return Break(wait(WaitReason::DroppedMembersUnreadable {
+                host: host.clone(),
+            }));
+        }
+    };
+    let is_it = |d: &&DroppedMember| &d.host == host || probe.me.as_ref() == Some(&d.host);
+    match dropped.iter().find(is_it) {
+        Some(d) => Break(refuse(Refusal::DroppedByRecovery {
+            host: host.clone(),
+            recovery: d.recovery.clone(),
+        })),
+        None => Continue(()),
+    }
+}
+
+/// A member that holds a config may join only with this set's `replicaSetId`
+/// (`docs/replica-set-rules.md`, `never-add-a-member-of-another-set`); one
+/// that holds none joins and re-syncs.
+fn check_same_replica_set(
+    host: &MemberAddress,
+    probe: &MemberProbe,
+    set_id: Option<&String>,
+) -> ControlFlow<Step> {
+    match (&probe.replica_set_id, set_id) {
+        (Some(member_id), Some(set_id)) if member_id != set_id => {
+            Break(refuse(Refusal::MemberHoldsAnotherReplicaSet {
+                host: host.clone(),
+                member_replica_set_id: member_id.clone(),
+                replica_set_id: set_id.clone(),
+            }))
+        }
+        (Some(_), Some(_)) => Continue(()),
+        _ if probe.has_config => Break(wait(WaitReason::MemberIdentityUnknown {
+            host: host.clone(),
+        })),
+        _ => Continue(()),
+    }
+}
+
+/// Gives a vote to the first wanted local non-voter that is a healthy
+/// SECONDARY, hostconf does not pin to 0 votes, and may vote: fewer than seven
+/// vote and the vote leaves its cluster without a majority (checked again on
+/// every pass, so a non-voter is promoted once other clusters added voters).
+pub(super) fn promote_non_voters(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+    for slot in input.wanted_slots() {
+        let Some(member) = input.facts(slot).and_then(|f| f.entry_in(&set.config)) else {
+            continue;
+        };
+        let host = &member.host;
+        let hint = input.hint(host);
+        let secondary = set
+            .members
+            .get(host)
+            .is_some_and(|h| h.healthy && h.state == MemberState::Secondary);
+        if member.votes > 0
+            || member.arbiter_only
+            || hint.and_then(|h| h.votes) == Some(0)
+            || !secondary
+            || !input.vote_is_free(&set.config, host)
+        {
+            continue;
+        }
+        check_reconfig_allowed(set)?;
+        let mut config = next_version(&set.config);
+        for m in config.members.iter_mut().filter(|m| &m.host == host) {
+            m.votes = 1;
+            m.priority = voter_priority(1, m.hidden, hint);
+        }
+        check_healthy_majority(&config, set, Some(host))?;
+        return Break(checked_reconfig(
+            &set.config,
+            config,
+            Change::PromoteMember { host: host.clone() },
+        ));
+    }
+    Continue(())
+}
+
+/// Gives up one of this cluster's votes while it holds a majority of them and
+/// a member of another cluster could take that vote (a healthy non-voting
+/// SECONDARY that hostconf does not pin to 0, whose vote would then be free):
+/// a config written from a stale hostconf that listed only this cluster would
+/// otherwise keep every vote forever. One voting change per reconfig: the
+/// other cluster promotes its member on its next pass (`docs/replica-set-rules.md`,
+/// `no-cluster-gains-a-vote-majority`). Never the primary's vote.
+pub(super) fn rebalance_votes(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+    let voters = || set.config.voters().map(|m| &m.host);
+    let clusters = input.cluster_count();
+    if cluster_holds_no_majority(voters(), &input.local_vip, clusters) {
+        return Continue(());
+    }
+    let candidate = set
+        .config
+        .members
+        .iter()
+        .filter(|m| !input.is_local(&m.host) && m.votes == 0 && !m.arbiter_only && !m.hidden)
+        .filter(|m| input.hint(&m.host).is_some_and(|h| h.votes != Some(0)))
+        .find(|m| {
+            set.members
+                .get(&m.host)
+                .is_some_and(|h| h.healthy && h.state == MemberState::Secondary)
+        });
+    let Some(candidate) = candidate else {
+        return Continue(());
+    };
+    let give_up = set.config.members.iter().rev().find(|m| {
+        input.is_local(&m.host)
+            && m.votes > 0
+            && !m.arbiter_only
+            && Some(&m.host) != set.primary.as_ref()
+    });
+    let Some(give_up) = give_up else {
+        return Continue(());
+    };
+    let mut config = next_version(&set.config);
+    for m in config.members.iter_mut().filter(|m| m.host == give_up.host) {
+        m.votes = 0;
+        m.priority = 0.0;
+    }
+    if !input.vote_is_free(&config, &candidate.host) {
+        return Continue(());
+    }
+    check_reconfig_allowed(set)?;
+    check_healthy_majority(&config, set, None)?;
+    Break(checked_reconfig(
+        &set.config,
+        config,
+        Change::DemoteMember {
+            host: give_up.host.clone(),
+        },
+    ))
+}
+
+/// Brings `settings` to the spec's values, keeping `replicaSetId` — in the
+/// rsInit cluster only: the settings belong to the whole set, and two clusters
+/// whose specs differ (a propagation lag, an override) would otherwise revert
+/// each other without end (`docs/replica-set-rules.md`,
+/// `settings-written-by-the-rs-init-cluster-only`). The others report the
+/// difference in status.
+pub(super) fn update_settings(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+    if !input.rs_init || set.config.settings.matches(&input.settings) {
+        return Continue(());
+    }
+    check_reconfig_allowed(set)?;
+    let mut config = next_version(&set.config);
+    config.settings =
+        ConfigSettings::from_desired(&input.settings, set.config.settings.replica_set_id.clone());
+    check_healthy_majority(&config, set, None)?;
+    Break(checked_reconfig(
+        &set.config,
+        config,
+        Change::UpdateSettings,
+    ))
+}
+
+/// What this cluster cannot fix on its own: a local-VIP host in the config that
+/// no local member accounts for (`docs/replica-set-rules.md`,
+/// `only-local-members-change`), and an unwanted StatefulSet whose address is
+/// unknown (`never-delete-a-member-in-the-config`).
+pub(super) fn report_leftovers(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+    if let Some(m) = input.unaccounted_local_entry(&set.config) {
+        return Break(refuse(Refusal::UnaccountedLocalMember {
+            host: m.host.clone(),
+        }));
+    }
+    if let Some(m) = input
+        .local_members
+        .iter()
+        .find(|m| !input.is_wanted(m.slot) && m.stateful_set_exists && m.address.is_none())
+    {
+        return Break(refuse(Refusal::StatefulSetAddressUnknown { slot: m.slot }));
+    }
+    Continue(())
+}

@@ -1,0 +1,321 @@
+//! What the planner returns: the one [`Step`] to take, the [`Change`] a
+//! reconfig makes, and why it waits ([`WaitReason`]) or refuses
+//! ([`Refusal`]). Each has a bounded PascalCase name for Events, condition
+//! reasons and metric labels, and a sentence for humans.
+
+use std::fmt;
+
+use crate::hostconf::MemberAddress;
+use crate::member::MemberSlot;
+use crate::replset::{ConfigProblem, ReplicaSetConfig, MAX_MEMBERS, MAX_VOTERS};
+
+/// `stepDownSecs` sent with `replSetStepDown`: how long the old primary stays
+/// unelectable.
+pub const STEP_DOWN_SECS: u32 = 60;
+/// `secondaryCatchUpPeriodSecs` sent with `replSetStepDown`.
+pub const SECONDARY_CATCH_UP_PERIOD_SECS: u32 = 10;
+
+/// The one thing to do next.
+#[derive(Clone, Debug, PartialEq, strum::IntoStaticStr, strum::VariantNames)]
+pub enum Step {
+    /// `replSetInitiate` with this config, sent to `on`: a local member listed
+    /// in it that can be elected (mongod refuses an initiate received by an
+    /// arbiter, a non-voter, a priority-0 or a hidden member with code 93).
+    Initiate {
+        config: ReplicaSetConfig,
+        on: MemberAddress,
+    },
+    /// `replSetReconfig` (never `force`: the step has no way to say it) with this
+    /// full config, whose version is the observed one + 1.
+    Reconfig {
+        config: ReplicaSetConfig,
+        change: Change,
+    },
+    /// `replSetStepDown` on the primary.
+    StepDown {
+        primary: MemberAddress,
+        step_down_secs: u32,
+        secondary_catch_up_period_secs: u32,
+    },
+    /// Delete the StatefulSet of a member that is out of the config; delete its
+    /// PVC as well when `delete_pvc`.
+    DeleteStatefulSet { slot: MemberSlot, delete_pvc: bool },
+    /// Nothing can safely be done now; plan again later.
+    Wait { reason: WaitReason },
+    /// The desired change is unsafe or impossible without a human.
+    Refuse { reason: Refusal },
+    /// The replica set matches what this cluster wants.
+    InSync,
+}
+
+/// What a reconfig changes.
+#[derive(Clone, Debug, PartialEq, strum::IntoStaticStr, strum::VariantNames)]
+pub enum Change {
+    AddMember {
+        host: MemberAddress,
+    },
+    PromoteMember {
+        host: MemberAddress,
+    },
+    DemoteMember {
+        host: MemberAddress,
+    },
+    RemoveMember {
+        host: MemberAddress,
+    },
+    /// The member's address changed: its entry keeps its `_id`, votes and
+    /// priority, and takes the new host.
+    ReaddressMember {
+        from: MemberAddress,
+        to: MemberAddress,
+    },
+    UpdateSettings,
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Change::AddMember { host } => write!(f, "add {host}"),
+            Change::PromoteMember { host } => write!(f, "give {host} a vote"),
+            Change::DemoteMember { host } => write!(
+                f,
+                "take {host}'s vote, so that another cluster can take one"
+            ),
+            Change::RemoveMember { host } => write!(f, "remove {host}"),
+            Change::ReaddressMember { from, to } => {
+                write!(f, "change the host of the member at {from} to {to}")
+            }
+            Change::UpdateSettings => f.write_str("update the replica-set settings"),
+        }
+    }
+}
+
+impl Step {
+    /// A bounded PascalCase name (Event reason, metric label): the variant's
+    /// name, or for a reconfig, a wait or a refusal the name of its
+    /// [`Change`], [`WaitReason`] or [`Refusal`].
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Step::Reconfig { change, .. } => change.into(),
+            Step::Wait { reason } => reason.reason(),
+            Step::Refuse { reason } => reason.reason(),
+            step => step.into(),
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Initiate { config, on } => write!(
+                f,
+                "initiate replica set {} with {} members on {on}",
+                config.set_name,
+                config.members.len()
+            ),
+            Step::Reconfig { config, change } => {
+                write!(f, "{change} (config version {})", config.version)
+            }
+            Step::StepDown { primary, .. } => write!(f, "step primary {primary} down"),
+            Step::DeleteStatefulSet { slot, delete_pvc } => write!(
+                f,
+                "delete the StatefulSet of {slot}{}",
+                if *delete_pvc {
+                    " and its PVC"
+                } else {
+                    ", keeping its PVC"
+                }
+            ),
+            Step::Wait { reason } => write!(f, "waiting: {reason}"),
+            Step::Refuse { reason } => write!(f, "refused: {reason}"),
+            Step::InSync => f.write_str("the replica set is in sync"),
+        }
+    }
+}
+
+/// Why the planner waits.
+#[derive(Clone, Debug, PartialEq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
+pub enum WaitReason {
+    #[error("the replica set has no primary")]
+    NoPrimary,
+    #[error("the current config is not yet committed by a majority")]
+    ConfigNotCommitted,
+    #[error("newly added member {host} is still syncing")]
+    NewlyAddedMemberSyncing { host: MemberAddress },
+    #[error("the pod of {slot} is not running")]
+    PodNotRunning { slot: MemberSlot },
+    #[error("the address of {slot} is not known yet (no Service nodePort)")]
+    MemberAddressUnknown { slot: MemberSlot },
+    #[error("{slot} does not answer at {host}")]
+    MemberNotAnswering {
+        slot: MemberSlot,
+        host: MemberAddress,
+    },
+    #[error("{host} holds a replica-set config but did not tell its replicaSetId")]
+    MemberIdentityUnknown { host: MemberAddress },
+    #[error("waiting for a new primary after {old_primary} stepped down")]
+    WaitingForNewPrimary { old_primary: MemberAddress },
+    #[error(
+        "primary {primary} refused to step down: no electable secondary that stays is caught \
+         up{}; asking again later",
+        least_lag_secs.map(|l| format!(" (the closest is {l} s behind)")).unwrap_or_default()
+    )]
+    StepDownRefused {
+        primary: MemberAddress,
+        least_lag_secs: Option<i64>,
+    },
+    #[error(
+        "primary {primary} now answers at {now_at}; its peers lose it at its old host and \
+         elect another primary before its host is changed"
+    )]
+    PrimaryAddressChanged {
+        primary: MemberAddress,
+        now_at: MemberAddress,
+    },
+    #[error(
+        "no healthy electable secondary that stays in the set (listed in hostconf) \
+         can take over from primary {primary}"
+    )]
+    NoElectableSecondary { primary: MemberAddress },
+    #[error("only {healthy} healthy voters, {needed} needed for a majority after the change")]
+    NotEnoughHealthyVoters { healthy: usize, needed: usize },
+    #[error(
+        "{} of {voters} voters do not answer ({}): no primary can be elected; the operator \
+         changes nothing until a majority is back (restore the lost members, or recover the \
+         set by hand with a forced reconfig)",
+        lost.len(),
+        lost.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    VotingMajorityLost {
+        lost: Vec<MemberAddress>,
+        voters: usize,
+    },
+    #[error("replica set {replica_set_id} exists but no member answered")]
+    ReplicaSetUnreachable { replica_set_id: String },
+    #[error("{host} already has a replica-set config, but the set could not be read")]
+    ExistingConfigUnreadable { host: MemberAddress },
+    #[error("waiting for the rsInit cluster to initiate the replica set")]
+    AwaitingInitiate,
+    #[error("{answered} of hostconf's data members answered, {needed} needed to initiate")]
+    TooFewMembersAnswering { answered: usize, needed: usize },
+    #[error(
+        "no member of cluster {vip} answered: the set is initiated only once every \
+         cluster in hostconf has answered without a config"
+    )]
+    ClusterNotAnswering { vip: String },
+    #[error(
+        "only members of cluster {vip} could vote in the initial config, which would \
+         give it a majority of the votes; waiting for members of other clusters to answer"
+    )]
+    VotersInOneCluster { vip: String },
+    #[error(
+        "{host} holds a replica-set config but is not in the set's: whether a disaster \
+         recovery dropped it could not be read from the set yet"
+    )]
+    DroppedMembersUnreadable { host: MemberAddress },
+}
+
+impl WaitReason {
+    /// A bounded PascalCase name (Event and condition reason): the variant's
+    /// name.
+    pub fn reason(&self) -> &'static str {
+        self.into()
+    }
+}
+
+/// Why the planner refuses; each needs a human (or a spec change).
+#[derive(Clone, Debug, PartialEq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
+pub enum Refusal {
+    #[error(
+        "removing {host} would leave {healthy} healthy voters, fewer than the \
+         {needed} a majority needs"
+    )]
+    WouldBreakVotingMajority {
+        host: MemberAddress,
+        healthy: usize,
+        needed: usize,
+    },
+    #[error(
+        "{host} holds data of replica set {member_replica_set_id}, not of \
+         {replica_set_id}; it is not added"
+    )]
+    MemberHoldsAnotherReplicaSet {
+        host: MemberAddress,
+        member_replica_set_id: String,
+        replica_set_id: String,
+    },
+    #[error("{host} runs replica set {member_set_name}, not {set_name}")]
+    MemberSetNameMismatch {
+        host: MemberAddress,
+        member_set_name: String,
+        set_name: String,
+    },
+    #[error("the replica set found is named {observed}, not {desired}")]
+    SetNameMismatch { observed: String, desired: String },
+    #[error("the replica set found has replicaSetId {observed}, but status recorded {recorded}")]
+    ReplicaSetIdMismatch { observed: String, recorded: String },
+    #[error("the resulting config would be invalid: {}", join(problems))]
+    InvalidConfig { problems: Vec<ConfigProblem> },
+    #[error("the replica set already has {MAX_MEMBERS} members; {host} cannot join")]
+    TooManyMembers { host: MemberAddress },
+    #[error("the replica set already has {MAX_VOTERS} voters; arbiter {host} needs a vote")]
+    NoVoteForArbiter { host: MemberAddress },
+    #[error(
+        "arbiter {host} needs a vote, which would give its cluster a majority of the votes; \
+         other clusters must add voters first"
+    )]
+    ArbiterVoteWouldGiveClusterMajority { host: MemberAddress },
+    #[error("this cluster wants no member, so it has nothing to initiate")]
+    NothingToInitiate,
+    #[error(
+        "no member of this cluster could be elected in the initial config (arbiter, \
+         votes 0, priority 0 or hidden), and mongod refuses an initiate sent to one"
+    )]
+    NoElectableLocalMember,
+    #[error(
+        "{host} is in the config with this cluster's VIP, but no Service or \
+         StatefulSet of this instance has that address"
+    )]
+    UnaccountedLocalMember { host: MemberAddress },
+    #[error(
+        "the StatefulSet of {slot} is no longer wanted but its address is unknown, \
+         so it cannot be shown to be out of the config"
+    )]
+    StatefulSetAddressUnknown { slot: MemberSlot },
+    #[error(
+        "{slot} is no longer wanted and not in the config at its address, but it never \
+         recorded its entry and cannot tell it now, while the config holds {entry}, which \
+         hostconf does not list and no member accounts for: it may be that member under an \
+         old address, so its StatefulSet is kept"
+    )]
+    DepartureUnproven {
+        slot: MemberSlot,
+        entry: MemberAddress,
+    },
+    #[error(
+        "{host} was dropped from the set by a disaster recovery ({recovery}) and still holds \
+         its data from before, which may have diverged: it is not re-added as it is. To \
+         resync it from scratch, delete its PersistentVolumeClaim and its pod \
+         (docs/disaster-recovery.md)"
+    )]
+    DroppedByRecovery {
+        host: MemberAddress,
+        recovery: String,
+    },
+}
+
+impl Refusal {
+    /// A bounded PascalCase name (Event and condition reason): the variant's
+    /// name.
+    pub fn reason(&self) -> &'static str {
+        self.into()
+    }
+}
+
+fn join(problems: &[ConfigProblem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}

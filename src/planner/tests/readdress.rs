@@ -1,0 +1,201 @@
+//! A member whose address changed keeps its entry and takes the new host;
+//! its recorded entry tells it apart from other members.
+
+use super::*;
+
+/// Three local members in sync (0 primary) and two remote voters, where local
+/// member 2 now answers at `new_address` (its Service recreated with another
+/// nodePort): the config still lists it at its old host, which answers no more.
+fn readdressed_member_2(
+    new_address: MemberAddress,
+    recorded: Option<RecordedEntry>,
+) -> (Vec<LocalMemberFacts>, ObservedSet) {
+    let (mut facts, mut set) = three_local_in_sync(2);
+    facts[2].address = Some(new_address);
+    facts[2].recorded = recorded;
+    set.members
+        .insert(local(2), member_status(MemberState::Down, false, None));
+    (facts, set)
+}
+
+fn with_hostconf_at(mut input: PlanInput, old: &MemberAddress, new: &MemberAddress) -> PlanInput {
+    for m in input.hostconf.members.iter_mut() {
+        if &m.address == old {
+            m.address = new.clone();
+        }
+    }
+    input
+}
+
+#[test]
+fn a_member_whose_address_changed_keeps_its_entry_and_takes_the_new_host() {
+    let moved = addr(VIP, 30102);
+    let recorded = RecordedEntry {
+        id: 2,
+        host: local(2),
+    };
+    let (facts, set) = readdressed_member_2(moved.clone(), Some(recorded));
+    let old = set.config.clone();
+    let mut input = with_hostconf_at(
+        input(3, facts, Observed::Configured(set)),
+        &local(2),
+        &moved,
+    );
+    // A member in the config needs no recovery records, so the controller
+    // reads none: the readdress must not wait for them.
+    assert!(!input.needs_dropped_members());
+    input.dropped_members = DroppedMembers::NotRead;
+    let (config, change) = expect_reconfig(plan(&input));
+    assert_eq!(
+        change,
+        Change::ReaddressMember {
+            from: local(2),
+            to: moved.clone()
+        }
+    );
+    let mut expected = hosts(&old);
+    expected[2].1 = moved;
+    assert_eq!(hosts(&config), expected, "same _id and votes, new host");
+    assert_eq!(config.version, old.version + 1);
+    assert_eq!(voting_changes(&old, &config), 0);
+}
+
+#[test]
+fn a_member_readdressed_before_its_entry_was_recorded_is_not_added_a_second_time() {
+    let moved = addr(VIP, 30102);
+    let (facts, set) = readdressed_member_2(moved.clone(), None);
+    let input = with_hostconf_at(
+        input(3, facts, Observed::Configured(set)),
+        &local(2),
+        &moved,
+    );
+    assert_eq!(
+        plan(&input),
+        Step::Refuse {
+            reason: Refusal::UnaccountedLocalMember { host: local(2) }
+        }
+    );
+}
+
+#[test]
+fn a_leaving_member_whose_address_changed_is_removed_by_its_entry_before_its_statefulset_goes() {
+    let moved = addr(VIP, 30102);
+    let recorded = RecordedEntry {
+        id: 2,
+        host: local(2),
+    };
+    let (facts, set) = readdressed_member_2(moved.clone(), Some(recorded));
+    // Its entry follows it first (down at its old host, it would weigh on
+    // the majority the removal needs), then it is removed by that entry;
+    // its StatefulSet is never deleted meanwhile.
+    let (readdressed, change) =
+        expect_reconfig(plan(&input(2, facts.clone(), Observed::Configured(set))));
+    assert_eq!(
+        change,
+        Change::ReaddressMember {
+            from: local(2),
+            to: moved.clone()
+        }
+    );
+    let set = healthy(readdressed, &local(0));
+    let (config, change) = expect_reconfig(plan(&input(2, facts, Observed::Configured(set))));
+    assert_eq!(
+        change,
+        Change::RemoveMember {
+            host: moved.clone()
+        }
+    );
+    assert!(!config.contains(&moved));
+}
+
+#[test]
+fn a_recorded_id_since_given_to_another_member_is_not_taken_over() {
+    let moved = addr(VIP, 30102);
+    let recorded = RecordedEntry {
+        id: 11,
+        host: local(2),
+    };
+    // Member 2 left (its entry is gone) and `_id` 11 now belongs to a remote member.
+    let (facts, mut set) = readdressed_member_2(moved.clone(), Some(recorded));
+    set.config.members.retain(|m| m.host != local(2));
+    set.members.remove(&local(2));
+    let input = with_hostconf_at(
+        input(3, facts, Observed::Configured(set)),
+        &local(2),
+        &moved,
+    );
+    let (config, change) = expect_reconfig(plan(&input));
+    assert_eq!(
+        change,
+        Change::AddMember {
+            host: moved.clone()
+        }
+    );
+    assert_eq!(
+        config.member(&remote(1)).map(|m| m.id),
+        Some(11),
+        "the remote member keeps its entry"
+    );
+}
+
+#[test]
+fn an_unwanted_member_that_never_recorded_its_entry_is_not_deleted_while_an_entry_is_unlisted() {
+    // Member 2 is no longer wanted; its VIP changed before its entry was
+    // recorded, and its pod is down (it cannot say who it is). The config
+    // still holds it at the old VIP, which hostconf no longer lists.
+    let (mut facts, mut set) = three_local_in_sync(2);
+    let old = addr("10.0.8.1", port_of(MemberSlot::Data(2)));
+    for m in set.config.members.iter_mut().filter(|m| m.host == local(2)) {
+        m.host = old.clone();
+    }
+    set.members.remove(&local(2));
+    set.members
+        .insert(old.clone(), member_status(MemberState::Down, false, None));
+    facts[2].pod_running = false;
+    facts[2].probe = None;
+    let mut input = input(2, facts, Observed::Configured(set));
+    input.hostconf.members.retain(|m| m.address != old);
+    assert_eq!(
+        plan(&input),
+        Step::Refuse {
+            reason: Refusal::DepartureUnproven {
+                slot: MemberSlot::Data(2),
+                entry: old
+            }
+        }
+    );
+}
+
+#[test]
+fn a_recorded_entry_whose_id_stands_at_an_unlisted_host_is_no_proof_of_departure() {
+    // Member 2 is no longer wanted and its pod is down. It recorded its entry
+    // at its address; the entry was readdressed since (its VIP moved) before
+    // a new record, and the VIP moved back. The config holds its `_id` at the
+    // old VIP, which hostconf no longer lists: that is still member 2.
+    let (mut facts, mut set) = three_local_in_sync(2);
+    let moved = addr("10.0.8.1", port_of(MemberSlot::Data(2)));
+    let entry = set.config.member(&local(2)).unwrap().id;
+    facts[2].recorded = Some(RecordedEntry {
+        id: entry,
+        host: local(2),
+    });
+    for m in set.config.members.iter_mut().filter(|m| m.host == local(2)) {
+        m.host = moved.clone();
+    }
+    set.members.remove(&local(2));
+    set.members
+        .insert(moved.clone(), member_status(MemberState::Down, false, None));
+    facts[2].pod_running = false;
+    facts[2].probe = None;
+    let mut input = input(2, facts, Observed::Configured(set));
+    input.hostconf.members.retain(|m| m.address != moved);
+    assert_eq!(
+        plan(&input),
+        Step::Refuse {
+            reason: Refusal::DepartureUnproven {
+                slot: MemberSlot::Data(2),
+                entry: moved
+            }
+        }
+    );
+}

@@ -1,0 +1,312 @@
+//! Removing unwanted members (stepping a primary down first) and deleting
+//! their StatefulSets once they are out of the config.
+
+use super::*;
+
+#[test]
+fn removes_the_highest_index_first() {
+    let (facts, set) = three_local_in_sync(2);
+    let (new, change) = expect_reconfig(plan(&input(1, facts, Observed::Configured(set.clone()))));
+    assert_eq!(change, Change::RemoveMember { host: local(2) });
+    assert!(!new.contains(&local(2)));
+    assert_eq!(new.version, set.config.version + 1);
+}
+
+#[test]
+fn removals_take_precedence_over_additions() {
+    // Index 1 is unwanted (desired 1) while the arbiter is wanted and missing.
+    let (mut facts, set) = three_local_in_sync(2);
+    facts.push(running(MemberSlot::Arbiter, Some(empty_probe())));
+    let mut input = input(1, facts, Observed::Configured(set));
+    input.arbiter_wanted = true;
+    let (_, change) = expect_reconfig(plan(&input));
+    assert_eq!(change, Change::RemoveMember { host: local(2) });
+}
+
+#[test]
+fn removing_the_primary_steps_it_down_first() {
+    let (facts, mut set) = three_local_in_sync(2);
+    set = healthy(set.config, &local(2));
+    assert_eq!(
+        plan(&input(2, facts, Observed::Configured(set))),
+        Step::StepDown {
+            primary: local(2),
+            step_down_secs: 60,
+            secondary_catch_up_period_secs: 10
+        }
+    );
+}
+
+#[test]
+fn waits_for_a_new_primary_after_stepping_down() {
+    let (facts, set) = three_local_in_sync(2);
+    let mut set = healthy(set.config, &local(2));
+    let mut stepped_down = input(2, facts.clone(), Observed::Configured(set.clone()));
+    stepped_down.stepped_down_recently = Some(local(2));
+    let step = plan(&stepped_down);
+    assert_eq!(
+        step,
+        Step::Wait {
+            reason: WaitReason::WaitingForNewPrimary {
+                old_primary: local(2)
+            }
+        }
+    );
+    set.primary = None;
+    set.config_committed = false;
+    stepped_down.observed = Observed::Configured(set);
+    assert_eq!(plan(&stepped_down).reason(), "WaitingForNewPrimary");
+}
+
+#[test]
+fn a_step_down_held_back_after_a_refusal_is_a_wait_naming_the_lag() {
+    let (facts, set) = three_local_in_sync(2);
+    let mut set = healthy(set.config, &local(2));
+    for (host, lag) in [
+        (local(0), 40),
+        (local(1), 25),
+        (remote(0), 70),
+        (remote(1), 90),
+    ] {
+        set.members
+            .insert(host, member_status(MemberState::Secondary, true, Some(lag)));
+    }
+    let mut input = input(2, facts, Observed::Configured(set));
+    assert_eq!(plan(&input).reason(), "StepDown");
+    input.step_down_held = Some(local(2));
+    assert_eq!(
+        plan(&input),
+        Step::Wait {
+            reason: WaitReason::StepDownRefused {
+                primary: local(2),
+                least_lag_secs: Some(25)
+            }
+        }
+    );
+}
+
+#[test]
+fn removes_the_old_primary_once_another_member_is_primary() {
+    let (facts, set) = three_local_in_sync(2);
+    let set = healthy(set.config, &remote(0));
+    let mut input = input(2, facts, Observed::Configured(set));
+    input.stepped_down_recently = Some(local(2));
+    let (_, change) = expect_reconfig(plan(&input));
+    assert_eq!(change, Change::RemoveMember { host: local(2) });
+}
+
+#[test]
+fn waits_to_step_down_a_primary_no_secondary_can_replace() {
+    // Member 1 (unwanted) is the only electable member; member 0 is passive.
+    let members = vec![non_voter(0, local(0)), voter(1, local(1))];
+    let set = healthy(config(members), &local(1));
+    let facts = vec![
+        data(0, Some(member_probe(SET_ID, MemberState::Secondary))),
+        data(1, Some(member_probe(SET_ID, MemberState::Primary))),
+    ];
+    assert_eq!(
+        plan(&input(1, facts, Observed::Configured(set))),
+        Step::Wait {
+            reason: WaitReason::NoElectableSecondary { primary: local(1) }
+        }
+    );
+}
+
+#[test]
+fn refuses_a_removal_that_would_break_the_voting_majority() {
+    // 5 voters: local 0,1,2 and remote 0,1; both remote voters are down.
+    // Removing local 2 leaves 4 voters (majority 3) with only 2 healthy.
+    let (facts, mut set) = three_local_in_sync(2);
+    for host in [remote(0), remote(1)] {
+        set.members
+            .insert(host, member_status(MemberState::Down, false, None));
+    }
+    assert_eq!(
+        plan(&input(2, facts, Observed::Configured(set))),
+        Step::Refuse {
+            reason: Refusal::WouldBreakVotingMajority {
+                host: local(2),
+                healthy: 2,
+                needed: 3
+            }
+        }
+    );
+}
+
+#[test]
+fn an_unready_wanted_member_does_not_block_the_next_one() {
+    // Members 0 and 1 are in the set; member 2's pod is not running, member 3
+    // answers: member 3 is added rather than everything waiting on member 2.
+    let (mut facts, mut set) = three_local_in_sync(2);
+    set.config.members.retain(|m| m.host != local(2));
+    set.members.remove(&local(2));
+    facts[2].pod_running = false;
+    facts[2].probe = None;
+    facts.push(data(3, Some(empty_probe())));
+    let (_, change) = expect_reconfig(plan(&input(
+        4,
+        facts.clone(),
+        Observed::Configured(set.clone()),
+    )));
+    assert_eq!(change, Change::AddMember { host: local(3) });
+
+    // Once member 3 is in, the set waits on member 2 and says so.
+    set.config.members.push(voter(3, local(3)));
+    set.members.insert(
+        local(3),
+        member_status(MemberState::Secondary, true, Some(0)),
+    );
+    facts[3].probe = Some(member_probe(SET_ID, MemberState::Secondary));
+    assert_eq!(
+        plan(&input(4, facts, Observed::Configured(set))),
+        Step::Wait {
+            reason: WaitReason::PodNotRunning {
+                slot: MemberSlot::Data(2)
+            }
+        }
+    );
+}
+
+#[test]
+fn members_still_syncing_do_not_count_as_healthy_voters() {
+    // STARTUP2 (initial sync), RECOVERING and ROLLBACK members answer
+    // heartbeats but mongod does not count them towards a removal's majority.
+    for state in [
+        MemberState::Startup2,
+        MemberState::Recovering,
+        MemberState::Rollback,
+    ] {
+        let (facts, mut set) = three_local_in_sync(2);
+        for host in [remote(0), remote(1)] {
+            set.members.insert(host, member_status(state, true, None));
+        }
+        assert_eq!(
+            plan(&input(2, facts, Observed::Configured(set))),
+            Step::Refuse {
+                reason: Refusal::WouldBreakVotingMajority {
+                    host: local(2),
+                    healthy: 2,
+                    needed: 3
+                }
+            },
+            "{state:?}"
+        );
+    }
+}
+
+#[test]
+fn deletes_the_statefulset_only_after_the_member_left_the_config() {
+    let (mut facts, mut set) = three_local_in_sync(2);
+    set.config.members.retain(|m| m.host != local(2));
+    facts[2].probe = Some(member_probe(SET_ID, MemberState::Removed));
+    let mut input = input(2, facts, Observed::Configured(set));
+    assert_eq!(
+        plan(&input),
+        Step::DeleteStatefulSet {
+            slot: MemberSlot::Data(2),
+            delete_pvc: false
+        }
+    );
+    input.pvc_policy = PvcPolicy::Delete;
+    assert_eq!(
+        plan(&input),
+        Step::DeleteStatefulSet {
+            slot: MemberSlot::Data(2),
+            delete_pvc: true
+        }
+    );
+}
+
+#[test]
+fn waits_for_commit_before_deleting_a_statefulset() {
+    let (facts, mut set) = three_local_in_sync(2);
+    set.config.members.retain(|m| m.host != local(2));
+    set.config_committed = false;
+    assert_eq!(
+        plan(&input(2, facts, Observed::Configured(set))),
+        Step::Wait {
+            reason: WaitReason::ConfigNotCommitted
+        }
+    );
+}
+
+#[test]
+fn never_deletes_a_statefulset_whose_address_is_unknown() {
+    let (mut facts, set) = three_local_in_sync(2);
+    facts.push(LocalMemberFacts {
+        slot: MemberSlot::Data(5),
+        address: None,
+        stateful_set_exists: true,
+        pod_running: true,
+        probe: None,
+        recorded: None,
+    });
+    assert_eq!(
+        plan(&input(3, facts, Observed::Configured(set))),
+        Step::Refuse {
+            reason: Refusal::StatefulSetAddressUnknown {
+                slot: MemberSlot::Data(5)
+            }
+        }
+    );
+}
+
+#[test]
+fn removes_an_unwanted_arbiter_after_data_members() {
+    let (mut facts, mut set) = three_local_in_sync(2);
+    let arbiter_host = addr(VIP, port_of(MemberSlot::Arbiter));
+    set.config.members.push(ConfigMember {
+        arbiter_only: true,
+        priority: 0.0,
+        ..voter(9, arbiter_host.clone())
+    });
+    set = healthy(set.config, &local(0));
+    facts.push(running(MemberSlot::Arbiter, Some(empty_probe())));
+    // 6 voters, remove local 2 first, then the arbiter.
+    let (_, change) = expect_reconfig(plan(&input(
+        2,
+        facts.clone(),
+        Observed::Configured(set.clone()),
+    )));
+    assert_eq!(change, Change::RemoveMember { host: local(2) });
+    let (_, change) = expect_reconfig(plan(&input(3, facts, Observed::Configured(set))));
+    assert_eq!(change, Change::RemoveMember { host: arbiter_host });
+}
+
+#[test]
+fn a_set_whose_every_member_leaves_is_torn_down_without_a_step_down() {
+    // The last cluster's object is deleted (or a one-cluster set shrinks to 0):
+    // no successor will ever stay, so waiting for one would never end.
+    let (facts, set) = three_local_in_sync(0);
+    let mut leaving = input(0, facts, Observed::Configured(set));
+    leaving.hostconf = hostconf(&[local(0), local(1), local(2)]);
+    assert_eq!(plan(&leaving), Step::InSync);
+
+    // While hostconf lists a member of another cluster, someone is meant to
+    // stay: the primary is handed over first, as ever.
+    let (facts, set) = three_local_in_sync(0);
+    let mut shrinking = input(0, facts, Observed::Configured(set));
+    shrinking.hostconf = hostconf(&[local(0), local(1), local(2), remote(0)]);
+    assert_ne!(plan(&shrinking), Step::InSync);
+}
+
+#[test]
+fn does_not_step_down_in_favour_of_a_member_that_is_leaving_too() {
+    // Both members leave (this cluster's and remote 0, no longer in hostconf);
+    // remote 1 is listed but not yet in the config. Stepping local 0 down
+    // would make remote 0 primary, which its own cluster would step down in
+    // turn: wait until remote 0 is gone or a staying member can take over.
+    let members = vec![voter(0, local(0)), voter(1, remote(0))];
+    let set = healthy(config(members), &local(0));
+    let facts = vec![data(0, Some(member_probe(SET_ID, MemberState::Primary)))];
+    let mut input = input(0, facts, Observed::Configured(set));
+    input.hostconf = hostconf(&[remote(1)]);
+    assert_eq!(
+        plan(&input),
+        Step::Wait {
+            reason: WaitReason::NoElectableSecondary { primary: local(0) }
+        }
+    );
+    input.hostconf = hostconf(&[remote(0), remote(1)]);
+    assert_eq!(plan(&input).reason(), "StepDown");
+}
