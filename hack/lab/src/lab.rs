@@ -35,8 +35,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use apiserver_sim::auth::Unauthenticated;
 use apiserver_sim::{ApiServer, ApiServerHandle, Authenticator, Faults, ServerConfig, Store};
+use cluster_sim::{ClusterOptions, ClusterSim, ClusterSimHandle, Ipv4Prefix};
 use kube::Client;
-use kubelet_sim::{ClusterOptions, ClusterSim, ClusterSimHandle, Ipv4Prefix};
 use mongod_sim::Network;
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
@@ -535,7 +535,7 @@ async fn render_operator_rbac() -> Result<Option<OperatorRbac>> {
 /// behind `VIP:nodePort` recognises that host string as itself (mongod's isSelf).
 async fn sync_aliases(
     network: Arc<Network>,
-    mut routes: tokio::sync::watch::Receiver<kubelet_sim::NodePortRoutes>,
+    mut routes: tokio::sync::watch::Receiver<cluster_sim::NodePortRoutes>,
 ) {
     let mut published: BTreeSet<(String, String)> = BTreeSet::new();
     loop {

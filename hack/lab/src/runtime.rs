@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use kubelet_sim::{
+use cluster_sim::{
     BoxFuture, ContainerExit, ContainerRuntime, ResolvedContainer, ResolvedVolume, RunningContainer,
 };
 use mongod_sim::{Member, MemberSpec, Network, RootUser, ServerVersion, Volume};
@@ -363,7 +363,7 @@ impl RunningContainer for IdleContainer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kubelet_sim::{ClaimIdentity, PodIdentity, ResolvedMount};
+    use cluster_sim::{ClaimIdentity, PodIdentity, ResolvedMount};
     use mongod_sim::state::SYSTEM_VERSION_NS;
     use mongod_sim::{Fcv, Release};
 

@@ -1,8 +1,9 @@
-//! The simulated node side of one member cluster: a kubelet (with the
-//! scheduler's binding), the StatefulSet and endpoints controllers, a
-//! PersistentVolumeClaim binder and kube-proxy's NodePort forwarding. They talk to the cluster's API
-//! server only through the kube-rs client, like the real components, and run
-//! containers through a pluggable [`ContainerRuntime`].
+//! The machinery of one simulated member cluster around its API server: the
+//! kubelet of its one node (with the scheduler's binding), the StatefulSet and
+//! endpoints controllers, a PersistentVolumeClaim binder and kube-proxy's
+//! NodePort forwarding. They talk to the cluster's API server only through the
+//! kube-rs client, like the real components, and run containers through a
+//! pluggable [`ContainerRuntime`].
 //!
 //! Start one [`ClusterSim`] per simulated cluster; the returned
 //! [`ClusterSimHandle`] injects faults, publishes which pod serves each

@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use apiserver_sim::{ApiServer, ApiServerHandle, InjectedError};
+use cluster_sim::{
+    BoxFuture, ClusterOptions, ClusterSim, ClusterSimHandle, ContainerExit, ContainerRuntime,
+    Ipv4Prefix, ResolvedContainer, ResolvedVolume, RestartBackoff, RunningContainer,
+};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Secret, Service};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
-use kubelet_sim::{
-    BoxFuture, ClusterOptions, ClusterSim, ClusterSimHandle, ContainerExit, ContainerRuntime,
-    Ipv4Prefix, ResolvedContainer, ResolvedVolume, RestartBackoff, RunningContainer,
-};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
