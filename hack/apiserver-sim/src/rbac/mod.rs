@@ -20,6 +20,8 @@
 //!   `system:public-info-viewer`, `system:basic-user`), as kube-apiserver's
 //!   bootstrap policy reconciles them at start.
 //!
+//! The objects are read from the [`Store`](crate::store::Store) at each
+//! request (no informer lag).
 
 mod authorizer;
 mod bootstrap;
