@@ -9,6 +9,7 @@ use crate::config::ReplSetConfig;
 use crate::network::Network;
 
 impl Member {
+    /// What a heartbeat to this member answers.
     pub(crate) fn view(&self) -> PeerView {
         let inner = self.lock();
         let disk = self.disk();
