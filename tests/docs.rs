@@ -10,8 +10,9 @@
 //! Public reason enums are read through strum's `VariantNames`. Three enums are
 //! private to their modules and cannot be reached from here — the controller's
 //! `Notice` (`src/controller/mod.rs`), `RecoveryNotice`
-//! (`src/controller/recover.rs`) and status's `StatusReason` (`src/status.rs`) —
-//! so their variants are read from the source text instead ([`variants_in_source`]).
+//! (`src/controller/recover.rs`) and status's `StatusReason`
+//! (`src/status/conditions.rs`) — so their variants are read from the source
+//! text instead ([`variants_in_source`]).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -113,7 +114,7 @@ fn reasons() -> Vec<(&'static str, Vec<String>)> {
         ),
         (
             "StatusReason",
-            variants_in_source(&read("src/status.rs"), "StatusReason"),
+            variants_in_source(&read("src/status/conditions.rs"), "StatusReason"),
         ),
     ]
 }
