@@ -1,0 +1,136 @@
+//! The member Services and StatefulSets of this instance, by slot, with the
+//! state of each member's pod.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::ResourceExt;
+
+use crate::api::MongoDB;
+use crate::build::{names, MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION, REVISION_ANNOTATION};
+use crate::hostconf::MemberAddress;
+use crate::planner::{MemberSlot, RecordedEntry};
+use crate::roll::PodFacts;
+
+/// A propagated member Service, as far as the operator needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberService {
+    /// Its selector: the member pods must carry it.
+    pub selector: BTreeMap<String, String>,
+    /// Its nodePort, once allocated.
+    pub node_port: Option<i32>,
+}
+
+/// A StatefulSet this operator runs for a member.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberStatefulSetFacts {
+    /// The member host recorded on it (kept for when the Service is gone).
+    pub recorded_host: Option<MemberAddress>,
+    /// The config entry it was last seen as ([`MEMBER_ENTRY_ANNOTATION`]).
+    pub recorded_entry: Option<RecordedEntry>,
+    /// Whether its pod is running.
+    pub pod_running: bool,
+    /// Whether its pod is Ready: only then does its Service route to it.
+    pub pod_ready: bool,
+    /// Its pod (`<statefulset>-0`), when one exists.
+    pub pod: Option<PodFacts>,
+}
+
+/// The propagated NodePort Services of this instance's members, by slot.
+pub(super) fn member_services(
+    instance: &str,
+    services: &[Service],
+) -> BTreeMap<MemberSlot, MemberService> {
+    services
+        .iter()
+        .filter_map(|service| {
+            let slot = names::slot_of(instance, &service.name_any())?;
+            let spec = service.spec.as_ref()?;
+            if spec.type_.as_deref() != Some("NodePort") {
+                return None;
+            }
+            let node_port = spec
+                .ports
+                .as_ref()
+                .and_then(|ports| ports.first())
+                .and_then(|p| p.node_port);
+            let selector = spec.selector.clone().unwrap_or_default();
+            Some((
+                slot,
+                MemberService {
+                    selector,
+                    node_port,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// The member StatefulSets this object owns, by slot, with their pod's state.
+pub(super) fn member_stateful_sets(
+    mongodb: &MongoDB,
+    stateful_sets: &[StatefulSet],
+    pods: &[Pod],
+) -> BTreeMap<MemberSlot, MemberStatefulSetFacts> {
+    let instance = mongodb.name_any();
+    stateful_sets
+        .iter()
+        .filter(|s| {
+            s.owner_references()
+                .iter()
+                .any(|o| Some(&o.uid) == mongodb.metadata.uid.as_ref())
+        })
+        .filter_map(|stateful_set| {
+            let name = stateful_set.name_any();
+            let slot = names::slot_of(&instance, &name)?;
+            let recorded_host = stateful_set
+                .annotations()
+                .get(MEMBER_HOST_ANNOTATION)
+                .and_then(|h| MemberAddress::parse(h).ok());
+            let recorded_entry = stateful_set
+                .annotations()
+                .get(MEMBER_ENTRY_ANNOTATION)
+                .and_then(|e| e.parse().ok());
+            let pod_name = format!("{name}-0");
+            let pod = pods
+                .iter()
+                .find(|pod| pod.metadata.name.as_deref() == Some(pod_name.as_str()));
+            let pod_running = pod.is_some_and(is_running);
+            let pod_ready = pod_running && pod.is_some_and(is_ready);
+            let pod = pod.map(|pod| PodFacts {
+                uid: pod.uid().unwrap_or_default(),
+                revision: pod.annotations().get(REVISION_ANNOTATION).cloned(),
+                terminating: pod.metadata.deletion_timestamp.is_some(),
+            });
+            Some((
+                slot,
+                MemberStatefulSetFacts {
+                    recorded_host,
+                    recorded_entry,
+                    pod_running,
+                    pod_ready,
+                    pod,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// Whether `pod` runs and is not being deleted.
+fn is_running(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+}
+
+/// Whether `pod`'s `Ready` condition is `True`.
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+}
