@@ -11,7 +11,7 @@ use crate::planner::{Step, WaitReason};
 use crate::roll::RollStep;
 
 /// The reasons status gives of its own (the others come from the planner's
-/// step and from [`InvalidInput`]).
+/// step and from [`InvalidInput`](crate::validate::InvalidInput)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
 enum StatusReason {
     AllMembersReady,
