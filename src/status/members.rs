@@ -4,7 +4,7 @@ use super::{desired_members, StatusInput};
 use crate::api::LocalMemberStatus;
 use crate::build::names;
 use crate::hostconf::MemberAddress;
-use crate::planner::MemberSlot;
+use crate::member::MemberSlot;
 use crate::replset::MemberState;
 use crate::validate::Validated;
 

@@ -18,7 +18,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::{CurrentInfo, MongoDB, MongoDBStatus, RecoveryStatus};
 use crate::build;
-use crate::planner::{ObservedSet, Step};
+use crate::observe::ObservedSet;
+use crate::planner::Step;
 use crate::roll::{self, RollStep};
 use crate::validate::InvalidInput;
 

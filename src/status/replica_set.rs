@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::StatusInput;
 use crate::api::{MongoDBStatus, ReplSetMemberStatus};
-use crate::planner::ObservedSet;
+use crate::observe::ObservedSet;
 
 /// The replica set as status shows it to the control plane.
 pub(super) struct ReplicaSetView {

@@ -6,7 +6,8 @@ use strum::VariantNames;
 use super::*;
 use crate::api::{MongoDBSpec, MongoState};
 use crate::hostconf::MemberAddress;
-use crate::planner::{MemberSlot, WaitReason};
+use crate::member::MemberSlot;
+use crate::planner::WaitReason;
 use crate::replset::{ConfigSettings, MemberState, MemberStatus, ReplicaSetConfig};
 
 fn mongodb(members: i32) -> MongoDB {

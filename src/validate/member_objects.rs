@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use crate::api::MongoDB;
 use crate::build::{names, MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION, REVISION_ANNOTATION};
 use crate::hostconf::MemberAddress;
-use crate::planner::{MemberSlot, RecordedEntry};
+use crate::member::{MemberSlot, RecordedEntry};
 use crate::roll::PodFacts;
 
 /// A propagated member Service, as far as the operator needs it.

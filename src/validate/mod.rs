@@ -24,7 +24,7 @@ use kube::ResourceExt;
 use crate::api::{MongoDB, VIP_LABEL};
 use crate::build::{self, names, MemberTarget};
 use crate::hostconf::{HostConf, MemberAddress};
-use crate::planner::{MemberSlot, Wanted};
+use crate::member::{MemberSlot, Wanted};
 
 pub use credentials::{credentials, RootCredentials};
 pub use image::{image_release, supported_image, version_change_allowed};
