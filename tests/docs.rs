@@ -9,10 +9,9 @@
 //!
 //! Public reason enums are read through strum's `VariantNames`. Three enums are
 //! private to their modules and cannot be reached from here — the controller's
-//! `Notice` (`src/controller/mod.rs`), `RecoveryNotice`
-//! (`src/controller/recover.rs`) and status's `StatusReason`
-//! (`src/status/conditions.rs`) — so their variants are read from the source
-//! text instead ([`variants_in_source`]).
+//! `Notice` (`src/controller/events.rs`), `RecoveryNotice`
+//! (`src/controller/recovery.rs`) and status's `StatusReason` (`src/status.rs`) —
+//! so their variants are read from the source text instead ([`variants_in_source`]).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -106,11 +105,11 @@ fn reasons() -> Vec<(&'static str, Vec<String>)> {
         ("FailedStage", owned(FailedStage::VARIANTS)),
         (
             "Notice",
-            variants_in_source(&read("src/controller/mod.rs"), "Notice"),
+            variants_in_source(&read("src/controller/events.rs"), "Notice"),
         ),
         (
             "RecoveryNotice",
-            variants_in_source(&read("src/controller/recover.rs"), "RecoveryNotice"),
+            variants_in_source(&read("src/controller/recovery.rs"), "RecoveryNotice"),
         ),
         (
             "StatusReason",

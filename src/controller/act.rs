@@ -10,16 +10,17 @@ use std::time::{Duration, Instant};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use kube::runtime::events::EventType;
-use kube::ResourceExt;
 
+use super::apply;
+use super::context::{HeldStepDown, PassContext};
+use super::events::Notice;
 use super::observe::MongoAnswers;
-use super::{apply, Context, HeldStepDown, Notice};
 use crate::api::MongoDB;
 use crate::build::{self, names};
 use crate::hostconf::MemberAddress;
 use crate::mongo::{codes, MongoError, UserSpec};
 use crate::observe::ObservedSet;
-use crate::planner::Step;
+use crate::planner::{plan, PlanInput, Step};
 use crate::replset::MemberState;
 use crate::validate::{RootCredentials, Validated};
 
@@ -59,33 +60,40 @@ pub enum ActError {
 pub struct Acted {
     /// When to look again.
     pub requeue: Duration,
+    /// When this pass's step-down was refused (held until its retry), the
+    /// step the passes plan until then, which the status reports: what the
+    /// removal waits for and how far behind the closest secondary is. No pass
+    /// follows the status write to say it (a status write wakes none), and
+    /// the retry may be minutes away.
+    pub replanned: Option<Step>,
 }
 
-/// Carries out `step`, publishes its Event and remembers what the next passes
-/// need (a primary asked to step down, conflicts in a row); once the set is in
-/// sync and this cluster stays in it, keeps the operator's users. On failure a
-/// Warning Event names the step.
+/// Carries out `step` (planned from `input`), publishes its Event and
+/// remembers what the next passes need (a primary asked to step down,
+/// conflicts in a row); once the set is in sync and this cluster stays in it,
+/// keeps the operator's users. On failure a Warning Event names the step.
 pub async fn act(
-    ctx: &Context,
+    ctx: &PassContext,
     mongodb: &MongoDB,
     validated: &Validated,
     answers: &MongoAnswers,
+    input: &mut PlanInput,
     step: &Step,
     leaving: bool,
 ) -> Result<Acted, ActError> {
-    let key = super::instance_key(mongodb);
-    let memory = ctx.memory(&key);
+    let memory = ctx.memory();
     let attempt = memory.retries;
     let refusals = memory
         .held_step_down
         .filter(|r| matches!(step, Step::StepDown { primary, .. } if *primary == r.primary))
         .map_or(0, |r| r.refusals);
-    let result = carry_out(ctx, mongodb, validated, answers, step, attempt, refusals).await;
+    let result = carry_out(ctx, validated, answers, step, attempt, refusals).await;
     let outcome = match result {
         Ok(outcome) => outcome,
         Err(error) => {
             let message = error.to_string();
-            ctx.publish(mongodb, EventType::Warning, step.reason(), message)
+            ctx.events
+                .publish(EventType::Warning, step.reason(), message)
                 .await;
             return Err(error);
         }
@@ -94,9 +102,9 @@ pub async fn act(
         if matches!(type_, EventType::Normal) {
             ctx.metrics.step_taken(reason);
         }
-        ctx.publish(mongodb, type_, reason, message).await;
+        ctx.events.publish(type_, reason, message).await;
     }
-    ctx.remember(&key, |memory| {
+    ctx.remember(|memory| {
         memory.retries = if outcome.retry {
             memory.retries.saturating_add(1)
         } else {
@@ -118,11 +126,24 @@ pub async fn act(
         }
     });
     if *step == Step::InSync && !leaving {
-        ensure_users(ctx, mongodb, validated, answers, &key).await;
+        ensure_users(ctx, mongodb, validated, answers).await;
     }
     Ok(Acted {
         requeue: outcome.requeue,
+        replanned: replanned_after_refusal(ctx, input),
     })
+}
+
+/// The step planned again with the primary that refused to step down this
+/// pass held (`input` then holds it too); `None` when no step-down was newly
+/// refused.
+fn replanned_after_refusal(ctx: &PassContext, input: &mut PlanInput) -> Option<Step> {
+    let held = ctx.step_down_held();
+    if held.is_none() || held == input.step_down_held {
+        return None;
+    }
+    input.step_down_held = held;
+    Some(plan(input))
 }
 
 /// What one step did.
@@ -158,8 +179,7 @@ impl Outcome {
 }
 
 async fn carry_out(
-    ctx: &Context,
-    mongodb: &MongoDB,
+    ctx: &PassContext,
     validated: &Validated,
     answers: &MongoAnswers,
     step: &Step,
@@ -260,9 +280,9 @@ async fn carry_out(
             }
         }
         Step::DeleteStatefulSet { slot, delete_pvc } => {
-            let namespace = mongodb.namespace().unwrap_or_default();
-            let stateful_set = names::slot(&mongodb.name_any(), *slot);
-            apply::delete_member(&ctx.client, &namespace, &stateful_set, *delete_pvc)
+            let instance = &ctx.instance;
+            let stateful_set = names::slot(&instance.name, *slot);
+            apply::delete_member(&ctx.client, &instance.namespace, &stateful_set, *delete_pvc)
                 .await
                 .map_err(|source| ActError::Kube {
                     step: step.to_string(),
@@ -384,11 +404,10 @@ fn operator_users(mongodb: &MongoDB, root_password: &str) -> Vec<UserSpec> {
 /// Creates or updates the operator's users once per change of their passwords
 /// (idempotent, so a restart only repeats it once).
 async fn ensure_users(
-    ctx: &Context,
+    ctx: &PassContext,
     mongodb: &MongoDB,
     validated: &Validated,
     answers: &MongoAnswers,
-    key: &str,
 ) {
     let Some(reading) = &answers.reading else {
         return;
@@ -400,7 +419,7 @@ async fn ensure_users(
         .map(|u| format!("{}/{}/{}", u.database, u.name, u.password))
         .collect();
     let fingerprint = build::fingerprint(&identities.join("\n"));
-    if ctx.memory(key).users_fingerprint.as_deref() == Some(fingerprint.as_str()) {
+    if ctx.memory().users_fingerprint.as_deref() == Some(fingerprint.as_str()) {
         return;
     }
     let seeds: Vec<MemberAddress> = reading.set.members.keys().cloned().collect();
@@ -414,15 +433,15 @@ async fn ensure_users(
         }
         Err(message) => (EventType::Warning, Notice::UserNotReady, message.clone()),
     };
-    ctx.publish(mongodb, type_, reason.into(), message).await;
+    ctx.events.publish(type_, reason.into(), message).await;
     if ensured.is_ok() {
-        ctx.remember(key, |m| m.users_fingerprint = Some(fingerprint));
+        ctx.remember(|m| m.users_fingerprint = Some(fingerprint));
     }
 }
 
 /// Ensures each user in turn; stops at the first failure, saying which user.
 async fn ensure_each(
-    ctx: &Context,
+    ctx: &PassContext,
     seeds: &[MemberAddress],
     set_name: &str,
     users: &[UserSpec],

@@ -17,12 +17,15 @@ use std::sync::Mutex;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::caches::{named, write_marker, Caches};
+use super::context::PassContext;
+use super::events::{error_chain, Notice};
 use super::FIELD_MANAGER;
 use crate::build::{names, DesiredObjects};
 
@@ -61,6 +64,28 @@ impl Written {
         let mut written = self.0.lock().unwrap_or_else(|p| p.into_inner());
         written.insert(key, write);
     }
+}
+
+/// Applies `desired` (nothing when `None`) into the pass's namespace; each
+/// refusal is a Warning Event and a failure in the metrics, and is returned
+/// for status.
+pub async fn apply_desired(ctx: &PassContext, desired: Option<&DesiredObjects>) -> Vec<String> {
+    let Some(desired) = desired else {
+        return Vec::new();
+    };
+    let namespace = &ctx.instance.namespace;
+    let mut refused = Vec::new();
+    let failures = apply(&ctx.client, &ctx.caches, &ctx.written, namespace, desired).await;
+    for failure in failures {
+        let message = error_chain(&failure);
+        let reason = Notice::ApplyFailed.into();
+        ctx.metrics.failed(reason);
+        ctx.events
+            .publish(EventType::Warning, reason, message.clone())
+            .await;
+        refused.push(message);
+    }
+    refused
 }
 
 /// Applies every desired object that differs, in order, into `namespace`,

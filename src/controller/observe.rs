@@ -23,32 +23,9 @@ pub struct MongoAnswers {
     pub probes: BTreeMap<MemberAddress, MemberProbe>,
     /// The replica set as read through the seeds, when it could be.
     pub reading: Option<SetReading>,
-    /// The members that answered but refused the root user's credentials.
-    pub refused_credentials: Vec<MemberAddress>,
-}
-
-impl MongoAnswers {
     /// When members refused the root user and none answered with it: the
     /// credentials are wrong, not the members unreachable.
-    pub fn credentials_refused(&self, mongodb: &MongoDB) -> Option<InvalidInput> {
-        if self.refused_credentials.is_empty() || !self.probes.is_empty() || self.reading.is_some()
-        {
-            return None;
-        }
-        let secret = BuildContext::from_mongodb(mongodb)
-            .ok()?
-            .credentials()
-            .secret_name()
-            .to_string();
-        Some(InvalidInput::CredentialsRefused {
-            secret,
-            members: self
-                .refused_credentials
-                .iter()
-                .map(ToString::to_string)
-                .collect(),
-        })
-    }
+    pub credentials_refused: Option<InvalidInput>,
 }
 
 /// Asks the local members (and, while no set is known, the other clusters'),
@@ -81,11 +58,34 @@ pub async fn observe(
         }
         None => None,
     };
+    let credentials_refused = credentials_refused(mongodb, &refused_credentials, &probes, &reading);
     MongoAnswers {
         probes,
         reading,
-        refused_credentials,
+        credentials_refused,
     }
+}
+
+/// `refused` as the credentials refused, when no member answered with them
+/// and the set could not be read either.
+fn credentials_refused(
+    mongodb: &MongoDB,
+    refused: &[MemberAddress],
+    probes: &BTreeMap<MemberAddress, MemberProbe>,
+    reading: &Option<SetReading>,
+) -> Option<InvalidInput> {
+    if refused.is_empty() || !probes.is_empty() || reading.is_some() {
+        return None;
+    }
+    let secret = BuildContext::from_mongodb(mongodb)
+        .ok()?
+        .credentials()
+        .secret_name()
+        .to_string();
+    Some(InvalidInput::CredentialsRefused {
+        secret,
+        members: refused.iter().map(ToString::to_string).collect(),
+    })
 }
 
 /// Asks each of `members` directly, at once; those that do not answer are

@@ -9,10 +9,14 @@
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::api::{Patch, PatchParams};
+use kube::runtime::events::EventType;
 use kube::{Api, Client};
 
+use super::context::PassContext;
+use super::events::{error_chain, Notice};
 use crate::build::{names, MEMBER_ENTRY_ANNOTATION};
 use crate::member::{MemberSlot, RecordedEntry};
+use crate::planner::{entries_to_record, PlanInput};
 
 /// The field manager of the recorded entries.
 pub const RECORD_FIELD_MANAGER: &str = "mongodb-member-operator-record";
@@ -27,9 +31,26 @@ pub struct RecordError {
     source: kube::Error,
 }
 
+/// Records the local members' config entries that changed since `input` was
+/// read; each refusal is a Warning Event and a failure in the metrics.
+pub async fn record(ctx: &PassContext, input: &PlanInput) {
+    let entries = entries_to_record(input);
+    if entries.is_empty() {
+        return;
+    }
+    let instance = &ctx.instance;
+    for failure in write_entries(&ctx.client, &instance.namespace, &instance.name, &entries).await {
+        let reason = Notice::RecordFailed.into();
+        ctx.metrics.failed(reason);
+        ctx.events
+            .publish(EventType::Warning, reason, error_chain(&failure))
+            .await;
+    }
+}
+
 /// Records each entry on its member's StatefulSet; a StatefulSet that is gone
 /// is skipped. Returns what the API server refused.
-pub async fn record(
+async fn write_entries(
     client: &Client,
     namespace: &str,
     instance: &str,
@@ -98,7 +119,7 @@ mod tests {
             (MemberSlot::Data(0), entry.clone()),
             (MemberSlot::Data(7), entry.clone()),
         ];
-        let failures = record(&client, fixtures::NAMESPACE, fixtures::NAME, &entries).await;
+        let failures = write_entries(&client, fixtures::NAMESPACE, fixtures::NAME, &entries).await;
         assert!(failures.is_empty(), "{failures:?}");
 
         // The next pass applies the desired StatefulSet again, without the annotation.

@@ -14,10 +14,11 @@ use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Preconditions};
 use kube::runtime::events::EventType;
-use kube::{Api, ResourceExt};
+use kube::Api;
 
+use super::context::PassContext;
+use super::events::error_chain;
 use super::observe::MongoAnswers;
-use super::{error_chain, Context};
 use crate::api::MongoDB;
 use crate::build::names;
 use crate::hostconf::MemberAddress;
@@ -67,7 +68,7 @@ pub enum RollError {
 /// Plans and carries out one roll step; `None` when the set cannot be read
 /// (no primary: nothing is restarted then).
 pub async fn roll(
-    ctx: &Context,
+    ctx: &PassContext,
     mongodb: &MongoDB,
     validated: &Validated,
     answers: &MongoAnswers,
@@ -125,19 +126,21 @@ pub async fn roll(
         }
     }
     let step = plan_roll(&input);
-    tracing::info!(instance = %mongodb.name_any(), roll = %step, "roll step");
+    tracing::info!(instance = %ctx.instance.name, roll = %step, "roll step");
     let requeue = (step != RollStep::UpToDate).then_some(WHILE_ROLLING);
-    match carry_out(ctx, mongodb, validated, &primary, &step).await {
+    match carry_out(ctx, validated, &primary, &step).await {
         Ok(Some(message)) => {
             ctx.metrics.step_taken((&step).into());
-            ctx.publish(mongodb, EventType::Normal, (&step).into(), message)
+            ctx.events
+                .publish(EventType::Normal, (&step).into(), message)
                 .await;
         }
         Ok(None) => {}
         Err(error) => {
             let message = error_chain(&error);
             ctx.metrics.failed((&step).into());
-            ctx.publish(mongodb, EventType::Warning, (&step).into(), message)
+            ctx.events
+                .publish(EventType::Warning, (&step).into(), message)
                 .await;
         }
     }
@@ -146,8 +149,7 @@ pub async fn roll(
 
 /// Carries out `step`; the message of its Event when it did something.
 async fn carry_out(
-    ctx: &Context,
-    mongodb: &MongoDB,
+    ctx: &PassContext,
     validated: &Validated,
     primary: &MemberAddress,
     step: &RollStep,
@@ -211,8 +213,8 @@ async fn carry_out(
                 tracing::info!(member = %lease.member, "the member is primary again; not restarted");
                 return Ok(None);
             }
-            let namespace = mongodb.namespace().unwrap_or_default();
-            let pod = format!("{}-0", names::slot(&mongodb.name_any(), *slot));
+            let instance = &ctx.instance;
+            let pod = format!("{}-0", names::slot(&instance.name, *slot));
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid: Some(pod_uid.clone()),
@@ -220,7 +222,7 @@ async fn carry_out(
                 }),
                 ..DeleteParams::default()
             };
-            let deleted = Api::<Pod>::namespaced(ctx.client.clone(), &namespace)
+            let deleted = Api::<Pod>::namespaced(ctx.client.clone(), &instance.namespace)
                 .delete(&pod, &params)
                 .await;
             match deleted {
@@ -258,7 +260,7 @@ async fn carry_out(
 /// Renews `lease` (the same taking, a new expiry); `false` when it is not
 /// this taking any more (taken over): nothing more may be done under it.
 async fn renew(
-    ctx: &Context,
+    ctx: &PassContext,
     validated: &Validated,
     primary: &MemberAddress,
     lease: &Lease,
@@ -279,7 +281,7 @@ async fn renew(
 
 /// The server version of each local member that answered.
 async fn local_versions(
-    ctx: &Context,
+    ctx: &PassContext,
     validated: &Validated,
     answers: &MongoAnswers,
 ) -> BTreeMap<MemberAddress, String> {

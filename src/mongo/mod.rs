@@ -293,8 +293,8 @@ impl MongoGateway {
     /// member whose pod does not run yet (kube-proxy rejects the connection)
     /// should not hold the pass for the whole server-selection timeout, as
     /// the driver would (it looks again every 500 ms until then). With many
-    /// instances, those waits kept every worker busy with the same few
-    /// instances while the others were never looked at (issue 14).
+    /// instances, those waits would keep every worker busy with the same few
+    /// instances while the others were never looked at.
     async fn ask(
         gateway_client: &GatewayClient,
         command: Document,
@@ -804,7 +804,7 @@ mod tests {
         // Another cluster's member before its pod runs: kube-proxy rejects the
         // connection (nothing listens), or (the lab's proxy) accepts and resets
         // it. A pass must not wait out the server-selection timeout for it:
-        // with many instances, those waits held every worker (issue 14).
+        // with many instances, those waits would hold every worker.
         let host = format!("127.94.{}.1", std::process::id() % 250);
         let closed = std::net::TcpListener::bind((host.as_str(), 0)).unwrap();
         let nothing_listens = closed.local_addr().unwrap();

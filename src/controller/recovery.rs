@@ -1,4 +1,4 @@
-//! Stage `recover` (MongoDB I/O): an explicit disaster recovery, only when an
+//! Stage `recovery` (MongoDB I/O): an explicit disaster recovery, only when an
 //! SRE asked for it on this cluster's object (annotation
 //! [`crate::api::RECOVERY_ANNOTATION`]). The pure [`crate::recovery::plan_recovery`]
 //! decides — report the plan, force it, record it, or refuse — and this stage
@@ -10,8 +10,9 @@ use std::time::Duration;
 use kube::runtime::events::EventType;
 use kube::ResourceExt;
 
+use super::context::{Instance, PassContext};
+use super::events::error_chain;
 use super::observe::MongoAnswers;
-use super::{error_chain, instance_key, Context};
 use crate::api::{MongoDB, RecoveryStatus, RECOVERY_ANNOTATION};
 use crate::hostconf::MemberAddress;
 use crate::mongo::recovery_store::RecoveryRecord;
@@ -46,7 +47,7 @@ pub struct Recovered {
 
 /// Plans and carries out this pass's recovery step.
 pub async fn recover(
-    ctx: &Context,
+    ctx: &PassContext,
     mongodb: &MongoDB,
     validated: &Validated,
     answers: &MongoAnswers,
@@ -73,7 +74,7 @@ pub async fn recover(
         local_answering: &local_answering,
     });
     if planned != RecoveryStep::Idle {
-        tracing::info!(instance = %instance_key(mongodb), step = ?planned, "recovery step");
+        tracing::info!(instance = %ctx.instance, step = ?planned, "recovery step");
     }
     let done = match &planned {
         RecoveryStep::Idle | RecoveryStep::AwaitPrimary => planned.clone(),
@@ -84,7 +85,8 @@ pub async fn recover(
                 request.unwrap_or_default()
             );
             let reason = RecoveryNotice::RecoveryPlanned.into();
-            ctx.publish(mongodb, EventType::Warning, reason, message)
+            ctx.events
+                .publish(EventType::Warning, reason, message)
                 .await;
             planned.clone()
         }
@@ -94,7 +96,8 @@ pub async fn recover(
                  from now on",
                 request.unwrap_or_default()
             );
-            ctx.publish(mongodb, EventType::Warning, reason.reason(), message)
+            ctx.events
+                .publish(EventType::Warning, reason.reason(), message)
                 .await;
             planned.clone()
         }
@@ -109,18 +112,18 @@ pub async fn recover(
             };
             match forced {
                 Ok(()) => {
-                    tracing::warn!(instance = %instance_key(mongodb), member = %on, "forced reconfig sent");
+                    tracing::warn!(instance = %ctx.instance, member = %on, "forced reconfig sent");
                     let message = format!("forced reconfig sent to {on}: {plan}");
                     let reason = RecoveryNotice::ForcedReconfig.into();
                     ctx.metrics.step_taken(reason);
-                    ctx.publish(mongodb, EventType::Warning, reason, message)
+                    ctx.events
+                        .publish(EventType::Warning, reason, message)
                         .await;
                     planned.clone()
                 }
                 Err(error) => {
                     failed(
                         ctx,
-                        mongodb,
                         format!("forced reconfig on {on}: {}", error_chain(&error)),
                     )
                     .await;
@@ -129,7 +132,7 @@ pub async fn recover(
             }
         }
         RecoveryStep::Record { primary } => {
-            let record = recovery_record(mongodb, validated, recorded);
+            let record = recovery_record(&ctx.instance, validated, recorded);
             match ctx
                 .gateway
                 .record_recovery(primary, &record, &validated.root)
@@ -143,13 +146,12 @@ pub async fn recover(
                         record.dropped.join(", ")
                     );
                     let reason = RecoveryNotice::RecoveryRecorded.into();
-                    ctx.publish(mongodb, EventType::Normal, reason, message)
-                        .await;
+                    ctx.events.publish(EventType::Normal, reason, message).await;
                     planned.clone()
                 }
                 Err(error) => {
                     let message = format!("recording the recovery: {}", error_chain(&error));
-                    failed(ctx, mongodb, message).await;
+                    failed(ctx, message).await;
                     RecoveryStep::Idle
                 }
             }
@@ -171,22 +173,24 @@ pub async fn recover(
     }
 }
 
-async fn failed(ctx: &Context, mongodb: &MongoDB, message: String) {
-    tracing::warn!(instance = %instance_key(mongodb), %message, "recovery step failed");
+/// Says that a recovery step failed; the next pass tries again.
+async fn failed(ctx: &PassContext, message: String) {
+    tracing::warn!(instance = %ctx.instance, %message, "recovery step failed");
     let reason = RecoveryNotice::RecoveryFailed.into();
-    ctx.publish(mongodb, EventType::Warning, reason, message)
+    ctx.events
+        .publish(EventType::Warning, reason, message)
         .await;
 }
 
 /// The record of the recovery `recorded` describes.
 fn recovery_record(
-    mongodb: &MongoDB,
+    instance: &Instance,
     validated: &Validated,
     recorded: Option<&RecoveryStatus>,
 ) -> RecoveryRecord {
     RecoveryRecord {
         cluster: validated.vip.clone(),
-        instance: instance_key(mongodb),
+        instance: instance.key.clone(),
         request: recorded.map(|r| r.request.clone()).unwrap_or_default(),
         from_config_version: recorded
             .and_then(|r| r.from_config_version)

@@ -1,0 +1,177 @@
+//! What every pass shares ([`Context`]) and what one pass holds of its own
+//! ([`PassContext`]): the object it is about, worked out once ([`Instance`]),
+//! the [`Events`] published on that object, what the operator remembers of it
+//! between passes, and MongoDB clients closed when the pass ends.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::runtime::events::{Recorder, Reporter};
+use kube::{Client, Resource, ResourceExt};
+
+use super::apply::Written;
+use super::caches::Caches;
+use super::events::Events;
+use super::FIELD_MANAGER;
+use crate::api::MongoDB;
+use crate::hostconf::MemberAddress;
+use crate::mongo::MongoGateway;
+use crate::telemetry::Metrics;
+
+/// How long a primary this operator stepped down is remembered as handing over.
+const STEP_DOWN_MEMORY: Duration = Duration::from_secs(60);
+
+/// State of the controller, shared by every pass.
+#[derive(Clone)]
+pub struct Context {
+    /// The client of this cluster's API server.
+    pub client: Client,
+    /// The watch caches the passes read.
+    pub caches: Caches,
+    /// The operator's metrics.
+    pub metrics: Arc<Metrics>,
+    written: Arc<Written>,
+    recorder: Recorder,
+    memory: Arc<Mutex<BTreeMap<String, InstanceMemory>>>,
+}
+
+/// What the operator remembers of an instance between passes (lost on
+/// restart, harmlessly).
+#[derive(Default, Clone)]
+pub struct InstanceMemory {
+    /// The primary this operator asked to step down, and when.
+    pub stepped_down: Option<(MemberAddress, Instant)>,
+    /// Steps retried in a row for a passing reason (sets the next delay).
+    pub retries: u32,
+    /// A primary that refused to step down, how many times in a row, and
+    /// until when it is not asked again. Other passes (watch events, waits)
+    /// in between neither ask it nor reset the count.
+    pub held_step_down: Option<HeldStepDown>,
+    /// The users last ensured, as one fingerprint of their identities.
+    pub users_fingerprint: Option<String>,
+}
+
+/// A primary's refusals to step down in a row.
+#[derive(Clone)]
+pub struct HeldStepDown {
+    /// The primary that refused.
+    pub primary: MemberAddress,
+    /// How many times in a row.
+    pub refusals: u32,
+    /// When it may be asked again.
+    pub not_before: Instant,
+}
+
+impl Context {
+    /// A context for a controller talking to `client`, reading `caches`.
+    pub fn new(client: Client, caches: Caches, metrics: Arc<Metrics>) -> Self {
+        let reporter = Reporter {
+            controller: FIELD_MANAGER.to_string(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            caches,
+            written: Arc::default(),
+            metrics,
+            memory: Arc::default(),
+        }
+    }
+
+    /// The context of one pass over `mongodb`: the shared state, the object's
+    /// identity and Events, and MongoDB clients of the pass's own, closed when
+    /// it ends (`MongoGateway::close`). Kept across passes, the clients (about
+    /// 130 KiB each, their monitors polling) made the operator's memory grow
+    /// with the number of sets — 1,000 sets took it past 480 MiB in `lab
+    /// bench` — for connections that serve one pass every 30 s at rest.
+    pub fn for_pass(&self, mongodb: &MongoDB) -> PassContext {
+        PassContext {
+            client: self.client.clone(),
+            caches: self.caches.clone(),
+            written: self.written.clone(),
+            gateway: MongoGateway::new(),
+            metrics: self.metrics.clone(),
+            instance: Instance::of(mongodb),
+            events: Events::new(self.recorder.clone(), mongodb.object_ref(&())),
+            memory: self.memory.clone(),
+        }
+    }
+}
+
+/// The object a pass is about, as its stages name it.
+#[derive(Clone, Debug)]
+pub struct Instance {
+    /// The object's namespace.
+    pub namespace: String,
+    /// The object's name: the instance name of everything built for it.
+    pub name: String,
+    /// `namespace/name`: the key of the controller's memory and metrics.
+    pub key: String,
+}
+
+impl Instance {
+    /// The instance `mongodb` is.
+    pub fn of(mongodb: &MongoDB) -> Self {
+        let namespace = mongodb.namespace().unwrap_or_default();
+        let name = mongodb.name_any();
+        Instance {
+            key: format!("{namespace}/{name}"),
+            namespace,
+            name,
+        }
+    }
+}
+
+impl fmt::Display for Instance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.key)
+    }
+}
+
+/// The context of one pass over one object.
+pub struct PassContext {
+    /// The client of this cluster's API server.
+    pub client: Client,
+    /// The watch caches the pass reads.
+    pub caches: Caches,
+    /// What this operator last wrote of each object.
+    pub written: Arc<Written>,
+    /// The pass's own MongoDB clients.
+    pub gateway: MongoGateway,
+    /// The operator's metrics.
+    pub metrics: Arc<Metrics>,
+    /// The object the pass is about.
+    pub instance: Instance,
+    /// The Events published on it.
+    pub events: Events,
+    memory: Arc<Mutex<BTreeMap<String, InstanceMemory>>>,
+}
+
+impl PassContext {
+    /// What the operator remembers of this instance.
+    pub fn memory(&self) -> InstanceMemory {
+        let memory = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+        memory.get(&self.instance.key).cloned().unwrap_or_default()
+    }
+
+    /// Changes what the operator remembers of this instance.
+    pub fn remember(&self, update: impl FnOnce(&mut InstanceMemory)) {
+        let mut memory = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+        update(memory.entry(self.instance.key.clone()).or_default());
+    }
+
+    /// A primary that refused to step down and is not asked again yet.
+    pub fn step_down_held(&self) -> Option<MemberAddress> {
+        let refused = self.memory().held_step_down?;
+        (Instant::now() < refused.not_before).then_some(refused.primary)
+    }
+
+    /// The primary this operator asked to step down within the last minute.
+    pub fn stepped_down_recently(&self) -> Option<MemberAddress> {
+        let (host, at) = self.memory().stepped_down?;
+        (at.elapsed() < STEP_DOWN_MEMORY).then_some(host)
+    }
+}

@@ -1,0 +1,171 @@
+//! One pass over one object: the stages in order, each a call with what it
+//! needs of the object and of the stages before it.
+//!
+//! `dereference` → `validate` → `build` → `apply` → `observe` → `plan` →
+//! `record` → `act` → `recovery` → `roll` → `status`
+//!
+//! Input the pass cannot use ends it ([`PassOutcome::InvalidInput`]): the
+//! caller reports it or, for an object being deleted, lets it go.
+
+use std::time::Duration;
+
+use kube::runtime::controller::Action;
+
+use super::act::act;
+use super::apply::apply_desired;
+use super::context::PassContext;
+use super::dereference::dereference;
+use super::observe::{dropped_members, observe};
+use super::record::record;
+use super::recovery::recover;
+use super::roll::roll;
+use super::status::{self, Report};
+use super::ReconcileError;
+use crate::api::MongoDB;
+use crate::build::{self, BuildContext, DesiredObjects};
+use crate::member::Wanted;
+use crate::planner::{has_left, plan, PlanInput, Step};
+use crate::validate::{validate, InvalidInput, Validated};
+
+/// How soon a paused object is looked at again (status stays fresh).
+const WHILE_PAUSED: Duration = Duration::from_secs(30);
+/// How soon an object whose status just changed is looked at again: things
+/// are moving (an election, a member catching up), and the status should
+/// follow them, not wait for the 30 s look at a set in sync. Once the status
+/// stays the same, the step's own requeue applies (at rest: 30 s). A status
+/// write itself wakes no pass.
+const AFTER_STATUS_CHANGE: Duration = Duration::from_secs(1);
+
+/// How a pass ended.
+pub enum PassOutcome {
+    /// It went through every stage; look again as the action says.
+    Ran(Action),
+    /// Leaving, it found this cluster's members out of the set.
+    Left,
+    /// Its input cannot be used; nothing was done from that stage on.
+    InvalidInput(InvalidInput),
+}
+
+/// One pass over one object. `leaving`: the object is being deleted and this
+/// cluster's members must leave the set.
+pub async fn pass(
+    mongodb: &MongoDB,
+    ctx: &PassContext,
+    leaving: bool,
+) -> Result<PassOutcome, ReconcileError> {
+    let paused = mongodb.spec.pause && !leaving;
+    let wanted = Wanted::of(mongodb, leaving);
+    // dereference: read what the object refers to, as it is (Kubernetes I/O).
+    let referenced = dereference(&ctx.client, &ctx.caches, mongodb).await?;
+    // validate: check it, or stop at what the user must fix (pure).
+    let validated = match validate(mongodb, &referenced, leaving) {
+        Ok(validated) => validated,
+        Err(invalid) => return Ok(PassOutcome::InvalidInput(invalid)),
+    };
+    // build: the desired objects, unless paused or leaving (pure).
+    let desired = match build_desired(mongodb, &validated, wanted, paused || leaving) {
+        Ok(desired) => desired,
+        Err(invalid) => return Ok(PassOutcome::InvalidInput(invalid)),
+    };
+    // apply: server-side apply them, StatefulSets last; a refusal is reported (Kubernetes I/O).
+    let apply_failures = apply_desired(ctx, desired.as_ref()).await;
+    // observe: ask the members, read the replica set (MongoDB I/O).
+    let answers = observe(&ctx.gateway, mongodb, &validated, wanted).await;
+    if let Some(refused) = answers.credentials_refused.as_ref().filter(|_| !leaving) {
+        return Ok(PassOutcome::InvalidInput(refused.clone()));
+    }
+    // plan: the planner's input from what was seen, and its one next step (pure).
+    let observed_set = answers.reading.as_ref().map(|reading| reading.set.clone());
+    let mut input = PlanInput::from_observation(
+        mongodb,
+        &validated,
+        wanted,
+        &answers.probes,
+        observed_set,
+        ctx.stepped_down_recently(),
+        ctx.step_down_held(),
+    );
+    if input.needs_dropped_members() {
+        let reading = answers.reading.as_ref();
+        input.dropped_members = dropped_members(&ctx.gateway, reading, &validated.root).await;
+    }
+    let step = plan(&input);
+    tracing::info!(instance = %ctx.instance, step = %step, "planned");
+    // record: the config entry each local member is, on its StatefulSet, when it changed (Kubernetes I/O).
+    record(ctx, &input).await;
+    // act: carry the step out unless paused (MongoDB and Kubernetes I/O).
+    let acted = if paused {
+        None
+    } else {
+        Some(
+            act(
+                ctx, mongodb, &validated, &answers, &mut input, &step, leaving,
+            )
+            .await,
+        )
+    };
+    // recovery: a disaster recovery, only as an SRE asked for it on this object (MongoDB I/O).
+    let recovered = if paused || leaving {
+        None
+    } else {
+        Some(recover(ctx, mongodb, &validated, &answers, &step).await)
+    };
+    // roll: once in sync, replace one outdated pod of the whole set at a time (MongoDB and Kubernetes I/O).
+    let revision = desired.and_then(|d| d.revision);
+    let rolled = match (&revision, &acted) {
+        (Some(revision), Some(Ok(_))) if step == Step::InSync => {
+            roll(ctx, mongodb, &validated, &answers, revision).await
+        }
+        _ => None,
+    };
+    // status: what the pass saw and did, written when it changed (pure, then Kubernetes I/O).
+    let replanned = acted
+        .as_ref()
+        .and_then(|acted| acted.as_ref().ok()?.replanned.as_ref());
+    let report = Report {
+        paused,
+        problem: None,
+        validated: Some(&validated),
+        observation: answers.reading.as_ref().map(|reading| &reading.set),
+        step: Some(replanned.unwrap_or(&step)),
+        roll: rolled.as_ref().map(|rolled| &rolled.step),
+        feature_compatibility_version: rolled.as_ref().and_then(|rolled| rolled.fcv.clone()),
+        revision,
+        apply_failures: &apply_failures,
+        recovery: recovered.as_ref().and_then(|r| r.status.clone()),
+    };
+    let status_changed = status::write(ctx, mongodb, &report).await?;
+
+    let requeue = match acted {
+        Some(acted) => acted?.requeue,
+        None => WHILE_PAUSED,
+    };
+    let sooner = [
+        rolled.and_then(|rolled| rolled.requeue),
+        recovered.and_then(|recovered| recovered.requeue),
+        status_changed.then_some(AFTER_STATUS_CHANGE),
+    ];
+    let requeue = sooner.into_iter().flatten().fold(requeue, Duration::min);
+    if leaving && has_left(&input, &step) {
+        return Ok(PassOutcome::Left);
+    }
+    Ok(PassOutcome::Ran(Action::requeue(requeue)))
+}
+
+/// The desired objects for the members this cluster runs, or `None` when
+/// nothing is to be applied (`hold`: paused, or leaving).
+fn build_desired(
+    mongodb: &MongoDB,
+    validated: &Validated,
+    wanted: Wanted,
+    hold: bool,
+) -> Result<Option<DesiredObjects>, InvalidInput> {
+    if hold {
+        return Ok(None);
+    }
+    let ctx =
+        BuildContext::from_mongodb(mongodb)?.with_content_digest(validated.content_digest.clone());
+    let targets = validated.member_targets(wanted);
+    let root_password = &validated.root.password;
+    Ok(Some(build::desired_objects(&ctx, root_password, &targets)?))
+}
