@@ -10,9 +10,7 @@
 //! (somebody else changed it, it was deleted, or the operator restarted), and
 //! never otherwise: at rest a pass writes nothing.
 
-use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Mutex;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -24,7 +22,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::caches::{named, write_marker, Caches};
-use super::context::PassContext;
+use super::context::{LastWrite, PassContext, Written};
 use super::events::{error_chain, Notice};
 use super::FIELD_MANAGER;
 use crate::build::{names, DesiredObjects};
@@ -40,30 +38,6 @@ pub struct ApplyError {
     /// What the API server said.
     #[source]
     source: kube::Error,
-}
-
-/// What this operator last wrote of each object (by kind, namespace and
-/// name): the digest of the desired object and the write marker the API
-/// server answered with. Lost on restart: everything is applied once then.
-#[derive(Default)]
-pub struct Written(Mutex<HashMap<String, LastWrite>>);
-
-#[derive(Clone, PartialEq, Eq)]
-struct LastWrite {
-    desired: u64,
-    marker: Option<String>,
-}
-
-impl Written {
-    fn get(&self, key: &str) -> Option<LastWrite> {
-        let written = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        written.get(key).cloned()
-    }
-
-    fn set(&self, key: String, write: LastWrite) {
-        let mut written = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        written.insert(key, write);
-    }
 }
 
 /// Applies `desired` (nothing when `None`) into the pass's namespace; each

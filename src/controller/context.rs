@@ -1,9 +1,11 @@
 //! What every pass shares ([`Context`]) and what one pass holds of its own
 //! ([`PassContext`]): the object it is about, worked out once ([`Instance`]),
 //! the [`Events`] published on that object, what the operator remembers of it
-//! between passes, and MongoDB clients closed when the pass ends.
+//! between passes, and MongoDB clients closed when the pass ends. What the
+//! operator last wrote of each object ([`Written`]) is kept here too, for the
+//! `apply` stage.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,7 +13,6 @@ use std::time::{Duration, Instant};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 
-use super::apply::Written;
 use super::caches::Caches;
 use super::events::Events;
 use super::FIELD_MANAGER;
@@ -98,6 +99,35 @@ impl Context {
             events: Events::new(self.recorder.clone(), mongodb.object_ref(&())),
             memory: self.memory.clone(),
         }
+    }
+}
+
+/// What this operator last wrote of each object (by kind, namespace and
+/// name): the digest of the desired object and the write marker the API
+/// server answered with. Lost on restart: everything is applied once then.
+#[derive(Default)]
+pub struct Written(Mutex<HashMap<String, LastWrite>>);
+
+/// One object as this operator last wrote it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct LastWrite {
+    /// The digest of the desired object.
+    pub desired: u64,
+    /// The write marker the API server answered with.
+    pub marker: Option<String>,
+}
+
+impl Written {
+    /// The last write of the object `key` names.
+    pub fn get(&self, key: &str) -> Option<LastWrite> {
+        let written = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        written.get(key).cloned()
+    }
+
+    /// Remembers the last write of the object `key` names.
+    pub fn set(&self, key: String, write: LastWrite) {
+        let mut written = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        written.insert(key, write);
     }
 }
 

@@ -87,8 +87,9 @@ async fn write_entries(
 mod tests {
     use super::*;
     use crate::build::{self, fixtures, BuildContext};
-    use crate::controller::apply::{apply, Written};
+    use crate::controller::apply::apply;
     use crate::controller::caches::caches;
+    use crate::controller::context::Written;
     use crate::controller::test_cluster;
     use crate::hostconf::MemberAddress;
     use kube::ResourceExt;
