@@ -1,10 +1,10 @@
 //! Proves that the Karmada resource interpreter shipped in
 //! `charts/mongodb-member-operator-karmada/templates/resourceinterpretercustomization.yaml`
 //! does what the control plane relies on, by running its Lua scripts, as they are
-//! written in the chart, in a Lua 5.1 VM set up like Karmada's (`karmada_vm`:
-//! the same libraries, the same functions locked out, raising Karmada's errors).
+//! written in the chart, in Karmada's VM (`hack/karmada-lua`: the same libraries,
+//! the same functions locked out, raising Karmada's errors).
 //!
-//! Objects cross into Lua and back the way Karmada converts them (`karmada_vm`):
+//! Objects cross into Lua and back the way Karmada converts them (`karmada-lua`):
 //! JSON arrays become plain tables and `null` becomes `nil`; on the way back an
 //! empty table is `[]`, then dropped unless a reference object says what it was
 //! (Karmada's empty-table ambiguity), so a script that returns an empty table
@@ -22,11 +22,8 @@
 
 use std::path::{Path, PathBuf};
 
-mod karmada_vm;
-
 use crd_admission::Admission;
-use karmada_vm::integral_numbers;
-use mlua::Lua;
+use karmada_lua::{integral_numbers, mlua, Customization, Operation};
 use serde_json::{json, Value as Json};
 
 const CUSTOMIZATION: &str =
@@ -47,26 +44,33 @@ fn customization() -> Json {
 }
 
 /// One interpreter operation's script, loaded into a fresh VM set up as Karmada's is.
+fn vm(operation: Operation) -> karmada_lua::Interpreter {
+    Customization::load(&repository_root().join(CUSTOMIZATION))
+        .expect("the chart's customization")
+        .interpreter(operation)
+        .unwrap_or_else(|| {
+            panic!(
+                "spec.customizations.{}.luaScript is missing",
+                operation.key()
+            )
+        })
+        .unwrap_or_else(|err| panic!("{err}"))
+}
+
+/// One interpreter operation's script, called the way the tests below call it.
 struct Interpreter {
-    vm: karmada_vm::Interpreter,
-    lua: Lua,
+    vm: karmada_lua::Interpreter,
 }
 
 impl Interpreter {
-    fn load(operation: &str) -> Interpreter {
-        Interpreter::from_script(&script(operation), operation)
-    }
-
-    fn from_script(script: &str, operation: &str) -> Interpreter {
-        let vm = karmada_vm::Interpreter::new(script, operation);
-        let lua = vm.lua.clone();
-        Interpreter { vm, lua }
+    fn load(operation: Operation) -> Interpreter {
+        Interpreter { vm: vm(operation) }
     }
 
     /// Calls `function` with JSON arguments as Karmada does, and returns its
-    /// results as Karmada converts them (see `karmada_vm`).
+    /// results as Karmada converts them (see `karmada-lua`).
     fn call(&self, function: &str, args: &[Json]) -> Vec<Json> {
-        let fail = |err: String| -> ! { panic!("{function} failed: {err}") };
+        let fail = |err: karmada_lua::Error| -> ! { panic!("{function} failed: {err}") };
         match function {
             "GetReplicas" => {
                 let (replicas, requires) =
@@ -102,14 +106,6 @@ impl Interpreter {
         assert_eq!(results.len(), 1, "{function} returns one value");
         results.remove(0)
     }
-}
-
-/// The Lua script of one operation, as the chart installs it.
-fn script(operation: &str) -> String {
-    customization()["spec"]["customizations"][operation]["luaScript"]
-        .as_str()
-        .unwrap_or_else(|| panic!("spec.customizations.{operation}.luaScript is missing"))
-        .to_string()
 }
 
 /// A member of the replica set: cluster VIP, nodePort of its Service, `_id`.
@@ -336,7 +332,7 @@ fn aggregate_onto(desired: Json, items: Vec<Json>) -> Json {
 /// binding has no aggregated status yet). Karmada writes back only the status
 /// (`UpdateStatus`): that is what is admitted, on the resource template.
 fn aggregate_items(desired: Json, items: Json) -> Json {
-    let aggregated = Interpreter::load("statusAggregation")
+    let aggregated = Interpreter::load(Operation::StatusAggregation)
         .call_one("AggregateStatus", &[desired.clone(), items]);
     assert_lists_are_lists(&aggregated["status"]);
     let mut written = desired;
@@ -400,7 +396,7 @@ fn three_running_clusters() -> Vec<ClusterReport> {
 }
 
 fn items_for(reports: &[ClusterReport]) -> Vec<Json> {
-    let reflect = Interpreter::load("statusReflection");
+    let reflect = Interpreter::load(Operation::StatusReflection);
     reports
         .iter()
         .map(|report| status_item(&reflect, report))
@@ -409,25 +405,14 @@ fn items_for(reports: &[ClusterReport]) -> Vec<Json> {
 
 #[test]
 fn scripts_load_in_a_lua_5_1_vm_without_io_debug_or_coroutines() {
-    for operation in [
-        "replicaResource",
-        "replicaRevision",
-        "statusReflection",
-        "statusAggregation",
-        "healthInterpretation",
-        "dependencyInterpretation",
-    ] {
+    for operation in Operation::ALL {
         let interpreter = Interpreter::load(operation);
-        let version: String = interpreter.lua.globals().get("_VERSION").expect("_VERSION");
+        let globals = interpreter.vm.lua().globals();
+        let version: String = globals.get("_VERSION").expect("_VERSION");
         assert_eq!(version, "Lua 5.1");
         for absent in ["io", "debug", "coroutine"] {
             assert!(
-                interpreter
-                    .lua
-                    .globals()
-                    .get::<mlua::Value>(absent)
-                    .expect("global")
-                    .is_nil(),
+                globals.get::<mlua::Value>(absent).expect("global").is_nil(),
                 "{absent} is not in Karmada's VM"
             );
         }
@@ -444,7 +429,8 @@ fn scripts_load_in_a_lua_5_1_vm_without_io_debug_or_coroutines() {
 #[test]
 fn get_replicas_returns_spec_members_and_a_requirement_from_requests_node_selector_tolerations_and_affinity(
 ) {
-    let results = Interpreter::load("replicaResource").call("GetReplicas", &[desired_object()]);
+    let results =
+        Interpreter::load(Operation::ReplicaResource).call("GetReplicas", &[desired_object()]);
     assert_eq!(
         results.len(),
         2,
@@ -473,7 +459,8 @@ fn get_replicas_without_pod_spec_claims_no_nodes_and_defaults_to_one_member() {
         .expect("spec")
         .remove("podSpec");
     object["spec"]["members"] = json!(3);
-    let results = Interpreter::load("replicaResource").call("GetReplicas", &[object.clone()]);
+    let results =
+        Interpreter::load(Operation::ReplicaResource).call("GetReplicas", &[object.clone()]);
     assert_eq!(results[0], json!(3));
     assert_eq!(
         results[1],
@@ -485,14 +472,14 @@ fn get_replicas_without_pod_spec_claims_no_nodes_and_defaults_to_one_member() {
         .expect("spec")
         .remove("members");
     object["spec"]["resources"] = json!({"limits": {"cpu": "1"}});
-    let results = Interpreter::load("replicaResource").call("GetReplicas", &[object]);
+    let results = Interpreter::load(Operation::ReplicaResource).call("GetReplicas", &[object]);
     assert_eq!(results[0], json!(1), "the CRD's default for spec.members");
     assert_eq!(results[1], json!({"namespace": "db"}));
 }
 
 #[test]
 fn revise_replica_sets_spec_members_and_keeps_the_rest_of_the_object() {
-    let revise = Interpreter::load("replicaRevision");
+    let revise = Interpreter::load(Operation::ReplicaRevision);
     for share in [2, 1, 0] {
         let revised = revise.call_one("ReviseReplica", &[desired_object(), json!(share)]);
         let mut expected = desired_object();
@@ -504,7 +491,7 @@ fn revise_replica_sets_spec_members_and_keeps_the_rest_of_the_object() {
 #[test]
 fn reflect_status_keeps_what_the_control_plane_needs_and_drops_local_details() {
     let report = ClusterReport::running("member1");
-    let reflected = Interpreter::load("statusReflection")
+    let reflected = Interpreter::load(Operation::StatusReflection)
         .call_one("ReflectStatus", &[report.observed_object()]);
     let written = integral_numbers(report.status());
     for field in [
@@ -542,7 +529,7 @@ fn reflect_status_of_an_object_without_status_is_empty() {
     let mut object = ClusterReport::running("member3").observed_object();
     object.as_object_mut().expect("object").remove("status");
     assert_eq!(
-        Interpreter::load("statusReflection").call_one("ReflectStatus", &[object]),
+        Interpreter::load(Operation::StatusReflection).call_one("ReflectStatus", &[object]),
         json!({})
     );
 }
@@ -759,7 +746,7 @@ fn aggregate_observed_generation_waits_for_a_cluster_on_an_older_template() {
 
 #[test]
 fn interpret_health_is_true_iff_all_local_members_are_healthy_for_the_current_generation() {
-    let health = Interpreter::load("healthInterpretation");
+    let health = Interpreter::load(Operation::HealthInterpretation);
     let interpret = |object: Json| health.call_one("InterpretHealth", &[object]);
 
     assert_eq!(
@@ -810,7 +797,7 @@ fn interpret_health_is_true_iff_all_local_members_are_healthy_for_the_current_ge
 
 #[test]
 fn get_dependencies_lists_hostconf_credentials_and_custom_config_in_the_object_namespace() {
-    let dependencies = Interpreter::load("dependencyInterpretation");
+    let dependencies = Interpreter::load(Operation::DependencyInterpretation);
     let get = |object: Json| dependencies.call_one("GetDependencies", &[object]);
 
     let configmap = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "namespace": "db", "name": name});
@@ -846,121 +833,6 @@ fn get_dependencies_lists_hostconf_credentials_and_custom_config_in_the_object_n
         json!([configmap("demo-hostconf")]),
         "FedState's spec: only the hostconf"
     );
-}
-
-/// Calls `name` in every operation's VM and returns the error it raises.
-fn call_error(interpreter: &Interpreter, chunk: &str) -> String {
-    match interpreter.lua.load(chunk).exec() {
-        Ok(()) => format!("no error from {chunk}"),
-        Err(err) => err.to_string(),
-    }
-}
-
-#[test]
-fn the_vm_locks_out_what_karmadas_locks_out() {
-    let interpreter = Interpreter::load("statusAggregation");
-    for name in karmada_vm::LOCKED_OUT {
-        let error = call_error(&interpreter, &format!("{name}({{}})"));
-        assert!(
-            error.contains(&format!(
-                "call function {name} is not supported in karmada customized resourceinterpreter."
-            )),
-            "{name} must raise Karmada's error, got: {error}"
-        );
-    }
-    assert!(call_error(&interpreter, "string.dump(print)")
-        .contains("string.dump is not supported by Karmada"));
-    assert!(
-        call_error(&interpreter, "package.loadlib('x', 'y')").contains("loadlib is not supported")
-    );
-    let error = call_error(&interpreter, "require('io')");
-    assert!(
-        error.contains("module 'io' not found"),
-        "only preloaded modules load: {error}"
-    );
-    let globals = interpreter.lua.globals();
-    for absent in ["io", "debug", "coroutine", "gcinfo"] {
-        assert!(
-            globals.get::<mlua::Value>(absent).expect("global").is_nil(),
-            "{absent} is not in Karmada's VM"
-        );
-    }
-    let os: mlua::Table = globals.get("os").expect("os");
-    let mut names: Vec<String> = os
-        .pairs::<String, mlua::Value>()
-        .map(|p| p.expect("pair").0)
-        .collect();
-    names.sort();
-    assert_eq!(names, ["date", "time"], "Karmada's safe os library");
-    let table: mlua::Table = globals.get("table").expect("table");
-    for absent in ["foreach", "foreachi", "setn"] {
-        assert!(
-            table.get::<mlua::Value>(absent).expect("field").is_nil(),
-            "table.{absent} is not in gopher-lua"
-        );
-    }
-}
-
-#[test]
-fn results_convert_back_to_json_like_karmadas() {
-    let interpreter = Interpreter::from_script(
-        r#"
-        function AggregateStatus(desiredObj, statusItems)
-          desiredObj.spec.podSpec.nodeSelector = {}
-          desiredObj.status = { state = "Unknown", replset = {}, conditions = {}, currentInfo = { members = 0 } }
-          return desiredObj
-        end
-        "#,
-        "emptyTables",
-    );
-    let aggregated = interpreter.call_one("AggregateStatus", &[desired_object(), json!([])]);
-    assert_eq!(
-        aggregated["status"],
-        json!({"state": "Unknown", "currentInfo": {"members": 0}}),
-        "empty tables are dropped on the way back (no reference object)"
-    );
-    assert!(aggregated["spec"]["podSpec"].get("nodeSelector").is_none());
-
-    // ReviseReplica's result is read against the input object: empty lists and
-    // objects it had come back as they were.
-    let revise = Interpreter::from_script(
-        "function ReviseReplica(obj, n) obj.spec.members = n return obj end",
-        "revise",
-    );
-    let mut object = desired_object();
-    object["spec"]["config"] = json!([]);
-    object["spec"]["podSpec"]["nodeSelector"] = json!({});
-    let mut expected = object.clone();
-    expected["spec"]["members"] = json!(2);
-    assert_eq!(
-        revise.call_one("ReviseReplica", &[object, json!(2)]),
-        expected
-    );
-
-    // gopher-json refuses a table reached twice, functions, mixed keys and
-    // sparse lists; an object without kind is not an Unstructured.
-    for (body, error) in [
-        (
-            "local t = { a = 1 } o.status = { x = t, y = t }",
-            "cannot encode recursively nested tables to JSON",
-        ),
-        ("o.status = { f = print }", "cannot encode function to JSON"),
-        (
-            "o.status = { 1, a = 2 }",
-            "cannot encode mixed or invalid key types",
-        ),
-        (
-            "o.status = { [1] = 1, [3] = 3 }",
-            "cannot encode sparse array",
-        ),
-        ("o.kind = nil", "Object 'Kind' is missing"),
-    ] {
-        let script = format!("function AggregateStatus(o, items) {body} return o end");
-        let result = Interpreter::from_script(&script, "bad")
-            .vm
-            .aggregate_status(&desired_object(), &json!([]));
-        assert_eq!(result, Err(error.to_string()), "{body}");
-    }
 }
 
 #[test]
@@ -1017,7 +889,7 @@ fn aggregate_replset_and_primary_come_from_the_newest_config_only() {
 
 #[test]
 fn interpret_health_is_false_in_error_and_while_paused() {
-    let health = Interpreter::load("healthInterpretation");
+    let health = Interpreter::load(Operation::HealthInterpretation);
     let interpret = |object: Json| health.call_one("InterpretHealth", &[object]);
     let mut error = ClusterReport::running("member1");
     error.state = "Error";
@@ -1140,7 +1012,9 @@ fn sorted_dependencies(dependencies: &Json) -> Vec<(String, String, String, Stri
 
 /// One `IndividualTest`'s results, named as Karmada's rules name them
 /// (`pkg/util/interpreter/rule.go`).
-fn run_thirdparty_case(case: &Json) -> Result<Vec<(&'static str, Json)>, String> {
+fn run_thirdparty_case(
+    case: &Json,
+) -> Result<Vec<(&'static str, Json)>, Box<dyn std::error::Error>> {
     let desired = case.get("desiredObj").filter(|o| !o.is_null());
     let observed = case.get("observedObj").filter(|o| !o.is_null());
     // getObjectOrError: exactly one of them.
@@ -1150,15 +1024,15 @@ fn run_thirdparty_case(case: &Json) -> Result<Vec<(&'static str, Json)>, String>
     };
     let operation = case["operation"].as_str().unwrap_or("");
     let customization = match operation {
-        "InterpretReplica" => "replicaResource",
-        "ReviseReplica" => "replicaRevision",
-        "InterpretStatus" => "statusReflection",
-        "AggregateStatus" => "statusAggregation",
-        "InterpretHealth" => "healthInterpretation",
-        "InterpretDependency" => "dependencyInterpretation",
-        other => return Err(format!("operation {other} is not supported here")),
+        "InterpretReplica" => Operation::ReplicaResource,
+        "ReviseReplica" => Operation::ReplicaRevision,
+        "InterpretStatus" => Operation::StatusReflection,
+        "AggregateStatus" => Operation::StatusAggregation,
+        "InterpretHealth" => Operation::HealthInterpretation,
+        "InterpretDependency" => Operation::DependencyInterpretation,
+        other => return Err(format!("operation {other} is not supported here").into()),
     };
-    let vm = karmada_vm::Interpreter::new(&script(customization), customization);
+    let vm = vm(customization);
     Ok(match operation {
         "InterpretReplica" => {
             let (replica, requires) = vm.get_replicas(object)?;
