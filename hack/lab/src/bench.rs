@@ -15,9 +15,9 @@ use anyhow::{Context, Result};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::controlplane::{lab_replica_set_settings, InstanceRequest, Split};
 use crate::lab::Lab;
 use crate::observe;
+use federation_sim::control_plane::{lab_replica_set_settings, InstanceRequest, Split};
 
 /// The operator's user in the lab's API servers (the chart's ServiceAccount).
 const OPERATOR_USER_PREFIX: &str = "system:serviceaccount:mongodb-member-operator:";

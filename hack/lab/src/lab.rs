@@ -41,8 +41,8 @@ use mongod_sim::Network;
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
-use crate::controlplane::{ControlPlane, MemberCluster};
 use crate::runtime::MongodRuntime;
+use federation_sim::control_plane::{ControlPlane, MemberCluster};
 
 /// Cluster names, in order.
 pub const CLUSTER_NAMES: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use kube::Client;
-use lab::controlplane::{
-    self, lab_replica_set_settings, ControlPlane, ControlPlaneView, InstanceRequest, LabOnly,
-    MemberCluster, Request, Split, Submission,
+use federation_sim::control_plane::{
+    self as controlplane, lab_replica_set_settings, ControlPlane, ControlPlaneView,
+    InstanceRequest, LabOnly, MemberCluster, Request, Split, Submission,
 };
-use lab::fedstate::{Deviations, MultiCloudMongoDB};
+use federation_sim::fedstate::{Deviations, MultiCloudMongoDB};
+use kube::Client;
 use lab::lab::{Lab, LabOptions};
 use lab::observe;
 use lab::scenarios::{self, Scenario};

@@ -21,8 +21,8 @@ use mongodb::options::{ClientOptions, Credential, ServerAddress};
 use mongodb_member_operator::api::{MongoDB, MongoState};
 use mongodb_member_operator::build::statefulset::REVISION_ANNOTATION;
 
-use crate::controlplane::{ControlPlane, Split};
 use crate::lab::Lab;
+use federation_sim::control_plane::{ControlPlane, Split};
 
 /// One cluster's view of an instance.
 #[derive(Clone, Debug, serde::Serialize)]

@@ -37,13 +37,13 @@ use mongodb_member_operator::build::secrets::{derive_keyfile, DERIVED_ROOT_USER}
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::controlplane::{
-    lab_replica_set_settings, ControlPlane, InstanceRequest, Split, ToSubmission,
-};
-use crate::karmada::{Kind, OverridePolicy, Overrider, ResourceRef};
 use crate::lab::{Lab, LabOptions};
 use crate::observe::{self, Sampler, SetSampler};
 use crate::timing::{self, human, Row};
+use federation_sim::control_plane::{
+    lab_replica_set_settings, ControlPlane, InstanceRequest, Split, ToSubmission,
+};
+use federation_sim::karmada::{Kind, OverridePolicy, Overrider, ResourceRef};
 
 /// How often the MongoDB network is looked at.
 const LOOK_EVERY: Duration = Duration::from_millis(10);

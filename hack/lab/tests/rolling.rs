@@ -34,12 +34,12 @@ use common::{
     fail, finish, hosts_of, lab, make_primary, member_host, mongo, request, serial, Outcome,
     TimedMajorityWriter, READY_TIMEOUT,
 };
+use federation_sim::control_plane::{Split, Submission, ToSubmission};
+use federation_sim::karmada::{Kind, OverridePolicy, Overrider, ResourceRef};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{ApiResource, DynamicObject};
 use kube::Api;
-use lab::controlplane::{Split, Submission, ToSubmission};
-use lab::karmada::{Kind, OverridePolicy, Overrider, ResourceRef};
 use lab::lab::Lab;
 use lab::observe::{self, SetSample, SetSampler};
 use mongod_sim::network::MemberStop;

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::*;
-use lab::controlplane::Split;
+use federation_sim::control_plane::Split;
 use lab::observe::{is_ready, views};
 
 const INSTANCES: usize = 100;

@@ -9,9 +9,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use federation_sim::control_plane::{InstanceRequest, Split};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use lab::controlplane::{InstanceRequest, Split};
 use lab::lab::{sibling_binary, Lab, LabOptions};
 use mongodb::bson::{doc, Document};
 use mongodb::options::{ClientOptions, Credential, ServerAddress};
