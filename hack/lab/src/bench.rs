@@ -1,5 +1,5 @@
 //! `lab bench`: measures the operator in the lab and writes the figures as a
-//! Markdown table (issue 14). Counters come from the simulators, outside the
+//! Markdown table (BENCHMARKS.md). Counters come from the simulators, outside the
 //! operator: API requests by user, verb and resource from each apiserver-sim
 //! (`RequestCounts`), MongoDB commands by member and client from mongod-sim
 //! (`Network::command_counts`), and each operator process's CPU time from
