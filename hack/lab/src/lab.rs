@@ -14,7 +14,7 @@
 //! cluster, and each operator's kubeconfig carries that ServiceAccount's token,
 //! so a permission the chart lacks fails the tests. The harness (kubectl, which
 //! sends no credentials over plain HTTP; the control-plane stand-in and
-//! kubelet-sim with an admin token) acts as cluster administrator. Without
+//! cluster-sim with an admin token) acts as cluster administrator. Without
 //! helm-python-sdk the operators run as administrators, with a warning, unless
 //! `MMO_REQUIRE_TOOLS=1`, which makes that an error.
 //!
