@@ -2,8 +2,8 @@
 //! is not test-only (named by its path, `src/controller/act.rs`, a folder's
 //! `mod.rs` by the folder, `src/controller/`) and every crate under `hack/`
 //! (`hack/mongod-sim`) is named in it, in backticks. A module is test-only
-//! when it is a `tests.rs`, sits in a `tests/` folder, or its parent declares
-//! it under `#[cfg(test)]`.
+//! when it is a `tests.rs`, sits in a `tests/` folder, its parent declares
+//! it under `#[cfg(test)]`, or its parent is test-only.
 
 use std::path::{Path, PathBuf};
 
@@ -77,11 +77,20 @@ fn is_test_only(module: &Path) -> bool {
         return true;
     }
     let name = module_name(module);
-    declaring_files(module)
-        .iter()
-        .filter_map(|file| std::fs::read_to_string(root().join(file)).ok())
-        .find_map(|source| declared_for_tests(&source, &name))
-        .unwrap_or(false)
+    let declared = declaring_files(module).into_iter().find_map(|file| {
+        let source = std::fs::read_to_string(root().join(&file)).ok()?;
+        Some((file, declared_for_tests(&source, &name)?))
+    });
+    match declared {
+        Some((_, true)) => true,
+        // A module inside a test-only module is test-only too.
+        Some((parent, false)) => !is_crate_root(&parent) && is_test_only(&parent),
+        None => false,
+    }
+}
+
+fn is_crate_root(file: &Path) -> bool {
+    file == Path::new("src/lib.rs") || file == Path::new("src/main.rs")
 }
 
 /// How ARCHITECTURE.md names a module: its path, or its folder's for a `mod.rs`.
@@ -131,6 +140,10 @@ fn test_only_modules_are_told_apart() {
     assert_eq!(declared_for_tests(source, "absent"), None);
     assert!(is_test_only(Path::new("src/planner/tests.rs")));
     assert!(is_test_only(Path::new("src/planner/tests/initiate.rs")));
+    assert!(is_test_only(Path::new(
+        "src/planner/properties/checkers.rs"
+    )));
+    assert!(!is_test_only(Path::new("src/planner/steps.rs")));
     assert_eq!(
         named_as(Path::new("src/controller/mod.rs")),
         "src/controller/"
