@@ -8,23 +8,18 @@
 //! 60–79) and shuts it down; each that changes the set runs a majority writer
 //! whose every acknowledged write must survive.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{
-    config, fail, finish, hosts_of, lab, make_primary, member_host, replica_set_id, request,
-    serial, statuses, version, wait_for, MajorityWriter, Outcome, READY_TIMEOUT,
-};
-use federation_sim::control_plane::Split;
-use federation_sim::karmada::{Kind, OverridePolicy, Overrider, ResourceRef};
+use crate::harness::*;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
+use lab::controlplane::Split;
+use lab::karmada::{Kind, OverridePolicy, Overrider, ResourceRef};
 use lab::lab::Lab;
 use lab::observe;
 use mongodb::bson::Document;
@@ -238,17 +233,15 @@ fn same_set(first: &Document, last: &Document) -> Outcome {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_instance_costs_each_operator_under_one_percent_of_a_core() {
-    let _serial = serial().await;
     let started = Instant::now();
-    let lab = lab(60, 3).await;
-    let fedstate = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
-    let outcome = async {
+    scenario(60, 3, async |lab| {
+        let _passes = ControlPlanePasses::start(lab);
         let control_plane = lab.control_plane();
         control_plane
             .apply(&request("idle", "a=2,b=2,c=1"))
             .await
             .map_err(fail("apply"))?;
-        ready(&lab, "idle", "a=2,b=2,c=1").await?;
+        ready(lab, "idle", "a=2,b=2,c=1").await?;
         phase(started, "idle: a=2,b=2,c=1 everywhere");
         control_plane
             .settled("default", "idle", READY_TIMEOUT)
@@ -266,7 +259,7 @@ async fn an_idle_instance_costs_each_operator_under_one_percent_of_a_core() {
             .map(|pid| cpu_ticks(*pid))
             .collect::<Result<Vec<u64>, String>>()?;
         let passes_before = (0..pids.len())
-            .map(|i| passes(&lab, i))
+            .map(|i| passes(lab, i))
             .collect::<Result<Vec<usize>, String>>()?;
         let window = Instant::now();
         // The measurement window: an idle instance, FedState's passes every 15 s.
@@ -276,7 +269,7 @@ async fn an_idle_instance_costs_each_operator_under_one_percent_of_a_core() {
             .map(|pid| cpu_ticks(*pid))
             .collect::<Result<Vec<u64>, String>>()?;
         let passes_after = (0..pids.len())
-            .map(|i| passes(&lab, i))
+            .map(|i| passes(lab, i))
             .collect::<Result<Vec<usize>, String>>()?;
         let elapsed = window.elapsed().as_secs_f64();
         let mut figures = Vec::new();
@@ -307,10 +300,8 @@ async fn an_idle_instance_costs_each_operator_under_one_percent_of_a_core() {
             ));
         }
         Ok(())
-    }
+    })
     .await;
-    fedstate.abort();
-    finish(lab, outcome).await;
 }
 
 /// How many passes operator `index` has logged (one "planned" line each; the
@@ -327,32 +318,30 @@ fn passes(lab: &Lab, index: usize) -> Result<usize, String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_set_without_a_primary_is_ready_nowhere_until_it_has_one_again() {
-    let _serial = serial().await;
     let started = Instant::now();
-    let lab = lab(61, 3).await;
-    let fedstate = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
-    let outcome = async {
+    scenario(61, 3, async |lab| {
+        let _passes = ControlPlanePasses::start(lab);
         let control_plane = lab.control_plane();
         control_plane
             .apply(&request("headless", "a=2,b=2,c=1"))
             .await
             .map_err(fail("apply"))?;
-        ready(&lab, "headless", "a=2,b=2,c=1").await?;
+        ready(lab, "headless", "a=2,b=2,c=1").await?;
         phase(started, "headless: a=2,b=2,c=1 everywhere");
         control_plane
             .settled("default", "headless", READY_TIMEOUT)
             .await
             .map_err(fail("FedState's status"))?;
-        let hosts = hosts_of(&lab, 0, "headless").await?;
-        let first = config(&lab, "headless", &hosts).await?;
-        let writer = MajorityWriter::start(&lab, "headless", &hosts).await?;
+        let hosts = hosts_of(lab, 0, "headless").await?;
+        let first = config(lab, "headless", &hosts).await?;
+        let writer = MajorityWriter::start(lab, "headless", &hosts).await?;
 
         // Every cluster cut off from the others (clients still reach every
         // member): no group holds a majority of the 5 votes, the primary steps
         // down, every member is SECONDARY.
         lab.network().cut_site("a");
         lab.network().cut_site("b");
-        wait_for(&lab, "headless", "Ready=False everywhere", 3, |m| {
+        wait_for(lab, "headless", "Ready=False everywhere", 3, |m| {
             m.status.as_ref().and_then(|s| s.state) != Some(MongoState::Running)
                 && condition(m, "Ready").is_some_and(|c| c.status == "False")
         })
@@ -363,7 +352,7 @@ async fn a_set_without_a_primary_is_ready_nowhere_until_it_has_one_again() {
                 lab.network().primaries()
             ));
         }
-        let reasons: Vec<String> = statuses(&lab, "headless")
+        let reasons: Vec<String> = statuses(lab, "headless")
             .await?
             .iter()
             .map(|(cluster, m)| {
@@ -397,7 +386,7 @@ async fn a_set_without_a_primary_is_ready_nowhere_until_it_has_one_again() {
 
         lab.network().heal_site("a");
         lab.network().heal_site("b");
-        ready(&lab, "headless", "a=2,b=2,c=1").await?;
+        ready(lab, "headless", "a=2,b=2,c=1").await?;
         phase(started, "headless: a=2,b=2,c=1 everywhere");
         control_plane
             .settled("default", "headless", READY_TIMEOUT)
@@ -408,12 +397,10 @@ async fn a_set_without_a_primary_is_ready_nowhere_until_it_has_one_again() {
             writer.stop_and_check().await?;
         }
         phase(started, "every acknowledged write read back");
-        let last = config(&lab, "headless", &hosts).await?;
+        let last = config(lab, "headless", &hosts).await?;
         same_set(&first, &last)
-    }
+    })
     .await;
-    fedstate.abort();
-    finish(lab, outcome).await;
 }
 
 // ---------------------------------------------------------------- case 1
@@ -438,20 +425,18 @@ async fn watch_config(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_whose_settings_differ_says_so_and_never_fights_the_rs_init_cluster() {
-    let _serial = serial().await;
     let started = Instant::now();
-    let lab = lab(62, 3).await;
-    let outcome = async {
+    scenario(62, 3, async |lab| {
         let control_plane = lab.control_plane();
         control_plane
             .apply(&request("fight", "a=2,b=2,c=1"))
             .await
             .map_err(fail("apply"))?;
-        ready(&lab, "fight", "a=2,b=2,c=1").await?;
+        ready(lab, "fight", "a=2,b=2,c=1").await?;
         phase(started, "fight: a=2,b=2,c=1 everywhere");
-        let hosts = hosts_of(&lab, 0, "fight").await?;
-        let writer = MajorityWriter::start(&lab, "fight", &hosts).await?;
-        let first = config(&lab, "fight", &hosts).await?;
+        let hosts = hosts_of(lab, 0, "fight").await?;
+        let writer = MajorityWriter::start(lab, "fight", &hosts).await?;
+        let first = config(lab, "fight", &hosts).await?;
         if election_timeout(&first) != Some(2_000) {
             return Err(format!("the set starts without the lab's 2 s: {first}"));
         }
@@ -472,7 +457,7 @@ async fn a_cluster_whose_settings_differ_says_so_and_never_fights_the_rs_init_cl
             )
             .await
             .map_err(fail("OverridePolicy"))?;
-        let c = wait_in(&lab, 2, "fight", "SettingsMatch=False naming 5000", |m| {
+        let c = wait_in(lab, 2, "fight", "SettingsMatch=False naming 5000", |m| {
             m.spec.replica_set_settings.election_timeout_millis == 5_000
                 && condition(m, "SettingsMatch").is_some_and(|c| {
                     c.status == "False"
@@ -487,8 +472,8 @@ async fn a_cluster_whose_settings_differ_says_so_and_never_fights_the_rs_init_cl
             condition(&c, "SettingsMatch").map(|c| &c.message)
         );
         phase(started, "c reports its settings differ");
-        let before = version(&config(&lab, "fight", &hosts).await?);
-        let seen = watch_config(&lab, "fight", &hosts, Duration::from_secs(20)).await?;
+        let before = version(&config(lab, "fight", &hosts).await?);
+        let seen = watch_config(lab, "fight", &hosts, Duration::from_secs(20)).await?;
         let highest = seen.iter().map(|(v, _)| *v).max().unwrap_or(before);
         eprintln!("20 s with c's 5000: versions {before} → {highest}");
         phase(started, "20 s observed");
@@ -503,7 +488,7 @@ async fn a_cluster_whose_settings_differ_says_so_and_never_fights_the_rs_init_cl
             ));
         }
         for cluster in [0, 1] {
-            wait_in(&lab, cluster, "fight", "SettingsMatch=True", |m| {
+            wait_in(lab, cluster, "fight", "SettingsMatch=True", |m| {
                 condition(m, "SettingsMatch").is_some_and(|c| c.status == "True")
             })
             .await?;
@@ -518,13 +503,13 @@ async fn a_cluster_whose_settings_differ_says_so_and_never_fights_the_rs_init_cl
             .await
             .map_err(fail("apply 3 s"))?;
         let deadline = Instant::now() + Duration::from_secs(60);
-        while election_timeout(&config(&lab, "fight", &hosts).await?) != Some(3_000) {
+        while election_timeout(&config(lab, "fight", &hosts).await?) != Some(3_000) {
             if Instant::now() > deadline {
                 return Err("the set never took the template's 3000 ms".into());
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        let seen = watch_config(&lab, "fight", &hosts, Duration::from_secs(10)).await?;
+        let seen = watch_config(lab, "fight", &hosts, Duration::from_secs(10)).await?;
         eprintln!("after the template's 3000: {seen:?} (from version {before})");
         phase(started, "the set took 3000 ms once");
         if seen
@@ -537,7 +522,7 @@ async fn a_cluster_whose_settings_differ_says_so_and_never_fights_the_rs_init_cl
             ));
         }
         wait_in(
-            &lab,
+            lab,
             2,
             "fight",
             "SettingsMatch=False naming 5000 and 3000",
@@ -554,32 +539,29 @@ async fn a_cluster_whose_settings_differ_says_so_and_never_fights_the_rs_init_cl
             writer.stop_and_check().await?;
         }
         phase(started, "every acknowledged write read back");
-        same_set(&first, &config(&lab, "fight", &hosts).await?)
-    }
+        same_set(&first, &config(lab, "fight", &hosts).await?)
+    })
     .await;
-    finish(lab, outcome).await;
 }
 
 // ---------------------------------------------------------------- case 8
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_object_does_not_stop_a_removal_in_the_same_cluster() {
-    let _serial = serial().await;
     let started = Instant::now();
-    let lab = lab(63, 3).await;
-    let fedstate = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
-    let outcome = async {
+    scenario(63, 3, async |lab| {
+        let _passes = ControlPlanePasses::start(lab);
         let control_plane = lab.control_plane();
         control_plane
             .apply(&request("refuse", "a=2,b=2,c=1"))
             .await
             .map_err(fail("apply"))?;
-        ready(&lab, "refuse", "a=2,b=2,c=1").await?;
+        ready(lab, "refuse", "a=2,b=2,c=1").await?;
         phase(started, "refuse: a=2,b=2,c=1 everywhere");
-        let hosts = hosts_of(&lab, 0, "refuse").await?;
-        let first = config(&lab, "refuse", &hosts).await?;
-        let leaving = member_host(&lab, 0, "refuse", 1).await?;
-        let writer = MajorityWriter::start(&lab, "refuse", &hosts).await?;
+        let hosts = hosts_of(lab, 0, "refuse").await?;
+        let first = config(lab, "refuse", &hosts).await?;
+        let leaving = member_host(lab, 0, "refuse", 1).await?;
+        let writer = MajorityWriter::start(lab, "refuse", &hosts).await?;
 
         // A user's OverridePolicy narrows member 0's Service selector in cluster
         // a to member pods (its pod is one, so the NodePort still routes to it).
@@ -600,7 +582,7 @@ async fn a_refused_object_does_not_stop_a_removal_in_the_same_cluster() {
             .await
             .map_err(fail("OverridePolicy"))?;
         let failing = "StatefulSet refuse-mongodb-0";
-        wait_in(&lab, 0, "refuse", "ObjectsApplied=False", |m| {
+        wait_in(lab, 0, "refuse", "ObjectsApplied=False", |m| {
             condition(m, "ObjectsApplied")
                 .is_some_and(|c| c.status == "False" && c.message.contains(failing))
         })
@@ -616,9 +598,9 @@ async fn a_refused_object_does_not_stop_a_removal_in_the_same_cluster() {
             .apply(&request("refuse", "a=1,b=2,c=1"))
             .await
             .map_err(fail("scale in"))?;
-        ready(&lab, "refuse", "a=1,b=2,c=1").await?;
+        ready(lab, "refuse", "a=1,b=2,c=1").await?;
         phase(started, "refuse: a=1,b=2,c=1 everywhere");
-        let remaining = hosts_of(&lab, 1, "refuse").await?;
+        let remaining = hosts_of(lab, 1, "refuse").await?;
         if remaining.contains(&leaving) || remaining.len() != 4 {
             return Err(format!("{leaving} should have left: {remaining:?}"));
         }
@@ -637,7 +619,7 @@ async fn a_refused_object_does_not_stop_a_removal_in_the_same_cluster() {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         // Status is still written, after the scale-in, and still names the refusal.
-        let a = wait_in(&lab, 0, "refuse", "status of the new generation", |m| {
+        let a = wait_in(lab, 0, "refuse", "status of the new generation", |m| {
             m.status.as_ref().and_then(|s| s.observed_generation) == m.metadata.generation
                 && m.spec.members == 1
                 && condition(m, "ObjectsApplied")
@@ -648,7 +630,7 @@ async fn a_refused_object_does_not_stop_a_removal_in_the_same_cluster() {
             "cluster a: {:?}",
             condition(&a, "ObjectsApplied").map(|c| &c.message)
         );
-        let warnings = events(&lab, 0, "refuse", "ApplyFailed").await?;
+        let warnings = events(lab, 0, "refuse", "ApplyFailed").await?;
         if !warnings.iter().any(|e| {
             e.type_.as_deref() == Some("Warning")
                 && e.note.as_deref().is_some_and(|n| n.contains(failing))
@@ -661,11 +643,9 @@ async fn a_refused_object_does_not_stop_a_removal_in_the_same_cluster() {
             writer.stop_and_check().await?;
         }
         phase(started, "every acknowledged write read back");
-        same_set(&first, &config(&lab, "refuse", &remaining).await?)
-    }
+        same_set(&first, &config(lab, "refuse", &remaining).await?)
+    })
     .await;
-    fedstate.abort();
-    finish(lab, outcome).await;
 }
 
 // ---------------------------------------------------------------- case 4
@@ -699,25 +679,23 @@ fn entries(config: &Document) -> Vec<(i64, String, i64)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_whose_node_port_changes_keeps_its_entry_and_no_write_is_lost() {
-    let _serial = serial().await;
     let started = Instant::now();
-    let lab = lab(66, 3).await;
-    let outcome = async {
+    scenario(66, 3, async |lab| {
         let control_plane = lab.control_plane();
         control_plane
             .apply(&request("move", "a=2,b=2,c=1"))
             .await
             .map_err(fail("apply"))?;
-        ready(&lab, "move", "a=2,b=2,c=1").await?;
+        ready(lab, "move", "a=2,b=2,c=1").await?;
         phase(started, "move: a=2,b=2,c=1 everywhere");
         // The primary is a member that stays.
-        let stays = member_host(&lab, 0, "move", 0).await?;
-        make_primary(&lab, "move", &stays).await?;
-        let moving = [member_host(&lab, 1, "move", 1).await?];
-        let hosts = hosts_of(&lab, 0, "move").await?;
-        let first = config(&lab, "move", &hosts).await?;
+        let stays = member_host(lab, 0, "move", 0).await?;
+        make_primary(lab, "move", &stays).await?;
+        let moving = [member_host(lab, 1, "move", 1).await?];
+        let hosts = hosts_of(lab, 0, "move").await?;
+        let first = config(lab, "move", &hosts).await?;
         let before = entries(&first);
-        let writer = MajorityWriter::start(&lab, "move", &hosts).await?;
+        let writer = MajorityWriter::start(lab, "move", &hosts).await?;
 
         // A user's OverridePolicy gives member 1's Service another nodePort in
         // cluster b (Karmada updates it there; kube-proxy follows): the same
@@ -750,7 +728,7 @@ async fn a_member_whose_node_port_changes_keeps_its_entry_and_no_write_is_lost()
             )
             .await
             .map_err(fail("OverridePolicy"))?;
-        let moved = [member_host(&lab, 1, "move", 1).await?];
+        let moved = [member_host(lab, 1, "move", 1).await?];
         if moved == moving {
             return Err(format!("the Service kept its nodePort: {moved:?}"));
         }
@@ -762,8 +740,8 @@ async fn a_member_whose_node_port_changes_keeps_its_entry_and_no_write_is_lost()
         let deadline = Instant::now() + READY_TIMEOUT;
         let mut versions = BTreeSet::new();
         loop {
-            let now = entries(&config(&lab, "move", &seeds).await?);
-            versions.insert(version(&config(&lab, "move", &seeds).await?));
+            let now = entries(&config(lab, "move", &seeds).await?);
+            versions.insert(version(&config(lab, "move", &seeds).await?));
             let ids = |e: &[(i64, String, i64)]| -> Vec<(i64, i64)> {
                 e.iter().map(|(id, _, votes)| (*id, *votes)).collect()
             };
@@ -786,7 +764,7 @@ async fn a_member_whose_node_port_changes_keeps_its_entry_and_no_write_is_lost()
         // Ready again everywhere: hostconf still lists the old address (FedState
         // writes it from the nodePort it allocated), so the other clusters
         // are not asked to wait for that member.
-        wait_in(&lab, 1, "move", "b Ready", |m| {
+        wait_in(lab, 1, "move", "b Ready", |m| {
             condition(m, "Ready").is_some_and(|c| c.status == "True")
         })
         .await?;
@@ -802,11 +780,10 @@ async fn a_member_whose_node_port_changes_keeps_its_entry_and_no_write_is_lost()
         phase(started, "every acknowledged write read back");
         same_set(
             &first,
-            &config(&lab, "move", &hosts_of(&lab, 1, "move").await?).await?,
+            &config(lab, "move", &hosts_of(lab, 1, "move").await?).await?,
         )
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }
 
 /// Waits until StatefulSet `name` records a config entry at `host`; returns it.
@@ -837,24 +814,22 @@ async fn wait_for_annotation(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_that_cannot_step_down_is_retried_with_a_growing_delay() {
-    let _serial = serial().await;
     let started = Instant::now();
-    let lab = lab(64, 3).await;
-    let fedstate = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
-    let outcome = async {
+    scenario(64, 3, async |lab| {
+        let _passes = ControlPlanePasses::start(lab);
         let control_plane = lab.control_plane();
         control_plane
             .apply(&request("backoff", "a=2,b=2,c=1"))
             .await
             .map_err(fail("apply"))?;
-        ready(&lab, "backoff", "a=2,b=2,c=1").await?;
+        ready(lab, "backoff", "a=2,b=2,c=1").await?;
         phase(started, "backoff: a=2,b=2,c=1 everywhere");
-        let leaving = member_host(&lab, 0, "backoff", 1).await?;
-        make_primary(&lab, "backoff", &leaving).await?;
+        let leaving = member_host(lab, 0, "backoff", 1).await?;
+        make_primary(lab, "backoff", &leaving).await?;
         phase(started, "a's member 1 is primary");
-        let hosts = hosts_of(&lab, 0, "backoff").await?;
-        let first = config(&lab, "backoff", &hosts).await?;
-        let writer = MajorityWriter::start(&lab, "backoff", &hosts).await?;
+        let hosts = hosts_of(lab, 0, "backoff").await?;
+        let first = config(lab, "backoff", &hosts).await?;
+        let writer = MajorityWriter::start(lab, "backoff", &hosts).await?;
         control_plane
             .settled("default", "backoff", READY_TIMEOUT)
             .await
@@ -867,7 +842,7 @@ async fn a_primary_that_cannot_step_down_is_retried_with_a_growing_delay() {
             return Err(format!("expected one primary, found {primaries:?}"));
         };
         let lagging: Vec<String> = (0..lab.clusters().len())
-            .flat_map(|cluster| running_members(&lab, cluster))
+            .flat_map(|cluster| running_members(lab, cluster))
             .filter(|listen| listen != primary)
             .collect();
         for listen in &lagging {
@@ -891,7 +866,7 @@ async fn a_primary_that_cannot_step_down_is_retried_with_a_growing_delay() {
         let in_a: Api<MongoDB> = Api::namespaced(lab.clusters()[0].client.clone(), "default");
         let window = Instant::now() + Duration::from_secs(45);
         while Instant::now() < window {
-            for event in events(&lab, 0, "backoff", "StepDownFailed").await? {
+            for event in events(lab, 0, "backoff", "StepDownFailed").await? {
                 ends.extend(event.event_time.map(|t| t.0));
                 ends.extend(event.series.map(|s| s.last_observed_time.0));
             }
@@ -913,18 +888,18 @@ async fn a_primary_that_cannot_step_down_is_retried_with_a_growing_delay() {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        let attempts: Vec<(Timestamp, String)> = planned(&lab, 0, &step)?
+        let attempts: Vec<(Timestamp, String)> = planned(lab, 0, &step)?
             .into_iter()
             .filter(|(at, _)| *at >= asked)
             .collect();
         // Every attempt but the last has been refused by now: its Event is out.
-        for event in events(&lab, 0, "backoff", "StepDownFailed").await? {
+        for event in events(lab, 0, "backoff", "StepDownFailed").await? {
             ends.extend(event.event_time.map(|t| t.0));
             ends.extend(event.series.map(|s| s.last_observed_time.0));
         }
-        let a = statuses(&lab, "backoff").await?.remove(0).1;
+        let a = statuses(lab, "backoff").await?.remove(0).1;
         let progressing = condition(&a, "Progressing").cloned();
-        let warnings = events(&lab, 0, "backoff", "StepDownFailed").await?;
+        let warnings = events(lab, 0, "backoff", "StepDownFailed").await?;
         eprintln!("step-down attempts (start, trigger): {attempts:?}");
         eprintln!("refusals seen at: {ends:?}");
         eprintln!("writes of cluster a's MongoDB: {writes:#?}");
@@ -995,9 +970,9 @@ async fn a_primary_that_cannot_step_down_is_retried_with_a_growing_delay() {
         for listen in &lagging {
             lab.network().set_lag(listen, Duration::ZERO);
         }
-        ready(&lab, "backoff", "a=1,b=2,c=1").await?;
+        ready(lab, "backoff", "a=1,b=2,c=1").await?;
         phase(started, "backoff: a=1,b=2,c=1 everywhere");
-        let remaining = hosts_of(&lab, 1, "backoff").await?;
+        let remaining = hosts_of(lab, 1, "backoff").await?;
         if remaining.contains(&leaving) || remaining.len() != 4 {
             return Err(format!("{leaving} should have left: {remaining:?}"));
         }
@@ -1005,24 +980,20 @@ async fn a_primary_that_cannot_step_down_is_retried_with_a_growing_delay() {
             writer.stop_and_check().await?;
         }
         phase(started, "every acknowledged write read back");
-        same_set(&first, &config(&lab, "backoff", &remaining).await?)?;
+        same_set(&first, &config(lab, "backoff", &remaining).await?)?;
         backoff
-    }
+    })
     .await;
-    fedstate.abort();
-    finish(lab, outcome).await;
 }
 
 // ---------------------------------------------------------------- case 2
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_rs_init_cluster_recreated_while_cut_off_never_initiates_a_second_set() {
-    let _serial = serial().await;
     let started = Instant::now();
     // No periodic control-plane passes: Karmada would re-create the deleted
     // object as soon as it is gone; here it does at the pass after the cut.
-    let lab = lab(65, 3).await;
-    let outcome = async {
+    scenario(65, 3, async |lab| {
         let control_plane = lab.control_plane();
         // a has most members, so FedState makes it rsInit; alone it holds a
         // majority of hostconf's data members (3 of 5).
@@ -1044,12 +1015,12 @@ async fn an_rs_init_cluster_recreated_while_cut_off_never_initiates_a_second_set
             )
             .await
             .map_err(fail("OverridePolicy"))?;
-        ready(&lab, "twice", "a=3,b=1,c=1").await?;
+        ready(lab, "twice", "a=3,b=1,c=1").await?;
         phase(started, "twice: a=3,b=1,c=1 everywhere");
-        let hosts = hosts_of(&lab, 0, "twice").await?;
-        let first = config(&lab, "twice", &hosts).await?;
+        let hosts = hosts_of(lab, 0, "twice").await?;
+        let first = config(lab, "twice", &hosts).await?;
         let set_id = replica_set_id(&first).ok_or("no replicaSetId")?;
-        let writer = MajorityWriter::start(&lab, "twice", &hosts).await?;
+        let writer = MajorityWriter::start(lab, "twice", &hosts).await?;
 
         // a's object is deleted: its members leave the set, their PVCs go.
         lab.kubectl("a", &["delete", "mongodb", "twice", "--wait=false"])
@@ -1078,7 +1049,7 @@ async fn an_rs_init_cluster_recreated_while_cut_off_never_initiates_a_second_set
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        let live: Vec<String> = config(&lab, "twice", &hosts)
+        let live: Vec<String> = config(lab, "twice", &hosts)
             .await?
             .get_array("members")
             .map_err(fail("members"))?
@@ -1114,7 +1085,7 @@ async fn an_rs_init_cluster_recreated_while_cut_off_never_initiates_a_second_set
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         phase(started, "a cut off; Karmada re-created its object");
-        let waiting = wait_in(&lab, 0, "twice", "Ready reason ClusterNotAnswering", |m| {
+        let waiting = wait_in(lab, 0, "twice", "Ready reason ClusterNotAnswering", |m| {
             condition(m, "Ready").is_some_and(|c| c.reason == "ClusterNotAnswering")
         })
         .await?;
@@ -1126,7 +1097,7 @@ async fn an_rs_init_cluster_recreated_while_cut_off_never_initiates_a_second_set
         let until = Instant::now() + Duration::from_secs(30);
         let mut members_of_a = BTreeSet::new();
         while Instant::now() < until {
-            for listen in running_members(&lab, 0) {
+            for listen in running_members(lab, 0) {
                 let config = lab.network().member(&listen).and_then(|m| m.config());
                 if let Some(config) = config {
                     return Err(format!(
@@ -1153,10 +1124,10 @@ async fn an_rs_init_cluster_recreated_while_cut_off_never_initiates_a_second_set
         lab.network().heal_site("a");
         lab.clusters()[1].node.heal();
         lab.clusters()[2].node.heal();
-        ready(&lab, "twice", "a=3,b=1,c=1").await?;
+        ready(lab, "twice", "a=3,b=1,c=1").await?;
         phase(started, "twice: a=3,b=1,c=1 everywhere");
-        let hosts = hosts_of(&lab, 0, "twice").await?;
-        let last = config(&lab, "twice", &hosts).await?;
+        let hosts = hosts_of(lab, 0, "twice").await?;
+        let last = config(lab, "twice", &hosts).await?;
         same_set(&first, &last)?;
         let recorded = in_a
             .get("twice")
@@ -1172,7 +1143,6 @@ async fn an_rs_init_cluster_recreated_while_cut_off_never_initiates_a_second_set
         }
         phase(started, "every acknowledged write read back");
         Ok(())
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }

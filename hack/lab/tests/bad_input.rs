@@ -28,13 +28,11 @@
 //!
 //! One lab (number 80, one cluster) for the whole corpus.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{fail, finish, lab, serial, Outcome};
+use crate::harness::*;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::ListParams;
 use kube::Api;
@@ -153,12 +151,9 @@ fn process(pid: u32) -> Option<(u32, u64, char)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_bad_input_is_refused_with_a_message_saying_what_is_wrong() {
-    let _serial = serial().await;
     let started = Instant::now();
-    let lab = lab(80, 1).await;
-    let outcome = run_corpus(&lab).await;
+    scenario(80, 1, async |lab| run_corpus(lab).await).await;
     eprintln!("bad input: {:.1} s", started.elapsed().as_secs_f64());
-    finish(lab, outcome).await;
 }
 
 async fn run_corpus(lab: &Lab) -> Outcome {
@@ -300,7 +295,7 @@ async fn wait_reported(lab: &Lab, cases: &[&Case]) -> Result<(Vec<String>, Vec<S
                 .items
                 .iter()
                 .find(|m| m.metadata.name.as_deref() == Some(case.object.as_str()))
-                .and_then(common::ready_condition);
+                .and_then(ready_condition);
             let condition = match ready {
                 Some(c) if c.status == "False" && c.reason == reason && says(&c.message) => {
                     Ok(c.message.clone())

@@ -3,19 +3,13 @@
 //! and reports it through `kubectl`. Each test runs its own lab on its own
 //! 127.n.*.* addresses and shuts everything down.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{
-    config, fail, finish, hosts_of, lab, make_primary, member_host, mongo, ready_condition,
-    replica_set_id, request, serial, statuses, version, wait_for, MajorityWriter, Outcome,
-    READY_TIMEOUT,
-};
-use federation_sim::control_plane::{Split, ToSubmission};
+use crate::harness::*;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::Api;
+use lab::controlplane::{Split, ToSubmission};
 use lab::lab::Lab;
 use lab::observe;
 use mongodb::bson::{doc, Document};
@@ -36,9 +30,7 @@ fn voters(config: &Document) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_split_forms_one_replica_set_over_three_clusters_readable_with_kubectl() {
-    let _serial = serial().await;
-    let mut lab = lab(41, 3).await;
-    let outcome = async {
+    scenario(41, 3, async |lab| {
         let control_plane = lab.control_plane();
         let split = Split::parse("a=2,b=2,c=1").unwrap();
         control_plane
@@ -61,7 +53,7 @@ async fn demo_split_forms_one_replica_set_over_three_clusters_readable_with_kube
         .await
         .map_err(|e| e.to_string())?;
         let config = config(
-            &lab,
+            lab,
             "demo",
             &views[0]
                 .replset
@@ -164,13 +156,12 @@ async fn demo_split_forms_one_replica_set_over_three_clusters_readable_with_kube
                 "the rsInit cluster's Events lack Initiate:\n{described}"
             ));
         }
-        the_control_plane_propagated_equal_node_ports_and_a_correct_hostconf(&lab, "demo", &split)
+        the_control_plane_propagated_equal_node_ports_and_a_correct_hostconf(lab, "demo", &split)
             .await?;
-        the_operator_users_exist(&lab, "demo").await?;
-        no_secret_appears_in_logs_events_or_status(&lab, "demo").await
-    }
+        the_operator_users_exist(lab, "demo").await?;
+        no_secret_appears_in_logs_events_or_status(lab, "demo").await
+    })
     .await;
-    finish(lab, outcome).await;
 }
 
 /// The contract's objects: `<name>-mongodb-<i>` Services with the same nodePort
@@ -316,11 +307,9 @@ async fn no_secret_appears_in_logs_events_or_status(lab: &Lab, name: &str) -> Ou
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_out_adds_members_one_at_a_time_even_across_an_operator_restart() {
-    let _serial = serial().await;
-    let mut lab = lab(42, 4).await;
-    let outcome = async {
+    scenario(42, 4, async |lab| {
         let control_plane = lab.control_plane();
-        let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
+        let passes = ControlPlanePasses::start(lab);
         control_plane
             .apply(&request("grow", "a=2,b=2,c=1"))
             .await
@@ -335,8 +324,8 @@ async fn scaling_out_adds_members_one_at_a_time_even_across_an_operator_restart(
         )
         .await
         .map_err(fail("2+2+1"))?;
-        let hosts = hosts_of(&lab, 0, "grow").await?;
-        let first = config(&lab, "grow", &hosts).await?;
+        let hosts = hosts_of(lab, 0, "grow").await?;
+        let first = config(lab, "grow", &hosts).await?;
 
         // FedState (d28f763) cannot scale out only some clusters: it rewrites
         // every member Service's policy with just the clusters that grow, which
@@ -382,10 +371,10 @@ async fn scaling_out_adds_members_one_at_a_time_even_across_an_operator_restart(
         )
         .await
         .map_err(fail("3+2+2+1"))?;
-        pruner.abort();
+        drop(passes);
 
-        let hosts = hosts_of(&lab, 3, "grow").await?;
-        let last = config(&lab, "grow", &hosts).await?;
+        let hosts = hosts_of(lab, 3, "grow").await?;
+        let last = config(lab, "grow", &hosts).await?;
         if voters(&last) != 7 {
             return Err(format!(
                 "8 members should have 7 voters, found {}",
@@ -402,18 +391,15 @@ async fn scaling_out_adds_members_one_at_a_time_even_across_an_operator_restart(
             ));
         }
         Ok(())
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_in_steps_the_primary_down_first_and_loses_no_majority_write() {
-    let _serial = serial().await;
-    let mut lab = lab(43, 3).await;
-    let outcome = async {
+    scenario(43, 3, async |lab| {
         let control_plane = lab.control_plane();
-        let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
+        let passes = ControlPlanePasses::start(lab);
         control_plane
             .apply(&request("shrink", "a=2,b=2,c=1"))
             .await
@@ -428,11 +414,11 @@ async fn scaling_in_steps_the_primary_down_first_and_loses_no_majority_write() {
         )
         .await
         .map_err(fail("2+2+1"))?;
-        let leaving = member_host(&lab, 0, "shrink", 1).await?;
-        make_primary(&lab, "shrink", &leaving).await?;
-        let hosts = hosts_of(&lab, 0, "shrink").await?;
-        let first = config(&lab, "shrink", &hosts).await?;
-        let writer = MajorityWriter::start(&lab, "shrink", &hosts).await?;
+        let leaving = member_host(lab, 0, "shrink", 1).await?;
+        make_primary(lab, "shrink", &leaving).await?;
+        let hosts = hosts_of(lab, 0, "shrink").await?;
+        let first = config(lab, "shrink", &hosts).await?;
+        let writer = MajorityWriter::start(lab, "shrink", &hosts).await?;
         tokio::time::sleep(Duration::from_secs(2)).await;
 
         control_plane
@@ -456,9 +442,9 @@ async fn scaling_in_steps_the_primary_down_first_and_loses_no_majority_write() {
         if let Some(writer) = writer {
             writer.stop_and_check().await?;
         }
-        pruner.abort();
+        drop(passes);
 
-        let remaining = hosts_of(&lab, 1, "shrink").await?;
+        let remaining = hosts_of(lab, 1, "shrink").await?;
         if remaining.contains(&leaving) || remaining.len() != 4 {
             return Err(format!("{leaving} should have left: {remaining:?}"));
         }
@@ -499,23 +485,20 @@ async fn scaling_in_steps_the_primary_down_first_and_loses_no_majority_write() {
                 ));
             }
         }
-        let last = config(&lab, "shrink", &remaining).await?;
+        let last = config(lab, "shrink", &remaining).await?;
         if replica_set_id(&first) != replica_set_id(&last) || version(&last) >= 10_000 {
             return Err("second initiate or forced reconfig detected".into());
         }
         Ok(())
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_holding_the_primary_gives_up_all_its_members_across_an_operator_restart() {
-    let _serial = serial().await;
-    let mut lab = lab(44, 3).await;
-    let outcome = async {
+    scenario(44, 3, async |lab| {
         let control_plane = lab.control_plane();
-        let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
+        let passes = ControlPlanePasses::start(lab);
         control_plane
             .apply(&request("leave", "a=2,b=2,c=1"))
             .await
@@ -530,9 +513,9 @@ async fn a_cluster_holding_the_primary_gives_up_all_its_members_across_an_operat
         )
         .await
         .map_err(fail("2+2+1"))?;
-        let leaving = member_host(&lab, 2, "leave", 0).await?;
-        make_primary(&lab, "leave", &leaving).await?;
-        let first = config(&lab, "leave", &hosts_of(&lab, 0, "leave").await?).await?;
+        let leaving = member_host(lab, 2, "leave", 0).await?;
+        make_primary(lab, "leave", &leaving).await?;
+        let first = config(lab, "leave", &hosts_of(lab, 0, "leave").await?).await?;
         // As a FedState user would: scale only once the MultiCloudMongoDB reports
         // the set (FedState's scale-down reads its own, possibly stale, status).
         control_plane
@@ -556,12 +539,12 @@ async fn a_cluster_holding_the_primary_gives_up_all_its_members_across_an_operat
         )
         .await
         .map_err(fail("2+2"))?;
-        pruner.abort();
-        let remaining = hosts_of(&lab, 0, "leave").await?;
+        drop(passes);
+        let remaining = hosts_of(lab, 0, "leave").await?;
         if remaining.contains(&leaving) || remaining.len() != 4 {
             return Err(format!("{leaving} should have left: {remaining:?}"));
         }
-        let last = config(&lab, "leave", &remaining).await?;
+        let last = config(lab, "leave", &remaining).await?;
         if replica_set_id(&first) != replica_set_id(&last) || version(&last) >= 10_000 {
             return Err("second initiate or forced reconfig detected".into());
         }
@@ -580,16 +563,13 @@ async fn a_cluster_holding_the_primary_gives_up_all_its_members_across_an_operat
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         Ok(())
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_holds_every_change_and_deleting_in_one_cluster_removes_only_its_members() {
-    let _serial = serial().await;
-    let lab = lab(45, 3).await;
-    let outcome = async {
+    scenario(45, 3, async |lab| {
         let control_plane = lab.control_plane();
         let split = Split::parse("a=2,b=2,c=1").unwrap();
         control_plane
@@ -637,7 +617,7 @@ async fn pause_holds_every_change_and_deleting_in_one_cluster_removes_only_its_m
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         tokio::time::sleep(Duration::from_secs(5)).await;
-        if hosts_of(&lab, 0, "part").await?.len() != 5 {
+        if hosts_of(lab, 0, "part").await?.len() != 5 {
             return Err("a paused cluster's member left the set".into());
         }
         lab.kubectl(
@@ -678,7 +658,7 @@ async fn pause_holds_every_change_and_deleting_in_one_cluster_removes_only_its_m
         }
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let remaining = hosts_of(&lab, 0, "part").await?;
+            let remaining = hosts_of(lab, 0, "part").await?;
             let vip_b = lab.clusters()[1].vip.to_string();
             if remaining.len() == 3
                 && !remaining
@@ -695,16 +675,13 @@ async fn pause_holds_every_change_and_deleting_in_one_cluster_removes_only_its_m
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         Ok(())
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_hostconf_is_reported_in_conditions_and_events() {
-    let _serial = serial().await;
-    let lab = lab(46, 1).await;
-    let outcome = async {
+    scenario(46, 1, async |lab| {
         let manifest = std::env::temp_dir().join(format!("mmo-orphan-{}.yaml", std::process::id()));
         std::fs::write(
             &manifest,
@@ -726,9 +703,8 @@ async fn a_missing_hostconf_is_reported_in_conditions_and_events() {
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }
 
 // ------------------------------------------- FedState's own payloads (issue 9)
@@ -756,15 +732,15 @@ fn fedstate_sample(
     name: &str,
     members: &[(&str, i32)],
     arbiter: bool,
-) -> federation_sim::control_plane::Submission {
-    let mut object = federation_sim::fedstate::MultiCloudMongoDB::sample(name, "default", members);
+) -> lab::controlplane::Submission {
+    let mut object = lab::fedstate::MultiCloudMongoDB::sample(name, "default", members);
     object.spec.image_setting.image = "mongo:7.0".into();
     object.spec.config.arbiter = arbiter;
-    federation_sim::control_plane::Submission {
+    lab::controlplane::Submission {
         object,
         custom_config: None,
-        lab: federation_sim::control_plane::LabOnly {
-            replica_set_settings: Some(federation_sim::control_plane::lab_replica_set_settings()),
+        lab: lab::controlplane::LabOnly {
+            replica_set_settings: Some(lab::controlplane::lab_replica_set_settings()),
             deviations: Default::default(),
         },
     }
@@ -772,9 +748,7 @@ fn fedstate_sample(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fedstates_default_image_is_accepted_and_refused_in_status_saying_what_to_set() {
-    let _serial = serial().await;
-    let lab = lab(47, 2).await;
-    let outcome = async {
+    scenario(47, 2, async |lab| {
         let mut fedstate_default = request("old", "a=1,b=1");
         // Empty: FedState's webhook defaults spec.imageSetting.image to mongo:3.6.
         fedstate_default.image = String::new();
@@ -782,14 +756,14 @@ async fn fedstates_default_image_is_accepted_and_refused_in_status_saying_what_t
             .apply(&fedstate_default)
             .await
             .map_err(fail("apply"))?;
-        wait_for(&lab, "old", "refused in status", 2, |m| {
+        wait_for(lab, "old", "refused in status", 2, |m| {
             m.spec.image == "mongo:3.6"
                 && m.status.as_ref().and_then(|s| s.state)
                     == Some(mongodb_member_operator::api::MongoState::Error)
                 && ready_condition(m).is_some_and(|c| c.reason == "UnsupportedMongoDBVersion")
         })
         .await?;
-        let (_, mongodb) = statuses(&lab, "old").await?.remove(0);
+        let (_, mongodb) = statuses(lab, "old").await?.remove(0);
         let message = &ready_condition(&mongodb).unwrap().message;
         for expected in ["mongo:3.6", "4.4 or later", "spec.imageSetting.image"] {
             if !message.contains(expected) {
@@ -818,17 +792,14 @@ async fn fedstates_default_image_is_accepted_and_refused_in_status_saying_what_t
             }
         }
         Ok(())
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fedstates_sample_payload_forms_a_set_an_application_reaches_as_root_with_majority_writes()
 {
-    let _serial = serial().await;
-    let lab = lab(48, 3).await;
-    let outcome = async {
+    scenario(48, 3, async |lab| {
         let control_plane = lab.control_plane();
         let members = [("a", 2), ("b", 2), ("c", 1)];
         let mut submission = fedstate_sample("sample", &members, false);
@@ -849,7 +820,7 @@ async fn fedstates_sample_payload_forms_a_set_an_application_reaches_as_root_wit
         )
         .await
         .map_err(fail("2+2+1"))?;
-        let (_, mongodb) = statuses(&lab, "sample").await?.remove(0);
+        let (_, mongodb) = statuses(lab, "sample").await?.remove(0);
         let config_accepted = mongodb
             .status
             .iter()
@@ -864,7 +835,7 @@ async fn fedstates_sample_payload_forms_a_set_an_application_reaches_as_root_wit
             .root_password("default", "sample")
             .await
             .ok_or("FedState generated no rootPassword")?;
-        let hosts = hosts_of(&lab, 0, "sample").await?;
+        let hosts = hosts_of(lab, 0, "sample").await?;
         let options = ClientOptions::builder()
             .hosts(
                 hosts
@@ -900,16 +871,13 @@ async fn fedstates_sample_payload_forms_a_set_an_application_reaches_as_root_wit
             return Err(format!("{count} documents read back, 20 written"));
         }
         Ok(())
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_arbiter_set_forms_scales_out_and_in_and_survives_losing_its_primary() {
-    let _serial = serial().await;
-    let lab = lab(49, 3).await;
-    let outcome = async {
+    scenario(49, 3, async |lab| {
         let control_plane = lab.control_plane();
         // FedState puts the arbiter (and rsInit) on the cluster with most members.
         let shape = |data: usize| move |m: &MongoDB| set_shape(m) == (data + 1, 1, 1);
@@ -921,10 +889,10 @@ async fn an_arbiter_set_forms_scales_out_and_in_and_survives_losing_its_primary(
             ))
             .await
             .map_err(fail("apply"))?;
-        wait_for(&lab, "arb", "2+1+1 and an arbiter", 3, shape(4)).await?;
-        let hosts = hosts_of(&lab, 0, "arb").await?;
-        let first = config(&lab, "arb", &hosts).await?;
-        let writer = MajorityWriter::start(&lab, "arb", &hosts).await?;
+        wait_for(lab, "arb", "2+1+1 and an arbiter", 3, shape(4)).await?;
+        let hosts = hosts_of(lab, 0, "arb").await?;
+        let first = config(lab, "arb", &hosts).await?;
+        let writer = MajorityWriter::start(lab, "arb", &hosts).await?;
 
         control_plane
             .settled("default", "arb", READY_TIMEOUT)
@@ -937,7 +905,7 @@ async fn an_arbiter_set_forms_scales_out_and_in_and_survives_losing_its_primary(
             )
             .await
             .map_err(fail("scale out"))?;
-        wait_for(&lab, "arb", "2+1+2 and an arbiter", 3, shape(5)).await?;
+        wait_for(lab, "arb", "2+1+2 and an arbiter", 3, shape(5)).await?;
 
         control_plane
             .settled("default", "arb", READY_TIMEOUT)
@@ -951,14 +919,14 @@ async fn an_arbiter_set_forms_scales_out_and_in_and_survives_losing_its_primary(
             ))
             .await
             .map_err(fail("scale in"))?;
-        wait_for(&lab, "arb", "back to 2+1+1 and an arbiter", 3, shape(4)).await?;
+        wait_for(lab, "arb", "back to 2+1+1 and an arbiter", 3, shape(4)).await?;
 
         // Lose the primary: kill its mongod; a new primary is elected and the
         // killed member comes back.
-        let (_, mongodb) = statuses(&lab, "arb").await?.remove(0);
+        let (_, mongodb) = statuses(lab, "arb").await?.remove(0);
         let primary = mongodb.status.and_then(|s| s.primary).ok_or("no primary")?;
         let mut killed = false;
-        for (index, (_, object)) in statuses(&lab, "arb").await?.into_iter().enumerate() {
+        for (index, (_, object)) in statuses(lab, "arb").await?.into_iter().enumerate() {
             let local = object.status.iter().flat_map(|s| s.local_members.clone());
             if let Some(member) = local
                 .into_iter()
@@ -975,23 +943,22 @@ async fn an_arbiter_set_forms_scales_out_and_in_and_survives_losing_its_primary(
         if !killed {
             return Err(format!("no cluster runs the primary {primary}"));
         }
-        wait_for(&lab, "arb", "a new primary", 3, |m| {
+        wait_for(lab, "arb", "a new primary", 3, |m| {
             m.status
                 .as_ref()
                 .and_then(|s| s.primary.as_deref())
                 .is_some_and(|p| p != primary)
         })
         .await?;
-        wait_for(&lab, "arb", "every member back", 3, shape(4)).await?;
+        wait_for(lab, "arb", "every member back", 3, shape(4)).await?;
         if let Some(writer) = writer {
             writer.stop_and_check().await?;
         }
-        let last = config(&lab, "arb", &hosts_of(&lab, 0, "arb").await?).await?;
+        let last = config(lab, "arb", &hosts_of(lab, 0, "arb").await?).await?;
         if replica_set_id(&first) != replica_set_id(&last) || version(&last) >= 10_000 {
             return Err("second initiate or forced reconfig detected".into());
         }
         Ok(())
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }

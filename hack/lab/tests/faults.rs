@@ -6,17 +6,15 @@
 //! primaries in one term, the desired members in the end, no acknowledged write
 //! lost. (A kill mid-roll is `rolling.rs`'s.)
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::*;
-use federation_sim::control_plane::ToSubmission;
+use crate::harness::*;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PostParams;
 use kube::Api;
+use lab::controlplane::ToSubmission;
 use lab::lab::Lab;
 use lab::observe::SetSampler;
 
@@ -84,11 +82,9 @@ fn step_of(line: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_killed_the_moment_it_plans_each_step_resumes_from_the_live_config() {
-    let _serial = serial().await;
-    let mut lab = lab(82, 3).await;
-    let outcome = async {
+    scenario(82, 3, async |lab| {
         let control_plane = lab.control_plane();
-        let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
+        let passes = ControlPlanePasses::start(lab);
         let mut killed = Vec::new();
 
         // Initiate, in the rsInit cluster (a): seven voters.
@@ -96,16 +92,16 @@ async fn the_operator_killed_the_moment_it_plans_each_step_resumes_from_the_live
             .apply(&request("faults", "a=3,b=3,c=1"))
             .await
             .map_err(fail("apply"))?;
-        killed.push(kill_at_step(&mut lab, 0, "initiate replica set", 0).await?);
-        ready(&lab, "faults", "a=3,b=3,c=1").await?;
-        let hosts = hosts_of(&lab, 0, "faults").await?;
-        let first = config(&lab, "faults", &hosts).await?;
-        let writer = TimedMajorityWriter::start(&lab, "faults", &hosts).await?;
+        killed.push(kill_at_step(lab, 0, "initiate replica set", 0).await?);
+        ready(lab, "faults", "a=3,b=3,c=1").await?;
+        let hosts = hosts_of(lab, 0, "faults").await?;
+        let first = config(lab, "faults", &hosts).await?;
+        let writer = TimedMajorityWriter::start(lab, "faults", &hosts).await?;
         let mut sampler = SetSampler::start(lab.network().clone(), hosts.clone(), SAMPLE_EVERY);
 
         // Add in cluster c: an eighth member, which joins without a vote
         // (seven vote already).
-        let seen = log_lines(&lab, 2);
+        let seen = log_lines(lab, 2);
         control_plane
             .apply(
                 &request("faults", "a=3,b=3,c=2")
@@ -114,41 +110,41 @@ async fn the_operator_killed_the_moment_it_plans_each_step_resumes_from_the_live
             )
             .await
             .map_err(fail("scale out"))?;
-        killed.push(kill_at_step(&mut lab, 2, "add ", seen).await?);
-        ready(&lab, "faults", "a=3,b=3,c=2").await?;
+        killed.push(kill_at_step(lab, 2, "add ", seen).await?);
+        ready(lab, "faults", "a=3,b=3,c=2").await?;
         let mut samples = sampler.stop();
-        let grown = hosts_of(&lab, 0, "faults").await?;
+        let grown = hosts_of(lab, 0, "faults").await?;
         let mut sampler = SetSampler::start(lab.network().clone(), grown, SAMPLE_EVERY);
 
         // Step-down and remove: cluster a, made to hold the primary, gives up
         // a member; then c promotes its non-voter into the freed vote.
-        let leaving = member_host(&lab, 0, "faults", 2).await?;
-        let promoted = member_host(&lab, 2, "faults", 1).await?;
-        make_primary(&lab, "faults", &leaving).await?;
+        let leaving = member_host(lab, 0, "faults", 2).await?;
+        let promoted = member_host(lab, 2, "faults", 1).await?;
+        make_primary(lab, "faults", &leaving).await?;
         control_plane
             .settled("default", "faults", READY_TIMEOUT)
             .await
             .map_err(fail("FedState's status"))?;
-        let seen = log_lines(&lab, 0);
-        let seen_in_c = log_lines(&lab, 2);
+        let seen = log_lines(lab, 0);
+        let seen_in_c = log_lines(lab, 2);
         control_plane
             .apply(&request("faults", "a=2,b=3,c=2"))
             .await
             .map_err(fail("scale in"))?;
-        killed.push(kill_at_step(&mut lab, 0, "step primary", seen).await?);
-        let seen = log_lines(&lab, 0);
-        killed.push(kill_at_step(&mut lab, 0, "remove ", seen).await?);
-        killed.push(kill_at_step(&mut lab, 2, "give ", seen_in_c).await?);
-        ready(&lab, "faults", "a=2,b=3,c=2").await?;
-        pruner.abort();
+        killed.push(kill_at_step(lab, 0, "step primary", seen).await?);
+        let seen = log_lines(lab, 0);
+        killed.push(kill_at_step(lab, 0, "remove ", seen).await?);
+        killed.push(kill_at_step(lab, 2, "give ", seen_in_c).await?);
+        ready(lab, "faults", "a=2,b=3,c=2").await?;
+        drop(passes);
 
         samples.extend(sampler.stop());
         let acknowledged = match writer {
             Some(writer) => writer.stop_and_check().await?.len(),
             None => 0,
         };
-        let remaining = hosts_of(&lab, 1, "faults").await?;
-        let last = config(&lab, "faults", &remaining).await?;
+        let remaining = hosts_of(lab, 1, "faults").await?;
+        let last = config(lab, "faults", &remaining).await?;
         eprintln!(
             "killed at: {:?}\n{} samples, {} majority writes acknowledged, none lost; config \
              version {} -> {}",
@@ -183,9 +179,8 @@ async fn the_operator_killed_the_moment_it_plans_each_step_resumes_from_the_live
             ));
         }
         one_primary_per_term(&samples)
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }
 
 /// Waits until `host` answers SECONDARY again on a running member other than
@@ -227,27 +222,25 @@ fn listen_of(lab: &Lab, host: &str) -> Result<String, String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_mongod_and_a_lost_volume_rejoin_by_resync_never_by_initiate() {
-    let _serial = serial().await;
-    let lab = lab(83, 3).await;
-    let outcome = async {
+    scenario(83, 3, async |lab| {
         let control_plane = lab.control_plane();
-        let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
+        let passes = ControlPlanePasses::start(lab);
         control_plane
             .apply(&request("disks", "a=2,b=2,c=1"))
             .await
             .map_err(fail("apply"))?;
-        ready(&lab, "disks", "a=2,b=2,c=1").await?;
-        let hosts = hosts_of(&lab, 0, "disks").await?;
-        let first = config(&lab, "disks", &hosts).await?;
-        let writer = TimedMajorityWriter::start(&lab, "disks", &hosts).await?;
+        ready(lab, "disks", "a=2,b=2,c=1").await?;
+        let hosts = hosts_of(lab, 0, "disks").await?;
+        let first = config(lab, "disks", &hosts).await?;
+        let writer = TimedMajorityWriter::start(lab, "disks", &hosts).await?;
         if let Some(writer) = &writer {
             writer.wait_acknowledged(5, Duration::from_secs(60)).await?;
         }
         let sampler = SetSampler::start(lab.network().clone(), hosts.clone(), SAMPLE_EVERY);
 
         // mongod crashes: kubelet restarts the container on the same volume.
-        let crashed = member_host(&lab, 1, "disks", 1).await?;
-        let listen = listen_of(&lab, &crashed)?;
+        let crashed = member_host(lab, 1, "disks", 1).await?;
+        let listen = listen_of(lab, &crashed)?;
         lab.network().stop_member(&listen);
         back_as_secondary(&sampler, &crashed, &listen, Duration::from_secs(90)).await?;
 
@@ -256,8 +249,8 @@ async fn a_crashed_mongod_and_a_lost_volume_rejoin_by_resync_never_by_initiate()
         // runtime keys data by the claim's uid) and must resync from the set,
         // never be initiated. (mongod-sim's initial sync copies at once, so
         // STARTUP2 is too short to sample.)
-        let lost = member_host(&lab, 2, "disks", 0).await?;
-        let listen = listen_of(&lab, &lost)?;
+        let lost = member_host(lab, 2, "disks", 0).await?;
+        let listen = listen_of(lab, &lost)?;
         let claims: Api<PersistentVolumeClaim> =
             Api::namespaced(lab.clusters()[2].client.clone(), "default");
         let claim = "data-disks-mongodb-0-0";
@@ -284,7 +277,7 @@ async fn a_crashed_mongod_and_a_lost_volume_rejoin_by_resync_never_by_initiate()
             .unwrap_or_default()
             .matches("initiate replica set")
             .count();
-        pruner.abort();
+        drop(passes);
 
         // The set takes majority writes again: ten more before the writer
         // stops (the member comes back within seconds now that its pod is
@@ -302,7 +295,7 @@ async fn a_crashed_mongod_and_a_lost_volume_rejoin_by_resync_never_by_initiate()
             Some(writer) => writer.stop_and_check().await?.len(),
             None => 0,
         };
-        let last = config(&lab, "disks", &hosts).await?;
+        let last = config(lab, "disks", &hosts).await?;
         eprintln!(
             "{} samples, {} majority writes acknowledged, none lost; config version {} -> {}",
             samples.len(),
@@ -317,9 +310,8 @@ async fn a_crashed_mongod_and_a_lost_volume_rejoin_by_resync_never_by_initiate()
             return Err("second initiate or forced reconfig detected".into());
         }
         one_primary_per_term(&samples)
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }
 
 /// Waits until every one of `hosts` answers PRIMARY or SECONDARY.
@@ -355,23 +347,21 @@ async fn all_healthy(sampler: &SetSampler, hosts: &[String], timeout: Duration) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_minority_cluster_a_cut_vip_and_a_failing_api_server_are_survived() {
-    let _serial = serial().await;
-    let lab = lab(84, 3).await;
-    let outcome = async {
+    scenario(84, 3, async |lab| {
         let control_plane = lab.control_plane();
-        let pruner = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
+        let passes = ControlPlanePasses::start(lab);
         control_plane
             .apply(&request("weather", "a=2,b=2,c=1"))
             .await
             .map_err(fail("apply"))?;
-        ready(&lab, "weather", "a=2,b=2,c=1").await?;
-        let hosts = hosts_of(&lab, 0, "weather").await?;
+        ready(lab, "weather", "a=2,b=2,c=1").await?;
+        let hosts = hosts_of(lab, 0, "weather").await?;
         // The primary in cluster a: the clusters cut below are minorities
         // without it, so the writer keeps a primary it can reach.
-        let a0 = member_host(&lab, 0, "weather", 0).await?;
-        make_primary(&lab, "weather", &a0).await?;
-        let first = config(&lab, "weather", &hosts).await?;
-        let writer = TimedMajorityWriter::start(&lab, "weather", &hosts).await?;
+        let a0 = member_host(lab, 0, "weather", 0).await?;
+        make_primary(lab, "weather", &a0).await?;
+        let first = config(lab, "weather", &hosts).await?;
+        let writer = TimedMajorityWriter::start(lab, "weather", &hosts).await?;
         let sampler = SetSampler::start(lab.network().clone(), hosts.clone(), SAMPLE_EVERY);
         let acknowledged = |writer: &Option<TimedMajorityWriter>| {
             writer.as_ref().map_or(0, |w| w.acknowledged().len())
@@ -453,8 +443,8 @@ async fn a_lost_minority_cluster_a_cut_vip_and_a_failing_api_server_are_survived
         let expired = count(apiserver_sim::InjectedError::Expired);
         let conflicts = count(apiserver_sim::InjectedError::Conflict);
         a.api.faults().clear();
-        ready(&lab, "weather", "a=3,b=2,c=1").await?;
-        pruner.abort();
+        ready(lab, "weather", "a=3,b=2,c=1").await?;
+        drop(passes);
 
         let mut sampler = sampler;
         let samples = sampler.stop();
@@ -462,7 +452,7 @@ async fn a_lost_minority_cluster_a_cut_vip_and_a_failing_api_server_are_survived
             Some(writer) => writer.stop_and_check().await?.len(),
             None => 0,
         };
-        let last = config(&lab, "weather", &hosts_of(&lab, 0, "weather").await?).await?;
+        let last = config(lab, "weather", &hosts_of(lab, 0, "weather").await?).await?;
         eprintln!(
             "{} samples, {injected} API requests failed on purpose ({expired} watches \
              expired, {conflicts} writes conflicted), {} majority writes acknowledged, none \
@@ -479,27 +469,24 @@ async fn a_lost_minority_cluster_a_cut_vip_and_a_failing_api_server_are_survived
             return Err("second initiate or forced reconfig detected".into());
         }
         one_primary_per_term(&samples)
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_propagated_service_deleted_and_restored_changes_nothing_in_the_set() {
-    let _serial = serial().await;
-    let lab = lab(85, 3).await;
-    let outcome = async {
+    scenario(85, 3, async |lab| {
         let control_plane = lab.control_plane();
         control_plane
             .apply(&request("svc", "a=2,b=2,c=1"))
             .await
             .map_err(fail("apply"))?;
-        ready(&lab, "svc", "a=2,b=2,c=1").await?;
-        let hosts = hosts_of(&lab, 0, "svc").await?;
-        let first = config(&lab, "svc", &hosts).await?;
-        let writer = TimedMajorityWriter::start(&lab, "svc", &hosts).await?;
+        ready(lab, "svc", "a=2,b=2,c=1").await?;
+        let hosts = hosts_of(lab, 0, "svc").await?;
+        let first = config(lab, "svc", &hosts).await?;
+        let writer = TimedMajorityWriter::start(lab, "svc", &hosts).await?;
         let sampler = SetSampler::start(lab.network().clone(), hosts.clone(), SAMPLE_EVERY);
-        let member = member_host(&lab, 1, "svc", 1).await?;
+        let member = member_host(lab, 1, "svc", 1).await?;
 
         // The member's Service disappears from cluster b (a human, a broken
         // propagation): its address is still recorded on its StatefulSet, so
@@ -509,7 +496,7 @@ async fn a_propagated_service_deleted_and_restored_changes_nothing_in_the_set() 
             .get("svc-mongodb-1")
             .await
             .map_err(fail("Service"))?;
-        let seen = log_lines(&lab, 1);
+        let seen = log_lines(lab, 1);
         lab.kubectl("b", &["delete", "service", "svc-mongodb-1"])
             .await
             .map_err(fail("delete the Service"))?;
@@ -527,7 +514,7 @@ async fn a_propagated_service_deleted_and_restored_changes_nothing_in_the_set() 
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let during = config(&lab, "svc", &hosts).await?;
+        let during = config(lab, "svc", &hosts).await?;
         // Restored as it was (same nodePort), as Karmada re-applies a
         // propagated object deleted in a member cluster (the lab's stand-in
         // does not: here the test puts it back).
@@ -547,7 +534,7 @@ async fn a_propagated_service_deleted_and_restored_changes_nothing_in_the_set() 
             .create(&PostParams::default(), &saved)
             .await
             .map_err(fail("restore the Service"))?;
-        let restored = member_host(&lab, 1, "svc", 1).await?;
+        let restored = member_host(lab, 1, "svc", 1).await?;
         all_healthy(&sampler, &hosts, Duration::from_secs(60)).await?;
 
         let mut sampler = sampler;
@@ -556,7 +543,7 @@ async fn a_propagated_service_deleted_and_restored_changes_nothing_in_the_set() 
             Some(writer) => writer.stop_and_check().await?.len(),
             None => 0,
         };
-        let last = config(&lab, "svc", &hosts).await?;
+        let last = config(lab, "svc", &hosts).await?;
         eprintln!(
             "{} samples, {} majority writes acknowledged, none lost; config version {} -> {} \
              (while the Service was gone: {}); member {member} restored at {restored}",
@@ -575,9 +562,8 @@ async fn a_propagated_service_deleted_and_restored_changes_nothing_in_the_set() 
             ));
         }
         Ok(())
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }
 
 /// The propagated credentials Secret of the inputs scenario, as a user
@@ -755,9 +741,7 @@ async fn nothing_changes(
 /// member only, until the keyfile is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing() {
-    let _serial = serial().await;
-    let lab = lab(86, 3).await;
-    let outcome = async {
+    scenario(86, 3, async |lab| {
         let started = Instant::now();
         let phase = |what: &str| eprintln!("[{:>5.1}s] {what}", started.elapsed().as_secs_f64());
         let keyfile = inputs_keyfile("lab 86 shared keyfile");
@@ -775,7 +759,7 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
         )
         .map_err(fail("manifest"))?;
         for (index, cluster) in ["a", "b", "c"].into_iter().enumerate() {
-            put_secret(&lab, index, &keyfile, INPUTS_PASSWORD).await?;
+            put_secret(lab, index, &keyfile, INPUTS_PASSWORD).await?;
             lab.kubectl(
                 cluster,
                 &[
@@ -795,11 +779,11 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
             .apply(&request(INPUTS, "a=2,b=2,c=1"))
             .await
             .map_err(fail("apply"))?;
-        ready(&lab, INPUTS, "a=2,b=2,c=1").await?;
+        ready(lab, INPUTS, "a=2,b=2,c=1").await?;
         phase("ready");
-        let hosts = hosts_of(&lab, 0, INPUTS).await?;
-        let first = config(&lab, INPUTS, &hosts).await?;
-        let writer = TimedMajorityWriter::start(&lab, INPUTS, &hosts).await?;
+        let hosts = hosts_of(lab, 0, INPUTS).await?;
+        let first = config(lab, INPUTS, &hosts).await?;
+        let writer = TimedMajorityWriter::start(lab, INPUTS, &hosts).await?;
         if let Some(writer) = &writer {
             writer.wait_acknowledged(5, Duration::from_secs(60)).await?;
         }
@@ -815,7 +799,7 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
             .get(&hostconf_name)
             .await
             .map_err(fail("hostconf"))?;
-        let workload = workload_of(&lab, 1).await?;
+        let workload = workload_of(lab, 1).await?;
         let mut corrupted = saved.clone();
         corrupted.data = Some(BTreeMap::from([(
             "datas".to_string(),
@@ -825,49 +809,49 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
             .replace(&hostconf_name, &PostParams::default(), &corrupted)
             .await
             .map_err(fail("corrupt hostconf"))?;
-        let (condition, event) = reported(&lab, 1, "HostconfInvalid").await?;
+        let (condition, event) = reported(lab, 1, "HostconfInvalid").await?;
         phase(&format!(
             "1. b reports HostconfInvalid: {condition} | Event: {event}"
         ));
-        nothing_changes(&lab, 1, &hosts, v, &workload, hold).await?;
+        nothing_changes(lab, 1, &hosts, v, &workload, hold).await?;
         let mut restored = saved.clone();
         restored.metadata.resource_version = None;
         config_maps
             .replace(&hostconf_name, &PostParams::default(), &restored)
             .await
             .map_err(fail("restore hostconf"))?;
-        ready(&lab, INPUTS, "a=2,b=2,c=1").await?;
+        ready(lab, INPUTS, "a=2,b=2,c=1").await?;
         phase("1. hostconf restored: ready");
 
         // 2. The credentials Secret missing in cluster c.
-        let workload = workload_of(&lab, 2).await?;
+        let workload = workload_of(lab, 2).await?;
         lab.kubectl("c", &["delete", "secret", INPUTS_SECRET])
             .await
             .map_err(fail("delete the Secret"))?;
-        let (condition, event) = reported(&lab, 2, "CredentialsSecretMissing").await?;
+        let (condition, event) = reported(lab, 2, "CredentialsSecretMissing").await?;
         phase(&format!(
             "2. c reports CredentialsSecretMissing: {condition} | Event: {event}"
         ));
-        nothing_changes(&lab, 2, &hosts, v, &workload, hold).await?;
-        put_secret(&lab, 2, &keyfile, INPUTS_PASSWORD).await?;
-        ready(&lab, INPUTS, "a=2,b=2,c=1").await?;
+        nothing_changes(lab, 2, &hosts, v, &workload, hold).await?;
+        put_secret(lab, 2, &keyfile, INPUTS_PASSWORD).await?;
+        ready(lab, INPUTS, "a=2,b=2,c=1").await?;
         phase("2. Secret restored: ready");
 
         // 3. A wrong root password in cluster b's Secret: the members refuse
         // it. (The pods' revision covers the credentials, but nothing rolls:
         // the roll needs the set, which b can no longer read.)
-        let workload = workload_of(&lab, 1).await?;
-        put_secret(&lab, 1, &keyfile, INPUTS_WRONG_PASSWORD).await?;
-        let (condition, event) = reported(&lab, 1, "CredentialsRefused").await?;
+        let workload = workload_of(lab, 1).await?;
+        put_secret(lab, 1, &keyfile, INPUTS_WRONG_PASSWORD).await?;
+        let (condition, event) = reported(lab, 1, "CredentialsRefused").await?;
         phase(&format!(
             "3. b reports CredentialsRefused: {condition} | Event: {event}"
         ));
         if condition.contains(INPUTS_WRONG_PASSWORD) || event.contains(INPUTS_WRONG_PASSWORD) {
             return Err("the password is in the condition or the Event".into());
         }
-        nothing_changes(&lab, 1, &hosts, v, &workload, hold).await?;
-        put_secret(&lab, 1, &keyfile, INPUTS_PASSWORD).await?;
-        ready(&lab, INPUTS, "a=2,b=2,c=1").await?;
+        nothing_changes(lab, 1, &hosts, v, &workload, hold).await?;
+        put_secret(lab, 1, &keyfile, INPUTS_PASSWORD).await?;
+        ready(lab, INPUTS, "a=2,b=2,c=1").await?;
         phase("3. password restored: ready");
 
         // 4. A keyfile in cluster c that differs from the other clusters'.
@@ -876,7 +860,7 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
         // peers whose keyfile differs). One member down, the set writes on.
         let most_unhealthy = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let watcher = {
-            let client = mongo(&lab, INPUTS, &hosts, false).await?;
+            let client = mongo(lab, INPUTS, &hosts, false).await?;
             let most = most_unhealthy.clone();
             tokio::spawn(async move {
                 loop {
@@ -906,7 +890,7 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
             })
         };
         let other = inputs_keyfile("a keyfile only cluster c has");
-        put_secret(&lab, 2, &other, INPUTS_PASSWORD).await?;
+        put_secret(lab, 2, &other, INPUTS_PASSWORD).await?;
         let deadline = Instant::now() + Duration::from_secs(90);
         let degraded = loop {
             let api: Api<mongodb_member_operator::api::MongoDB> =
@@ -949,8 +933,8 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
         if writer.is_some() && after <= before {
             return Err("no majority write acknowledged with c's member down".into());
         }
-        put_secret(&lab, 2, &keyfile, INPUTS_PASSWORD).await?;
-        ready(&lab, INPUTS, "a=2,b=2,c=1").await?;
+        put_secret(lab, 2, &keyfile, INPUTS_PASSWORD).await?;
+        ready(lab, INPUTS, "a=2,b=2,c=1").await?;
         all_healthy(&sampler, &hosts, Duration::from_secs(60)).await?;
         watcher.abort();
         let most_unhealthy = most_unhealthy.load(std::sync::atomic::Ordering::Relaxed);
@@ -968,7 +952,7 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
             Some(writer) => writer.stop_and_check().await?.len(),
             None => 0,
         };
-        let last = config(&lab, INPUTS, &hosts).await?;
+        let last = config(lab, INPUTS, &hosts).await?;
         let most_down = samples.iter().map(|s| s.down().len()).max().unwrap_or(0);
         eprintln!(
             "{} samples, at most {most_down} member(s) down, {} majority writes acknowledged, \
@@ -989,7 +973,6 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
             }
         }
         one_primary_per_term(&samples)
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }

@@ -4,29 +4,26 @@
 //! the first's hundred instances in its control plane and propagated them
 //! into its new clusters.
 
-mod common;
-
-use common::*;
+use crate::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lab_started_after_one_with_the_same_number_has_an_empty_control_plane() {
-    let _serial = serial().await;
-    let first = lab(96, 1).await;
-    let outcome = first
-        .control_plane()
-        .apply(&request("left-behind", "a=1"))
-        .await
-        .map_err(fail("apply"));
-    finish(first, outcome).await;
-
-    let second = lab(96, 1).await;
-    let left = second
-        .control_plane()
-        .multicloudmongodb("default", "left-behind")
-        .await;
-    let outcome = match left {
-        None => Ok(()),
-        Some(_) => Err("the new lab's control plane holds the old lab's instance".to_string()),
-    };
-    finish(second, outcome).await;
+    scenario(96, 1, async |lab| {
+        lab.control_plane()
+            .apply(&request("left-behind", "a=1"))
+            .await
+            .map_err(fail("apply"))
+    })
+    .await;
+    scenario(96, 1, async |lab| {
+        match lab
+            .control_plane()
+            .multicloudmongodb("default", "left-behind")
+            .await
+        {
+            None => Ok(()),
+            Some(_) => Err("the new lab's control plane holds the old lab's instance".to_string()),
+        }
+    })
+    .await;
 }

@@ -4,11 +4,9 @@
 //! the replica set and the operator do; `/healthz` and `/readyz` answer. A
 //! w:"majority" writer runs throughout.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::harness::*;
 use lab::lab::Lab;
 use lab::observe::SetSampler;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -72,35 +70,33 @@ async fn exposes(lab: &Lab, replica: u8, lines: &[String]) -> Outcome {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_elect_one_leader_that_alone_acts_and_reports_metrics() {
-    let _serial = serial().await;
-    let mut lab = lab(89, 1).await;
-    let outcome = async {
-        logged(&lab, 0, "leading", Duration::from_secs(60)).await?;
+    scenario(89, 1, async |lab| {
+        logged(lab, 0, "leading", Duration::from_secs(60)).await?;
         lab.start_standby_operator(0).map_err(fail("standby"))?;
-        logged(&lab, 1, "standing by", Duration::from_secs(60)).await?;
+        logged(lab, 1, "standing by", Duration::from_secs(60)).await?;
 
         let control_plane = lab.control_plane();
-        let fedstate = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
+        let passes = ControlPlanePasses::start(lab);
         control_plane
             .apply(&request(NAME, "a=1"))
             .await
             .map_err(fail("apply"))?;
-        ready(&lab, NAME, "a=1").await?;
-        let hosts = hosts_of(&lab, 0, NAME).await?;
-        let writer = TimedMajorityWriter::start(&lab, NAME, &hosts).await?;
+        ready(lab, NAME, "a=1").await?;
+        let hosts = hosts_of(lab, 0, NAME).await?;
+        let writer = TimedMajorityWriter::start(lab, NAME, &hosts).await?;
         let sampler = SetSampler::start(lab.network().clone(), hosts.clone(), Duration::from_millis(50));
 
         // Only the leader acts.
-        if !log_of(&lab, 0).contains(" planned ") {
+        if !log_of(lab, 0).contains(" planned ") {
             return Err("the leader planned nothing".into());
         }
-        if log_of(&lab, 1).contains(" planned ") {
+        if log_of(lab, 1).contains(" planned ") {
             return Err("the standby replica planned a step".into());
         }
         // What the leader's metrics say, with the cluster's identity.
         let instance = format!("instance=\"default/{NAME}\"");
         exposes(
-            &lab,
+            lab,
             0,
             &[
                 format!("mongodb_operator_replica_set_members{{cluster=\"a\",{instance},state=\"PRIMARY\"}} 1"),
@@ -113,7 +109,7 @@ async fn two_replicas_elect_one_leader_that_alone_acts_and_reports_metrics() {
         .await?;
         for replica in [0, 1] {
             for path in ["/healthz", "/readyz"] {
-                let (status, _) = get(&lab, replica, path).await?;
+                let (status, _) = get(lab, replica, path).await?;
                 if !status.contains("200") {
                     return Err(format!("replica {replica} {path}: {status}"));
                 }
@@ -123,33 +119,33 @@ async fn two_replicas_elect_one_leader_that_alone_acts_and_reports_metrics() {
         // The leader dies: the standby takes the Lease over and acts.
         lab.kill_operator(0).await.map_err(fail("kill"))?;
         let killed_at = Instant::now();
-        logged(&lab, 1, "leading", Duration::from_secs(60)).await?;
+        logged(lab, 1, "leading", Duration::from_secs(60)).await?;
         let took_over_after = killed_at.elapsed();
         control_plane
             .apply(&request(NAME, "a=2"))
             .await
             .map_err(fail("scale out"))?;
-        ready(&lab, NAME, "a=2").await?;
-        if !log_of(&lab, 1).contains(" planned ") {
+        ready(lab, NAME, "a=2").await?;
+        if !log_of(lab, 1).contains(" planned ") {
             return Err("the new leader planned nothing".into());
         }
         exposes(
-            &lab,
+            lab,
             1,
             &["mongodb_operator_steps_total{cluster=\"a\",step=\"AddMember\"} 1".to_string()],
         )
         .await?;
         // Back, the old leader stands by.
-        let before = log_of(&lab, 0).matches("standing by").count();
+        let before = log_of(lab, 0).matches("standing by").count();
         lab.restart_operator(0).map_err(fail("restart"))?;
         let deadline = Instant::now() + Duration::from_secs(60);
-        while log_of(&lab, 0).matches("standing by").count() <= before {
+        while log_of(lab, 0).matches("standing by").count() <= before {
             if Instant::now() > deadline {
                 return Err("the restarted replica did not stand by".into());
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        fedstate.abort();
+        drop(passes);
 
         let mut sampler = sampler;
         let samples = sampler.stop();
@@ -163,7 +159,6 @@ async fn two_replicas_elect_one_leader_that_alone_acts_and_reports_metrics() {
             samples.len()
         );
         one_primary_per_term(&samples)
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }

@@ -15,11 +15,9 @@
 //! --workspace` builds it with the operator (binaries are built for the root
 //! crate's integration tests); alone, `cargo build --bin kubectl-mongodb`.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::harness::*;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use lab::lab::{sibling_binary, Lab};
@@ -158,24 +156,22 @@ fn count_in_log(lab: &Lab, index: usize, needle: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resynced() {
-    let _serial = serial().await;
-    let mut lab = lab(87, 3).await;
-    let outcome = async {
+    scenario(87, 3, async |lab| {
         let split = "a=2,b=2,c=1";
         let control_plane = lab.control_plane();
-        let fedstate = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
+        let passes = ControlPlanePasses::start(lab);
         control_plane
             .apply(&request(NAME, split))
             .await
             .map_err(fail("apply"))?;
-        ready(&lab, NAME, split).await?;
-        let hosts = hosts_of(&lab, 0, NAME).await?;
-        let a0 = member_host(&lab, 0, NAME, 0).await?;
-        let a1 = member_host(&lab, 0, NAME, 1).await?;
+        ready(lab, NAME, split).await?;
+        let hosts = hosts_of(lab, 0, NAME).await?;
+        let a0 = member_host(lab, 0, NAME, 0).await?;
+        let a1 = member_host(lab, 0, NAME, 1).await?;
         // The survivor's member is primary: every acknowledged write is on it.
-        make_primary(&lab, NAME, &a0).await?;
-        let first = config_on(&lab, NAME, &a0).await?;
-        let writer = TimedMajorityWriter::start(&lab, NAME, &hosts).await?;
+        make_primary(lab, NAME, &a0).await?;
+        let first = config_on(lab, NAME, &a0).await?;
+        let writer = TimedMajorityWriter::start(lab, NAME, &hosts).await?;
         if let Some(writer) = &writer {
             writer
                 .wait_acknowledged(10, Duration::from_secs(60))
@@ -194,12 +190,12 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
         let lost_at = Instant::now();
 
         // Reported, and nothing changed without a request.
-        until(&lab, 0, "VotingMajorityLost reported", |m| {
+        until(lab, 0, "VotingMajorityLost reported", |m| {
             reason_is(m, "Degraded", "VotingMajorityLost")
         })
         .await?;
         let reported_after = lost_at.elapsed();
-        let unchanged = config_on(&lab, NAME, &a0).await?;
+        let unchanged = config_on(lab, NAME, &a0).await?;
         if version(&unchanged) != version(&first) || hosts_in(&unchanged) != hosts_in(&first) {
             return Err(format!(
                 "the config changed without a request: {first} -> {unchanged}"
@@ -210,7 +206,7 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
         // operator is gone (its status is what it last wrote).
         let b_api = lab.clusters()[1].api.faults().clone();
         b_api.fail_share(1.0, apiserver_sim::InjectedError::Unavailable);
-        let lost = plugin(&lab, &["status", NAME]).await;
+        let lost = plugin(lab, &["status", NAME]).await;
         b_api.clear();
         let lost = lost?;
         let a_row = cluster_row(&lost.stdout, "a")?;
@@ -235,7 +231,7 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
         // The SRE asks cluster a for recovery.
         let asked_at = Instant::now();
         let asked = plugin(
-            &lab,
+            lab,
             &[
                 "recover",
                 NAME,
@@ -280,7 +276,7 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
                 "the recover command's dry run or phases are not as expected: {phases:?}"
             ));
         }
-        let done = until(&lab, 0, "recovery done", |m| {
+        let done = until(lab, 0, "recovery done", |m| {
             m.status
                 .as_ref()
                 .and_then(|s| s.recovery.as_ref())
@@ -294,11 +290,11 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
         if recovery.keeping != kept || recovery.dropping.len() != 3 || recovery.request != REASON {
             return Err(format!("unexpected recovery record: {recovery:?}"));
         }
-        let forced = config_on(&lab, NAME, &a0).await?;
+        let forced = config_on(lab, NAME, &a0).await?;
         if hosts_in(&forced) != kept || version(&forced) < 10_000 {
             return Err(format!("the forced config is not a0 + a1: {forced}"));
         }
-        let reasons = event_reasons(&lab, 0).await?;
+        let reasons = event_reasons(lab, 0).await?;
         let position = |reason: &str| reasons.iter().position(|r| r == reason);
         match (
             position("VotingMajorityLost"),
@@ -321,15 +317,15 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
         // The request stays on the object and is ignored: one force, ever.
         // Two more passes (a set in sync is looked at every 30 s, and a
         // status write wakes no pass).
-        let passes_before = count_in_log(&lab, 0, " planned ");
+        let passes_before = count_in_log(lab, 0, " planned ");
         let deadline = Instant::now() + Duration::from_secs(75);
-        while count_in_log(&lab, 0, " planned ") < passes_before + 2 {
+        while count_in_log(lab, 0, " planned ") < passes_before + 2 {
             if Instant::now() > deadline {
                 return Err("operator a made no further pass".into());
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        let forces = count_in_log(&lab, 0, "forced reconfig sent");
+        let forces = count_in_log(lab, 0, "forced reconfig sent");
         if forces != 1 {
             return Err(format!("{forces} forced reconfigs were sent, not one"));
         }
@@ -342,12 +338,12 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
             lab.restart_operator(index).map_err(fail("restart"))?;
         }
         for index in [1, 2] {
-            until(&lab, index, "DroppedByRecovery reported", |m| {
+            until(lab, index, "DroppedByRecovery reported", |m| {
                 reason_is(m, "Ready", "DroppedByRecovery")
             })
             .await?;
         }
-        let still = config_on(&lab, NAME, &a0).await?;
+        let still = config_on(lab, NAME, &a0).await?;
         if hosts_in(&still) != kept {
             return Err(format!("a dropped member was re-added as it was: {still}"));
         }
@@ -366,9 +362,9 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
                     .map_err(fail("delete the pod"))?;
             }
         }
-        ready(&lab, NAME, split).await?;
-        fedstate.abort();
-        let back = plugin(&lab, &["status", NAME]).await?;
+        ready(lab, NAME, split).await?;
+        std::mem::drop(passes);
+        let back = plugin(lab, &["status", NAME]).await?;
         let rows = member_rows(&back.stdout);
         let primaries = rows.iter().filter(|r| r.ends_with('*')).count();
         let every_member_up = hosts.iter().all(|h| {
@@ -387,7 +383,7 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
             Some(writer) => writer.stop_and_check().await?.len(),
             None => 0,
         };
-        let last = config_on(&lab, NAME, &a0).await?;
+        let last = config_on(lab, NAME, &a0).await?;
         eprintln!(
             "loss reported after {reported_after:?}; recovered {recovered_after:?} after the \
              request; {} samples; {acknowledged} majority writes acknowledged, none lost; \
@@ -405,7 +401,6 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
             return Err(format!("not every member is back: {last}"));
         }
         one_primary_per_term(&samples)
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }

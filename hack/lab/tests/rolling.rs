@@ -25,21 +25,16 @@
 //! Each test runs its own lab (numbers 70–73) on a 2+2+1 split and shuts it
 //! down.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use common::{
-    fail, finish, hosts_of, lab, make_primary, member_host, mongo, request, serial, Outcome,
-    TimedMajorityWriter, READY_TIMEOUT,
-};
-use federation_sim::control_plane::{Split, Submission, ToSubmission};
-use federation_sim::karmada::{Kind, OverridePolicy, Overrider, ResourceRef};
+use crate::harness::*;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{ApiResource, DynamicObject};
 use kube::Api;
+use lab::controlplane::{Split, Submission, ToSubmission};
+use lab::karmada::{Kind, OverridePolicy, Overrider, ResourceRef};
 use lab::lab::Lab;
 use lab::observe::{self, SetSample, SetSampler};
 use mongod_sim::network::MemberStop;
@@ -822,14 +817,12 @@ fn everywhere(name: &str, path: &str, value: Value) -> OverridePolicy {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resources_change_restarts_one_member_of_the_set_at_a_time_the_primary_last() {
-    let _serial = serial().await;
     let started = Instant::now();
-    let lab = lab(70, 3).await;
-    let fedstate = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
-    let outcome = async {
+    scenario(70, 3, async |lab| {
+        let _passes = ControlPlanePasses::start(lab);
         let name = "resources";
-        ready_instance(&lab, &with_resources(name, "1", "512Mi"), started).await?;
-        let mut roll = Roll::begin(&lab, name, started).await?;
+        ready_instance(lab, &with_resources(name, "1", "512Mi"), started).await?;
+        let mut roll = Roll::begin(lab, name, started).await?;
 
         // FedState's spec.resource changes: its control plane replaces the
         // template and Karmada writes every cluster's MongoDB at once.
@@ -839,16 +832,14 @@ async fn a_resources_change_restarts_one_member_of_the_set_at_a_time_the_primary
             .await
             .map_err(fail("apply the new resources"))?;
         phase(started, "resources: requests 1500m / 1Gi applied");
-        if roll.wait_new_template(&lab).await? {
-            roll.wait_rolled(&lab).await?;
+        if roll.wait_new_template(lab).await? {
+            roll.wait_rolled(lab).await?;
         }
-        roll.finish(&lab, &Bounds::of(&request(name, SPLIT).settings))
+        roll.finish(lab, &Bounds::of(&request(name, SPLIT).settings))
             .await
-    }
+    })
     .await;
-    fedstate.abort();
     phase(started, "resources: done");
-    finish(lab, outcome).await;
 }
 
 // ---------------------------------------------------------- 2: image 7 → 8
@@ -887,17 +878,15 @@ async fn versions(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_upgrade_to_8_0_rolls_one_member_at_a_time_and_raises_the_fcv_only_when_asked() {
-    let _serial = serial().await;
     let started = Instant::now();
-    let lab = lab(71, 3).await;
-    let fedstate = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
-    let outcome = async {
+    scenario(71, 3, async |lab| {
+        let _passes = ControlPlanePasses::start(lab);
         let name = "upgrade";
         let control_plane = lab.control_plane();
-        ready_instance(&lab, &request(name, SPLIT).to_submission(), started).await?;
-        let mut roll = Roll::begin(&lab, name, started).await?;
+        ready_instance(lab, &request(name, SPLIT).to_submission(), started).await?;
+        let mut roll = Roll::begin(lab, name, started).await?;
         let hosts: Vec<String> = roll.members.iter().map(|m| m.host.clone()).collect();
-        let first = versions(&lab, name, &hosts).await?;
+        let first = versions(lab, name, &hosts).await?;
         if first
             .iter()
             .any(|(_, version, fcv)| !version.starts_with("7.0") || fcv != "7.0")
@@ -921,10 +910,10 @@ async fn an_image_upgrade_to_8_0_rolls_one_member_at_a_time_and_raises_the_fcv_o
             .await
             .map_err(fail("OverridePolicy image"))?;
         phase(started, "upgrade: image mongo:8.0 in every cluster");
-        if roll.wait_new_template(&lab).await? {
-            roll.wait_rolled(&lab).await?;
+        if roll.wait_new_template(lab).await? {
+            roll.wait_rolled(lab).await?;
         }
-        let upgraded = versions(&lab, name, &hosts).await?;
+        let upgraded = versions(lab, name, &hosts).await?;
         eprintln!("after the roll (host, buildInfo.version, FCV): {upgraded:?}");
         let not_8: Vec<&(String, String, String)> = upgraded
             .iter()
@@ -958,13 +947,13 @@ async fn an_image_upgrade_to_8_0_rolls_one_member_at_a_time_and_raises_the_fcv_o
         );
         let deadline = Instant::now() + FCV_TIMEOUT;
         loop {
-            let now = versions(&lab, name, &hosts).await?;
+            let now = versions(lab, name, &hosts).await?;
             if now.iter().all(|(_, _, fcv)| fcv == "8.0") {
                 phase(started, "upgrade: FCV 8.0 on every member");
                 // The status says so from the next pass on (a status write
                 // wakes no pass): within STATUS_GRACE, as for the roll.
                 let reported = Instant::now() + STATUS_GRACE;
-                while rolled_status(&lab, name).await?.is_err() && Instant::now() < reported {
+                while rolled_status(lab, name).await?.is_err() && Instant::now() < reported {
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 phase(started, "upgrade: every cluster reports it");
@@ -980,13 +969,11 @@ async fn an_image_upgrade_to_8_0_rolls_one_member_at_a_time_and_raises_the_fcv_o
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        roll.finish(&lab, &Bounds::of(&request(name, SPLIT).settings))
+        roll.finish(lab, &Bounds::of(&request(name, SPLIT).settings))
             .await
-    }
+    })
     .await;
-    fedstate.abort();
     phase(started, "upgrade: done");
-    finish(lab, outcome).await;
 }
 
 // ------------------------------------------------------- 3: custom config
@@ -1037,20 +1024,18 @@ async fn wait_custom_config(lab: &Lab, name: &str, mongod_yaml: &str) -> Outcome
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_custom_config_change_rolls_the_members_one_at_a_time() {
-    let _serial = serial().await;
     let started = Instant::now();
-    let lab = lab(72, 3).await;
-    let fedstate = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
-    let outcome = async {
+    scenario(72, 3, async |lab| {
+        let _passes = ControlPlanePasses::start(lab);
         let name = "custom";
         let (old, new) = (
             "operationProfiling:\n  slowOpThresholdMs: 100\n",
             "operationProfiling:\n  slowOpThresholdMs: 250\n",
         );
-        ready_instance(&lab, &with_custom_config(name, old), started).await?;
-        wait_custom_config(&lab, name, old).await?;
-        let mut roll = Roll::begin(&lab, name, started).await?;
-        let objects = raw_objects(&lab, name).await?;
+        ready_instance(lab, &with_custom_config(name, old), started).await?;
+        wait_custom_config(lab, name, old).await?;
+        let mut roll = Roll::begin(lab, name, started).await?;
+        let objects = raw_objects(lab, name).await?;
         if objects
             .iter()
             .any(|(_, o)| o["spec"]["customConfigRef"] != json!(format!("{name}-custom")))
@@ -1067,43 +1052,39 @@ async fn a_custom_config_change_rolls_the_members_one_at_a_time() {
             .apply(&with_custom_config(name, new))
             .await
             .map_err(fail("apply the new custom config"))?;
-        wait_custom_config(&lab, name, new).await?;
+        wait_custom_config(lab, name, new).await?;
         phase(
             started,
             "custom: every cluster's ConfigMap has the new mongod.yaml",
         );
-        if roll.wait_new_template(&lab).await? {
-            roll.wait_rolled(&lab).await?;
+        if roll.wait_new_template(lab).await? {
+            roll.wait_rolled(lab).await?;
         }
-        roll.finish(&lab, &Bounds::of(&request(name, SPLIT).settings))
+        roll.finish(lab, &Bounds::of(&request(name, SPLIT).settings))
             .await
-    }
+    })
     .await;
-    fedstate.abort();
     phase(started, "custom: done");
-    finish(lab, outcome).await;
 }
 
 // ------------------------------------------------ 4: an operator killed
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_roll_completes_safely_when_the_primary_clusters_operator_is_killed_mid_roll() {
-    let _serial = serial().await;
     let started = Instant::now();
-    let mut lab = lab(73, 3).await;
-    let fedstate = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
-    let outcome = async {
+    scenario(73, 3, async |lab| {
+        let _passes = ControlPlanePasses::start(lab);
         let name = "killed";
-        ready_instance(&lab, &with_resources(name, "1", "512Mi"), started).await?;
+        ready_instance(lab, &with_resources(name, "1", "512Mi"), started).await?;
         // The primary is in cluster a (index 0), which also hosts a secondary.
         let primary_cluster = 0;
-        let primary = member_host(&lab, primary_cluster, name, 0).await?;
-        make_primary(&lab, name, &primary).await?;
+        let primary = member_host(lab, primary_cluster, name, 0).await?;
+        make_primary(lab, name, &primary).await?;
         phase(
             started,
             &format!("killed: {primary} (cluster a) is primary"),
         );
-        let mut roll = Roll::begin(&lab, name, started).await?;
+        let mut roll = Roll::begin(lab, name, started).await?;
 
         roll.changing();
         lab.control_plane()
@@ -1124,7 +1105,7 @@ async fn a_roll_completes_safely_when_the_primary_clusters_operator_is_killed_mi
         let stopped = loop {
             let samples = roll.sampler.samples();
             if let Some(stop) = roll
-                .stops(&lab, &samples)
+                .stops(lab, &samples)
                 .into_iter()
                 .find(|stop| of_a.contains(&stop.host))
             {
@@ -1157,16 +1138,14 @@ async fn a_roll_completes_safely_when_the_primary_clusters_operator_is_killed_mi
                 seconds(ROLL_TIMEOUT)
             )),
         }
-        if roll.wait_new_template(&lab).await? {
-            roll.wait_rolled(&lab).await?;
+        if roll.wait_new_template(lab).await? {
+            roll.wait_rolled(lab).await?;
         }
-        roll.finish(&lab, &Bounds::of(&request(name, SPLIT).settings))
+        roll.finish(lab, &Bounds::of(&request(name, SPLIT).settings))
             .await
-    }
+    })
     .await;
-    fedstate.abort();
     phase(started, "killed: done");
-    finish(lab, outcome).await;
 }
 
 #[test]

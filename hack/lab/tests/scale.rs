@@ -6,13 +6,11 @@
 //! w:"majority" writer runs on the first instance from the moment it is
 //! Ready until all are.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::*;
-use federation_sim::control_plane::Split;
+use crate::harness::*;
+use lab::controlplane::Split;
 use lab::observe::{is_ready, views};
 
 const INSTANCES: usize = 100;
@@ -22,11 +20,9 @@ const CONVERGENCE_DEADLINE: Duration = Duration::from_secs(300);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_instances_over_three_clusters_all_become_ready() {
-    let _serial = serial().await;
-    let lab = lab(95, 3).await;
-    let outcome = async {
+    scenario(95, 3, async |lab| {
         let control_plane = lab.control_plane();
-        let fedstate = tokio::spawn(lab.control_plane().run("default".into(), |_| {}));
+        let passes = ControlPlanePasses::start(lab);
         let split = Split::parse(SPLIT).map_err(fail("split"))?;
         let names: Vec<String> = (0..INSTANCES).map(|i| format!("many-{i}")).collect();
         let applying = Instant::now();
@@ -63,13 +59,13 @@ async fn a_hundred_instances_over_three_clusters_all_become_ready() {
                 waiting.remove(name);
             }
             if writer.is_none() && !waiting.contains(&names[0]) {
-                let hosts = hosts_of(&lab, 0, &names[0]).await?;
-                writer = Some(TimedMajorityWriter::start(&lab, &names[0], &hosts).await?);
+                let hosts = hosts_of(lab, 0, &names[0]).await?;
+                writer = Some(TimedMajorityWriter::start(lab, &names[0], &hosts).await?);
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         let converged = written.elapsed();
-        fedstate.abort();
+        drop(passes);
         let acknowledged = match writer.flatten() {
             Some(writer) => writer.stop_and_check().await?.len(),
             None => 0,
@@ -81,7 +77,6 @@ async fn a_hundred_instances_over_three_clusters_all_become_ready() {
             names[0]
         );
         Ok(())
-    }
+    })
     .await;
-    finish(lab, outcome).await;
 }

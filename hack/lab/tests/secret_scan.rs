@@ -25,21 +25,19 @@
 //! the operators included). Every variable in a pod's environment must come
 //! from a `secretKeyRef`.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::harness::*;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use common::{fail, finish, lab, serial, Outcome, READY_TIMEOUT};
-use federation_sim::control_plane::{lab_replica_set_settings, LabOnly, Split, Submission};
-use federation_sim::fedstate::MultiCloudMongoDB;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::ListParams;
 use kube::Api;
+use lab::controlplane::{lab_replica_set_settings, LabOnly, Split, Submission};
+use lab::fedstate::MultiCloudMongoDB;
 use lab::lab::Lab;
 use lab::observe;
 use mongodb_member_operator::build::secrets::{ADMIN_USER, MONITOR_USER};
@@ -190,25 +188,17 @@ fn sample_processes(processes: Processes) -> tokio::task::JoinHandle<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_appears_in_logs_events_objects_or_process_arguments() {
-    let _serial = serial().await;
     let started = Instant::now();
     let processes: Processes = Arc::default();
     let sampler = sample_processes(processes.clone());
-    let lab = lab(81, 3).await;
-    let outcome = scenario_and_scan(&lab, &processes, started).await;
-    drop(processes);
-    let _ = sampler.await;
+    scenario(81, 3, async |lab| {
+        let outcome = scenario_and_scan(lab, &processes, started).await;
+        drop(processes);
+        let _ = sampler.await;
+        outcome
+    })
+    .await;
     phase(started, "done");
-    finish(lab, outcome).await;
-}
-
-/// FedState's and Karmada's passes, stopped however the scenario ends.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 fn random(length: usize) -> String {
@@ -298,9 +288,7 @@ async fn scenario_and_scan(lab: &Lab, processes: &Processes, started: Instant) -
     let _ = std::fs::remove_file(&manifest);
 
     // Formed 1+1+1.
-    let fedstate = AbortOnDrop(tokio::spawn(
-        lab.control_plane().run("default".into(), |_| {}),
-    ));
+    let passes = ControlPlanePasses::start(lab);
     let split = Split::parse("a=1,b=1,c=1").map_err(fail("split"))?;
     control_plane
         .apply(&sample(
@@ -369,7 +357,7 @@ async fn scenario_and_scan(lab: &Lab, processes: &Processes, started: Instant) -
 
     // Deleted in cluster c (FedState and Karmada stopped first, or Karmada
     // would write it again).
-    drop(fedstate);
+    drop(passes);
     lab.kubectl("c", &["delete", "mongodb", NAME, "--wait=false"])
         .await
         .map_err(fail("kubectl delete"))?;
@@ -435,8 +423,8 @@ fn healthy(state: &str) -> bool {
 /// Waits until the replica set's members (host, state), as its primary
 /// reports them, satisfy `check`.
 async fn wait_set(lab: &Lab, what: &str, check: impl Fn(&[(String, String)]) -> bool) -> Outcome {
-    let hosts = common::hosts_of(lab, 0, NAME).await?;
-    let client = common::mongo(lab, NAME, &hosts, false).await?;
+    let hosts = hosts_of(lab, 0, NAME).await?;
+    let client = mongo(lab, NAME, &hosts, false).await?;
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         let members: Vec<(String, String)> = match client

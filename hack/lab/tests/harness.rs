@@ -1,10 +1,11 @@
-//! What the end-to-end test files share: a lab per test (one at a time), the
-//! instance request they apply, the instance's root credentials and driver
-//! clients, the replica-set config as the primary has it, every cluster's
-//! `MongoDB` status and waits on it, and the pymongo majority writer that checks
-//! no acknowledged write is lost. Each test file compiles this module and uses
-//! a part of it, hence `dead_code` is allowed here.
-#![allow(dead_code)]
+//! The scenario harness every end-to-end module shares: [`scenario`] runs a
+//! body in a fresh lab of its own number (its own 127.n addresses) and cleans
+//! up after it; [`ControlPlanePasses`] runs FedState's and Karmada's periodic
+//! passes for as long as a scenario holds it; the pymongo majority writers
+//! check that no acknowledged write is lost. Then what the checks share: the
+//! instance request, the root credentials and driver clients, the replica-set
+//! config as the primary has it, every cluster's `MongoDB` status and waits on
+//! it.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -19,11 +20,13 @@ use mongodb_member_operator::api::{MongoDB, ReplicaSetSettings};
 
 pub const READY_TIMEOUT: Duration = Duration::from_secs(240);
 
-/// Labs run one at a time: each starts three or four clusters and as many
-/// operators, which is all two cores can carry.
+/// Under `cargo test` the scenarios of the one process run their labs one at
+/// a time (each starts three or four clusters and as many operators); under
+/// nextest each scenario is a process of its own and the `lab-scenarios` test
+/// group caps how many labs run at once.
 static ONE_LAB_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
     ONE_LAB_AT_A_TIME.lock().await
 }
 
@@ -245,49 +248,82 @@ impl MajorityWriter {
             .filter_map(|l| l.strip_prefix("ACK "))
             .filter_map(|n| n.parse().ok())
             .collect();
-        let found: std::collections::BTreeSet<u64> = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("FOUND"))
-            .ok_or_else(|| {
-                format!(
-                    "the writer did not read back: {stdout} {}",
-                    String::from_utf8_lossy(&output.stderr)
-                )
-            })?
-            .split_whitespace()
-            .filter_map(|n| n.parse().ok())
-            .collect();
-        if acked.len() < 10 {
-            return Err(format!(
-                "only {} writes were acknowledged during the change",
-                acked.len()
-            ));
-        }
-        let lost: Vec<u64> = acked
-            .iter()
-            .copied()
-            .filter(|n| !found.contains(n))
-            .collect();
-        if !lost.is_empty() {
-            return Err(format!(
-                "{} of {} majority-acknowledged writes were lost: {lost:?}",
-                lost.len(),
-                acked.len()
-            ));
-        }
-        eprintln!(
-            "{} majority writes acknowledged during the change, none lost",
-            acked.len()
-        );
-        Ok(())
+        let found = stdout.lines().find_map(|l| l.strip_prefix("FOUND"));
+        none_lost(&acked, found, || {
+            format!("{stdout} {}", String::from_utf8_lossy(&output.stderr))
+        })
     }
+}
+
+/// Checks the writer's read-back (its `FOUND` line, once stopped) against the
+/// writes it had acknowledged: at least ten, and none missing.
+fn none_lost(acked: &[u64], found: Option<&str>, said: impl FnOnce() -> String) -> Outcome {
+    let found: std::collections::BTreeSet<u64> = found
+        .ok_or_else(|| format!("the writer did not read back: {}", said()))?
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    if acked.len() < 10 {
+        return Err(format!(
+            "only {} writes were acknowledged during the change",
+            acked.len()
+        ));
+    }
+    let lost: Vec<u64> = acked
+        .iter()
+        .copied()
+        .filter(|n| !found.contains(n))
+        .collect();
+    if !lost.is_empty() {
+        return Err(format!(
+            "{} of {} majority-acknowledged writes were lost: {lost:?}",
+            lost.len(),
+            acked.len()
+        ));
+    }
+    eprintln!(
+        "{} majority writes acknowledged during the change, none lost",
+        acked.len()
+    );
+    Ok(())
 }
 
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-pub async fn lab(number: u8, clusters: usize) -> Lab {
+/// Runs `body` in a fresh lab numbered `number` (the second octet of every
+/// address it binds) with `clusters` clusters, then stops every process and
+/// server the lab started. On failure the operators' last log lines are shown,
+/// the lab's state directory is kept, and the test panics with the message.
+pub async fn scenario(number: u8, clusters: usize, body: impl AsyncFnOnce(&mut Lab) -> Outcome) {
+    let _serial = serial().await;
+    let mut lab = lab(number, clusters).await;
+    let outcome = body(&mut lab).await;
+    finish(lab, outcome).await;
+}
+
+/// The control plane's periodic passes (FedState's, with Karmada's
+/// propagation) over every cluster of a lab, until dropped: a scenario that
+/// fails half-way stops them as surely as one that ends.
+pub struct ControlPlanePasses(tokio::task::JoinHandle<()>);
+
+impl ControlPlanePasses {
+    /// Starts the passes for namespace `default`.
+    pub fn start(lab: &Lab) -> ControlPlanePasses {
+        ControlPlanePasses(tokio::spawn(
+            lab.control_plane().run("default".into(), |_| {}),
+        ))
+    }
+}
+
+impl Drop for ControlPlanePasses {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+async fn lab(number: u8, clusters: usize) -> Lab {
     let state_dir = std::env::temp_dir().join(format!("mmo-lab-{number}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&state_dir);
     let options = LabOptions {
@@ -319,7 +355,7 @@ pub fn request(name: &str, split: &str) -> InstanceRequest {
 
 /// Shows each operator's log when a test fails, then shuts the lab down; its
 /// state directory (logs, kubeconfig) is kept only when the test failed.
-pub async fn finish(lab: Lab, outcome: Result<(), String>) {
+async fn finish(lab: Lab, outcome: Result<(), String>) {
     if let Err(message) = &outcome {
         for index in 0..lab.clusters().len() {
             let log = std::fs::read_to_string(lab.operator_log(index)).unwrap_or_default();
@@ -515,41 +551,17 @@ impl TimedMajorityWriter {
             .iter()
             .filter_map(|(at, line)| Some((*at, line.strip_prefix("ACK ")?.parse().ok()?)))
             .collect();
-        let found: std::collections::BTreeSet<u64> = lines
+        let numbers: Vec<u64> = acked.iter().map(|(_, n)| *n).collect();
+        let found = lines
             .iter()
-            .find_map(|(_, line)| line.strip_prefix("FOUND"))
-            .ok_or_else(|| {
-                format!(
-                    "the writer did not read back: {} {}",
-                    lines.last().map(|(_, l)| l.as_str()).unwrap_or_default(),
-                    String::from_utf8_lossy(&output.stderr)
-                )
-            })?
-            .split_whitespace()
-            .filter_map(|n| n.parse().ok())
-            .collect();
-        if acked.len() < 10 {
-            return Err(format!(
-                "only {} writes were acknowledged during the change",
-                acked.len()
-            ));
-        }
-        let lost: Vec<u64> = acked
-            .iter()
-            .map(|(_, n)| *n)
-            .filter(|n| !found.contains(n))
-            .collect();
-        if !lost.is_empty() {
-            return Err(format!(
-                "{} of {} majority-acknowledged writes were lost: {lost:?}",
-                lost.len(),
-                acked.len()
-            ));
-        }
-        eprintln!(
-            "{} majority writes acknowledged during the change, none lost",
-            acked.len()
-        );
+            .find_map(|(_, line)| line.strip_prefix("FOUND"));
+        none_lost(&numbers, found, || {
+            format!(
+                "{} {}",
+                lines.last().map(|(_, l)| l.as_str()).unwrap_or_default(),
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })?;
         Ok(acked)
     }
 }
