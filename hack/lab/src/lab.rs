@@ -9,14 +9,16 @@
 //! The API servers enforce RBAC. The operator runs as the member chart's
 //! ServiceAccount: the chart is rendered with Helm's engine (helm-python-sdk,
 //! through `hack/deploy-check/render_charts.py`, the python of `MMO_PYTHON`)
-//! with the lab's values (every namespace watched: a ClusterRole), its
-//! ServiceAccount, roles and bindings are applied with kubectl in every
-//! cluster, and each operator's kubeconfig carries that ServiceAccount's token,
-//! so a permission the chart lacks fails the tests. The harness (kubectl, which
-//! sends no credentials over plain HTTP; the control-plane stand-in and
-//! cluster-sim with an admin token) acts as cluster administrator. Without
-//! helm-python-sdk the operators run as administrators, with a warning, unless
-//! `MMO_REQUIRE_TOOLS=1`, which makes that an error.
+//! with the lab's values (every namespace watched: a ClusterRole), the
+//! release's namespace and the chart's ServiceAccount, roles and bindings are
+//! applied with kubectl in every cluster, and each operator's kubeconfig
+//! carries that ServiceAccount's token, so a permission the chart lacks fails
+//! the tests. The harness (kubectl, which sends no credentials over plain
+//! HTTP; the control-plane stand-in and kubelet-sim with an admin token) acts
+//! as cluster administrator. Without helm-python-sdk the lab refuses to start,
+//! before it binds any address: an operator started without its namespace
+//! would retry its leader election there for ever, and one running as an
+//! administrator would hide a permission the chart lacks.
 //!
 //! Addresses, for lab number `n` (tests use distinct numbers, 1–250):
 //! cluster `i` (0-based) has its API server on `127.n.(i+1).100:6443`, its VIP
@@ -35,14 +37,14 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use apiserver_sim::auth::Unauthenticated;
 use apiserver_sim::{ApiServer, ApiServerHandle, Authenticator, Faults, ServerConfig, Store};
-use cluster_sim::{ClusterOptions, ClusterSim, ClusterSimHandle, Ipv4Prefix};
 use kube::Client;
+use kubelet_sim::{ClusterOptions, ClusterSim, ClusterSimHandle, Ipv4Prefix};
 use mongod_sim::Network;
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
+use crate::controlplane::{ControlPlane, MemberCluster};
 use crate::runtime::MongodRuntime;
-use federation_sim::control_plane::{ControlPlane, MemberCluster};
 
 /// Cluster names, in order.
 pub const CLUSTER_NAMES: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
@@ -116,8 +118,8 @@ pub struct LabCluster {
     /// A client for it (a cluster administrator).
     pub client: Client,
     alias_sync: JoinHandle<()>,
-    /// The token the operator sends: its ServiceAccount's once installed,
-    /// an administrator's before (or without helm-python-sdk).
+    /// The token the operator sends: its ServiceAccount's once installed
+    /// (an administrator's until then, used by no operator).
     operator_token: String,
 }
 
@@ -139,6 +141,7 @@ impl Lab {
         }
         std::fs::create_dir_all(&options.state_dir)
             .with_context(|| format!("creating {}", options.state_dir.display()))?;
+        let rbac = render_operator_rbac().await?;
         let network = Network::new();
         let mut clusters = Vec::new();
         for (index, name) in CLUSTER_NAMES.iter().take(options.clusters).enumerate() {
@@ -168,7 +171,7 @@ impl Lab {
             )
             .await?;
         }
-        lab.install_operator_rbac().await?;
+        lab.install_operator_rbac(&rbac).await?;
         for index in 0..lab.clusters.len() {
             let child = lab.spawn_operator(index)?;
             lab.operators.push(Some(child));
@@ -235,12 +238,10 @@ impl Lab {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
-    /// Installs the member chart's ServiceAccount and RBAC in every cluster and
-    /// gives each operator that ServiceAccount's token (see the module doc).
-    async fn install_operator_rbac(&mut self) -> Result<()> {
-        let Some(rbac) = render_operator_rbac().await? else {
-            return Ok(());
-        };
+    /// Installs the release's namespace and the member chart's ServiceAccount
+    /// and RBAC in every cluster and gives each operator that ServiceAccount's
+    /// token (see the module doc).
+    async fn install_operator_rbac(&mut self, rbac: &OperatorRbac) -> Result<()> {
         let file = self.options.state_dir.join("operator-rbac.yaml");
         std::fs::write(&file, &rbac.manifests)
             .with_context(|| format!("writing {}", file.display()))?;
@@ -452,22 +453,14 @@ struct OperatorRbac {
 
 /// Renders the member chart with helm-python-sdk (`MMO_PYTHON`), with the
 /// lab's values: every namespace watched (the lab runs the operator without
-/// `WATCH_NAMESPACE`). `None` when the tools are missing and not required.
-async fn render_operator_rbac() -> Result<Option<OperatorRbac>> {
-    let required = std::env::var("MMO_REQUIRE_TOOLS").as_deref() == Ok("1");
-    let missing = |why: String| -> Result<Option<OperatorRbac>> {
-        if required {
-            bail!(
-                "{why}, but MMO_REQUIRE_TOOLS=1: the lab installs the operator's RBAC from the Helm \
-                 chart rendered with helm-python-sdk (run `eval \"$(hack/test-tools.sh)\"`)"
-            );
-        }
-        eprintln!(
-            "WARNING: {why}: RBAC is NOT enforced on the operators, which run as cluster \
-             administrators; run `eval \"$(hack/test-tools.sh)\"` to run them as the chart's \
-             ServiceAccount"
-        );
-        Ok(None)
+/// `WATCH_NAMESPACE`). Without the tools, an error that says how to get them.
+async fn render_operator_rbac() -> Result<OperatorRbac> {
+    let missing = |why: String| -> Result<OperatorRbac> {
+        bail!(
+            "{why}: the lab runs each operator as the member chart's ServiceAccount, in the \
+             chart's namespace, and renders the chart with helm-python-sdk; run \
+             `eval \"$(hack/test-tools.sh)\"` first (hack/demo.sh and hack/test.sh do)"
+        )
     };
     let Some(python) = std::env::var_os("MMO_PYTHON").filter(|p| !p.is_empty()) else {
         return missing("MMO_PYTHON is not set".to_string());
@@ -524,18 +517,18 @@ async fn render_operator_rbac() -> Result<Option<OperatorRbac>> {
         }
     }
     let service_account = service_account.context("the member chart renders no ServiceAccount")?;
-    Ok(Some(OperatorRbac {
+    Ok(OperatorRbac {
         manifests,
         namespace: RELEASE.to_string(),
         service_account,
-    }))
+    })
 }
 
 /// Keeps mongod-sim's self-aliases in step with kube-proxy's routes: the member
 /// behind `VIP:nodePort` recognises that host string as itself (mongod's isSelf).
 async fn sync_aliases(
     network: Arc<Network>,
-    mut routes: tokio::sync::watch::Receiver<cluster_sim::NodePortRoutes>,
+    mut routes: tokio::sync::watch::Receiver<kubelet_sim::NodePortRoutes>,
 ) {
     let mut published: BTreeSet<(String, String)> = BTreeSet::new();
     loop {

@@ -16,6 +16,7 @@ use kube::Client;
 use lab::lab::{Lab, LabOptions};
 use lab::observe;
 use lab::scenarios::{self, Scenario};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 #[derive(Parser)]
 #[command(
@@ -182,7 +183,7 @@ enum BenchScenario {
 }
 
 /// The build `lab bench`'s reproduce lines start with.
-const BENCH_BUILD: &str = "eval \"$(hack/test-tools.sh)\" && MMO_REQUIRE_TOOLS=1 cargo build --release --bin mongodb-member-operator && cargo build --release -p lab --bin lab && target/release/lab";
+const BENCH_BUILD: &str = "eval \"$(hack/test-tools.sh)\" && cargo build --release --bin mongodb-member-operator && cargo build --release -p lab --bin lab && target/release/lab";
 
 /// One at-rest measurement of `lab bench`.
 struct AtRestRun {
@@ -264,7 +265,11 @@ async fn main() -> Result<()> {
     let state_dir = absolute(&cli.state_dir)?;
     match cli.command {
         Command::Up { clusters } => {
-            let lab = start(&state_dir, cli.number, clusters).await?;
+            let mut interrupt = Interrupt::listen()?;
+            let lab = tokio::select! {
+                lab = start(&state_dir, cli.number, clusters) => lab?,
+                _ = interrupt.received() => return Ok(()),
+            };
             println!(
                 "lab up: {} clusters; kubeconfig: {}",
                 lab.clusters().len(),
@@ -275,7 +280,7 @@ async fn main() -> Result<()> {
                 lab.kubeconfig().display()
             );
             println!("  inject faults with: lab fault …  (see lab fault --help)");
-            run_control_plane_until_interrupted(&lab, cli.number, &state_dir).await;
+            run_control_plane_until_interrupted(&lab, cli.number, &state_dir, &mut interrupt).await;
             lab.shutdown().await;
         }
         Command::Apply {
@@ -454,7 +459,39 @@ async fn demo(
     exit_when_ready: bool,
     timeout: Duration,
 ) -> Result<()> {
-    let lab = start(state_dir, number, 3).await?;
+    let mut interrupt = Interrupt::listen()?;
+    let lab = tokio::select! {
+        lab = start(state_dir, number, 3) => lab?,
+        _ = interrupt.received() => {
+            println!("interrupted: stopped the lab while it started");
+            return Ok(());
+        }
+    };
+    let outcome = tokio::select! {
+        outcome = show_demo(&lab, state_dir, timeout) => Some(outcome),
+        _ = interrupt.received() => None,
+    };
+    let outcome = match outcome {
+        Some(Ok(())) if !exit_when_ready => {
+            println!("\nrunning until Ctrl-C");
+            interrupt.received().await;
+            None
+        }
+        outcome => outcome,
+    };
+    lab.shutdown().await;
+    match outcome {
+        Some(outcome) => outcome,
+        None => {
+            println!("interrupted: stopped the demo's clusters, operators and control plane");
+            Ok(())
+        }
+    }
+}
+
+/// Applies the demo's instance and shows it forming until every cluster is
+/// Ready; then says how to look at it.
+async fn show_demo(lab: &Lab, state_dir: &Path, timeout: Duration) -> Result<()> {
     let control_plane = lab.control_plane();
     let split = Split::parse("a=2,b=2,c=1")?;
     println!(
@@ -463,38 +500,24 @@ async fn demo(
     control_plane
         .apply(&request("demo", "default", split.clone()))
         .await?;
-    let pruner = tokio::spawn(
-        lab.control_plane()
-            .run("default".into(), |done| println!("control plane: {done}")),
-    );
-    let outcome = tokio::select! {
-        outcome = observe::wait_ready(&control_plane, "default", "demo", &split, timeout, |views| print!("\n{}", observe::table(views))) => outcome,
-        _ = interrupted() => Err(anyhow::anyhow!("interrupted")),
+    let passes = lab
+        .control_plane()
+        .run("default".into(), |done| println!("control plane: {done}"));
+    tokio::select! {
+        outcome = observe::wait_ready(&control_plane, "default", "demo", &split, timeout, |views| print!("\n{}", observe::table(views))) => outcome?,
+        _ = passes => bail!("the control plane's passes stopped"),
     };
     let kubeconfig = lab.kubeconfig().display().to_string();
-    match &outcome {
-        Ok(_) => {
-            println!("\nthe replica set is ready: 5 members over 3 clusters, one primary.");
-            println!("look at it with kubectl:");
-            println!("  kubectl --kubeconfig {kubeconfig} --context a get mongodb");
-            println!("  kubectl --kubeconfig {kubeconfig} --context b describe mongodb demo");
-            println!(
-                "  kubectl --kubeconfig {kubeconfig} --context c get statefulsets,pods,services"
-            );
-            println!(
-                "operator logs: {}/operator-<cluster>.log",
-                state_dir.display()
-            );
-        }
-        Err(error) => eprintln!("\n{error}"),
-    }
-    if !exit_when_ready && outcome.is_ok() {
-        println!("\nrunning until Ctrl-C");
-        interrupted().await;
-    }
-    pruner.abort();
-    lab.shutdown().await;
-    outcome.map(drop)
+    println!("\nthe replica set is ready: 5 members over 3 clusters, one primary.");
+    println!("look at it with kubectl:");
+    println!("  kubectl --kubeconfig {kubeconfig} --context a get mongodb");
+    println!("  kubectl --kubeconfig {kubeconfig} --context b describe mongodb demo");
+    println!("  kubectl --kubeconfig {kubeconfig} --context c get statefulsets,pods,services");
+    println!(
+        "operator logs: {}/operator-<cluster>.log",
+        state_dir.display()
+    );
+    Ok(())
 }
 
 /// The lab's options for this checkout.
@@ -529,7 +552,12 @@ async fn start_with(state_dir: &Path, options: LabOptions) -> Result<Lab> {
     Ok(lab)
 }
 
-async fn run_control_plane_until_interrupted(lab: &Lab, number: u8, state_dir: &Path) {
+async fn run_control_plane_until_interrupted(
+    lab: &Lab,
+    number: u8,
+    state_dir: &Path,
+    interrupt: &mut Interrupt,
+) {
     tokio::select! {
         _ = lab.control_plane().run(String::new(), |done| println!("control plane: {done}")) => {}
         result = controlplane::serve(lab.control_plane(), number, state_dir) => {
@@ -542,21 +570,29 @@ async fn run_control_plane_until_interrupted(lab: &Lab, number: u8, state_dir: &
                 eprintln!("the fault control socket stopped: {error:#}");
             }
         }
-        _ = interrupted() => {}
+        _ = interrupt.received() => {}
     }
 }
 
-/// Ctrl-C or SIGTERM: either way the lab shuts down what it started.
-async fn interrupted() {
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut terminate) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = terminate.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
+/// Ctrl-C (SIGINT) or SIGTERM, listened for from the moment it is made:
+/// however early either comes, the lab stops what it started and exits 0.
+struct Interrupt {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl Interrupt {
+    fn listen() -> Result<Interrupt> {
+        Ok(Interrupt {
+            interrupt: signal(SignalKind::interrupt()).context("listening for Ctrl-C")?,
+            terminate: signal(SignalKind::terminate()).context("listening for SIGTERM")?,
+        })
+    }
+
+    async fn received(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
         }
     }
 }
