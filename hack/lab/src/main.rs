@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use federation_sim::control_plane::{
-    self as controlplane, lab_replica_set_settings, ControlPlane, ControlPlaneView,
-    InstanceRequest, LabOnly, MemberCluster, Request, Split, Submission,
-};
-use federation_sim::fedstate::{Deviations, MultiCloudMongoDB};
 use kube::Client;
+use lab::controlplane::{
+    self, lab_replica_set_settings, ControlPlane, ControlPlaneView, InstanceRequest, LabOnly,
+    MemberCluster, Request, Split, Submission,
+};
+use lab::fedstate::{Deviations, MultiCloudMongoDB};
+use lab::karmada::{Kind, OverridePolicy, Overrider, ResourceRef};
 use lab::lab::{Lab, LabOptions};
 use lab::observe;
 use lab::scenarios::{self, Scenario};
@@ -90,6 +91,29 @@ enum Command {
         /// Total members; default: the split's sum.
         #[arg(long)]
         members: Option<i32>,
+        /// Namespace.
+        #[arg(long, default_value = "default")]
+        namespace: String,
+    },
+    /// Apply a user's own OverridePolicy POLICY to instance NAME's `MongoDB`
+    /// template: one `plaintext` `add` rule, as `kubectl apply` of it to
+    /// Karmada does (the way to change a member cluster's `MongoDB` that
+    /// lasts); the same POLICY again replaces it.
+    Override {
+        /// Instance name.
+        name: String,
+        /// The OverridePolicy's name.
+        policy: String,
+        /// Where to add the value: a JSON pointer into the `MongoDB`, e.g.
+        /// `/spec/replicaSetSettings/electionTimeoutMillis`.
+        #[arg(long)]
+        path: String,
+        /// The value, as JSON (a string in quotes: `'"mongo:8.0"'`).
+        #[arg(long)]
+        value: String,
+        /// The clusters the rule is for, e.g. `a,b`; default: every cluster.
+        #[arg(long, value_delimiter = ',')]
+        clusters: Option<Vec<String>>,
         /// Namespace.
         #[arg(long, default_value = "default")]
         namespace: String,
@@ -338,6 +362,30 @@ async fn main() -> Result<()> {
                 },
             )
             .await?;
+            println!("{}", done.as_str().unwrap_or_default());
+        }
+        Command::Override {
+            name,
+            policy,
+            path,
+            value,
+            clusters,
+            namespace,
+        } => {
+            let value: serde_json::Value = serde_json::from_str(&value)
+                .with_context(|| format!("--value {value:?} is not JSON"))?;
+            let request = Request::OverridePolicy {
+                namespace,
+                policy_name: policy,
+                policy: OverridePolicy {
+                    labels: Default::default(),
+                    resource: ResourceRef::new(Kind::MongoDB, name.clone()),
+                    clusters,
+                    overrider: Overrider::AddPath { path, value },
+                },
+                name,
+            };
+            let done = controlplane::send(&state_dir, &request).await?;
             println!("{}", done.as_str().unwrap_or_default());
         }
         Command::Delete { name, namespace } => {

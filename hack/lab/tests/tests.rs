@@ -18,6 +18,7 @@ mod e2e;
 mod faults;
 mod lab_lifecycle;
 mod operations;
+mod override_policy;
 mod recovery;
 mod rolling;
 mod scale;
