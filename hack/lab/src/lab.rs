@@ -68,7 +68,7 @@ pub struct LabOptions {
 }
 
 impl LabOptions {
-    /// Defaults for a checkout: lab 10, three clusters, state in `.lab/`, the
+    /// Defaults for a checkout: lab number 10, three clusters, state in `.lab/`, the
     /// operator built next to the running executable.
     pub fn for_checkout(repo: &Path) -> Result<Self> {
         Ok(LabOptions {

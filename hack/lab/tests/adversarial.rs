@@ -1,6 +1,6 @@
-//! Adversarial end-to-end scenarios (issue 10, "adversarial replica-set
-//! cases"): the real operator binary, once per simulated cluster, under what the
-//! issue lists — the cost of an idle instance, a set left without a primary,
+//! Adversarial end-to-end scenarios: the real operator binary, once per
+//! simulated cluster, under what a replica set across clusters meets at its
+//! worst — the cost of an idle instance, a set left without a primary,
 //! one cluster whose settings differ, an object the API server refuses, a
 //! member Service given another nodePort, a primary that cannot step
 //! down, and the rsInit cluster's object recreated while it is cut off from a

@@ -1,4 +1,4 @@
-//! The bad-input corpus (`tests/bad-input/`, issue 12 item 3): every invalid
+//! The bad-input corpus (`tests/bad-input/`): every invalid
 //! `MongoDB` a user or a control plane could write, each applied with the real
 //! `kubectl` to one simulated cluster running the real operator binary.
 //!

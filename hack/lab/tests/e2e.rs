@@ -707,7 +707,7 @@ async fn a_missing_hostconf_is_reported_in_conditions_and_events() {
     .await;
 }
 
-// ------------------------------------------- FedState's own payloads (issue 9)
+// ------------------------------------------------------ FedState's own payloads
 
 /// `replset` states of a cluster's status: how many members, primaries, arbiters.
 fn set_shape(mongodb: &MongoDB) -> (usize, usize, usize) {

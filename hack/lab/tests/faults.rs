@@ -1,4 +1,4 @@
-//! Faults (issue 12's matrix): the operator killed (SIGKILL) the moment it has
+//! Faults: the operator killed (SIGKILL) the moment it has
 //! planned a step — initiate, add, promote, step-down, remove — and restarted a
 //! second later, while a w:"majority" writer runs and the set is sampled every
 //! 50 ms. The step may or may not have been carried out; the restarted operator
@@ -733,7 +733,7 @@ async fn nothing_changes(
     Ok(())
 }
 
-/// Wrong inputs on a running set (issue 12): b's hostconf corrupted, c's
+/// Wrong inputs on a running set: b's hostconf corrupted, c's
 /// credentials Secret deleted, a wrong root password in b's Secret, a keyfile
 /// in c that the others do not share; each reported where it is wrong and put
 /// back, while a w:"majority" writer runs. The first three change nothing; the
@@ -744,7 +744,7 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
     scenario(86, 3, async |lab| {
         let started = Instant::now();
         let phase = |what: &str| eprintln!("[{:>5.1}s] {what}", started.elapsed().as_secs_f64());
-        let keyfile = inputs_keyfile("lab 86 shared keyfile");
+        let keyfile = inputs_keyfile("wrong inputs shared keyfile");
         // The user's Secret in every cluster, and the user's own field of the
         // MongoDB object naming it, written before Karmada's first write (the
         // manifest names no secret).

@@ -1,4 +1,4 @@
-//! Running the operator (issue 13): two replicas in one cluster elect a leader
+//! Running the operator: two replicas in one cluster elect a leader
 //! on a Lease and only the leader acts; when it is killed the standby takes
 //! over and acts; its `/metrics` carry the cluster's identity and say what
 //! the replica set and the operator do; `/healthz` and `/readyz` answer. A

@@ -1,4 +1,4 @@
-//! Disaster recovery, only on request (issue 12): two of three clusters are
+//! Disaster recovery, only on request: two of three clusters are
 //! lost (nodes, network and operators) with a majority of the voters. The
 //! survivor's operator reports the loss and changes nothing; an SRE looks with
 //! `kubectl mongodb status` (b's API server failing, c's operator dead) and

@@ -1,4 +1,4 @@
-//! Many instances at once (issue 14): a hundred `MongoDB` objects of one
+//! Many instances at once: a hundred `MongoDB` objects of one
 //! member in each of three clusters, written together, all become Ready in
 //! every cluster. A pass that waits on members which cannot answer yet (the
 //! other clusters' members before the set exists) must not hold the

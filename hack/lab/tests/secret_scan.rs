@@ -1,7 +1,7 @@
-//! Secret scan (issue 12, item 4): one representative scenario with every
+//! Secret scan: one representative scenario with every
 //! kind of credential, then a search of everything observable for them.
 //!
-//! The scenario, on three clusters (lab 81): FedState's sample
+//! The scenario, on three clusters: FedState's sample
 //! `MultiCloudMongoDB` (the exporter enabled) with a long random root
 //! password; an application database user with a long random password; a
 //! replica set of 1+1+1 formed; a template change that rolls every pod
