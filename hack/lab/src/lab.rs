@@ -14,7 +14,7 @@
 //! applied with kubectl in every cluster, and each operator's kubeconfig
 //! carries that ServiceAccount's token, so a permission the chart lacks fails
 //! the tests. The harness (kubectl, which sends no credentials over plain
-//! HTTP; the control-plane stand-in and kubelet-sim with an admin token) acts
+//! HTTP; the control-plane stand-in and cluster-sim with an admin token) acts
 //! as cluster administrator. Without helm-python-sdk the lab refuses to start,
 //! before it binds any address: an operator started without its namespace
 //! would retry its leader election there for ever, and one running as an
@@ -37,14 +37,14 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use apiserver_sim::auth::Unauthenticated;
 use apiserver_sim::{ApiServer, ApiServerHandle, Authenticator, Faults, ServerConfig, Store};
+use cluster_sim::{ClusterOptions, ClusterSim, ClusterSimHandle, Ipv4Prefix};
 use kube::Client;
-use kubelet_sim::{ClusterOptions, ClusterSim, ClusterSimHandle, Ipv4Prefix};
 use mongod_sim::Network;
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
-use crate::controlplane::{ControlPlane, MemberCluster};
 use crate::runtime::MongodRuntime;
+use federation_sim::control_plane::{ControlPlane, MemberCluster};
 
 /// Cluster names, in order.
 pub const CLUSTER_NAMES: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
@@ -528,7 +528,7 @@ async fn render_operator_rbac() -> Result<OperatorRbac> {
 /// behind `VIP:nodePort` recognises that host string as itself (mongod's isSelf).
 async fn sync_aliases(
     network: Arc<Network>,
-    mut routes: tokio::sync::watch::Receiver<kubelet_sim::NodePortRoutes>,
+    mut routes: tokio::sync::watch::Receiver<cluster_sim::NodePortRoutes>,
 ) {
     let mut published: BTreeSet<(String, String)> = BTreeSet::new();
     loop {

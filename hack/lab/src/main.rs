@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use kube::Client;
-use lab::controlplane::{
+use federation_sim::control_plane::{
     self, lab_replica_set_settings, ControlPlane, ControlPlaneView, InstanceRequest, LabOnly,
     MemberCluster, Request, Split, Submission,
 };
-use lab::fedstate::{Deviations, MultiCloudMongoDB};
-use lab::karmada::{Kind, OverridePolicy, Overrider, ResourceRef};
+use federation_sim::fedstate::{Deviations, MultiCloudMongoDB};
+use federation_sim::karmada::{Kind, OverridePolicy, Overrider, ResourceRef};
+use kube::Client;
 use lab::lab::{Lab, LabOptions};
 use lab::observe;
 use lab::scenarios::{self, Scenario};
@@ -343,7 +343,7 @@ async fn main() -> Result<()> {
                 },
             };
             let done =
-                controlplane::send(&state_dir, &Request::Apply(Box::new(submission))).await?;
+                control_plane::send(&state_dir, &Request::Apply(Box::new(submission))).await?;
             println!("{}", done.as_str().unwrap_or_default());
         }
         Command::Scale {
@@ -353,7 +353,7 @@ async fn main() -> Result<()> {
             namespace,
         } => {
             let split = Split::parse(&split)?;
-            let done = controlplane::send(
+            let done = control_plane::send(
                 &state_dir,
                 &Request::Scale {
                     namespace,
@@ -386,11 +386,12 @@ async fn main() -> Result<()> {
                 },
                 name,
             };
-            let done = controlplane::send(&state_dir, &request).await?;
+            let done = control_plane::send(&state_dir, &request).await?;
             println!("{}", done.as_str().unwrap_or_default());
         }
         Command::Delete { name, namespace } => {
-            let done = controlplane::send(&state_dir, &Request::Delete { namespace, name }).await?;
+            let done =
+                control_plane::send(&state_dir, &Request::Delete { namespace, name }).await?;
             println!(
                 "{}; FedState withdraws its objects, the operators take their members out of the replica set",
                 done.as_str().unwrap_or_default()
@@ -402,7 +403,7 @@ async fn main() -> Result<()> {
             json,
         } => {
             let views = observe::views(&connect(&state_dir)?, &namespace, &name).await?;
-            let control_plane = controlplane::send(
+            let control_plane = control_plane::send(
                 &state_dir,
                 &Request::View {
                     namespace: namespace.clone(),
@@ -423,7 +424,7 @@ async fn main() -> Result<()> {
             } else {
                 print!("{}", observe::table(&views));
                 match control_plane {
-                    Ok(view) => print!("\n{}", controlplane::describe(&view)),
+                    Ok(view) => print!("\n{}", control_plane::describe(&view)),
                     Err(error) => println!("\ncontrol plane: {error:#}"),
                 }
             }
@@ -609,7 +610,7 @@ async fn run_control_plane_until_interrupted(
 ) {
     tokio::select! {
         _ = lab.control_plane().run(String::new(), |done| println!("control plane: {done}")) => {}
-        result = controlplane::serve(lab.control_plane(), number, state_dir) => {
+        result = control_plane::serve(lab.control_plane(), number, state_dir) => {
             if let Err(error) = result {
                 eprintln!("the control-plane socket stopped: {error:#}");
             }

@@ -12,14 +12,14 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use crate::harness::*;
+use federation_sim::control_plane::Split;
+use federation_sim::karmada::{Kind, OverridePolicy, Overrider, ResourceRef};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use lab::controlplane::Split;
-use lab::karmada::{Kind, OverridePolicy, Overrider, ResourceRef};
 use lab::lab::Lab;
 use lab::observe;
 use mongodb::bson::Document;

@@ -6,10 +6,10 @@
 use std::time::{Duration, Instant};
 
 use crate::harness::*;
+use federation_sim::control_plane::{Split, ToSubmission};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::Api;
-use lab::controlplane::{Split, ToSubmission};
 use lab::lab::Lab;
 use lab::observe;
 use mongodb::bson::{doc, Document};
@@ -732,15 +732,15 @@ fn fedstate_sample(
     name: &str,
     members: &[(&str, i32)],
     arbiter: bool,
-) -> lab::controlplane::Submission {
-    let mut object = lab::fedstate::MultiCloudMongoDB::sample(name, "default", members);
+) -> federation_sim::control_plane::Submission {
+    let mut object = federation_sim::fedstate::MultiCloudMongoDB::sample(name, "default", members);
     object.spec.image_setting.image = "mongo:7.0".into();
     object.spec.config.arbiter = arbiter;
-    lab::controlplane::Submission {
+    federation_sim::control_plane::Submission {
         object,
         custom_config: None,
-        lab: lab::controlplane::LabOnly {
-            replica_set_settings: Some(lab::controlplane::lab_replica_set_settings()),
+        lab: federation_sim::control_plane::LabOnly {
+            replica_set_settings: Some(federation_sim::control_plane::lab_replica_set_settings()),
             deviations: Default::default(),
         },
     }

@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::harness::*;
+use federation_sim::control_plane::ToSubmission;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PostParams;
 use kube::Api;
-use lab::controlplane::ToSubmission;
 use lab::lab::Lab;
 use lab::observe::SetSampler;
 

@@ -58,9 +58,9 @@ async fn an_override_reaches_the_member_clusters_stays_and_is_replaced_by_name()
         let control_plane = lab.control_plane();
         let socket = {
             let (control_plane, state_dir) = (lab.control_plane(), lab.state_dir().to_path_buf());
-            tokio::spawn(
-                async move { lab::controlplane::serve(control_plane, 90, &state_dir).await },
-            )
+            tokio::spawn(async move {
+                federation_sim::control_plane::serve(control_plane, 90, &state_dir).await
+            })
         };
         let outcome = async {
             control_plane

@@ -29,12 +29,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use crate::harness::*;
+use federation_sim::control_plane::{Split, Submission, ToSubmission};
+use federation_sim::karmada::{Kind, OverridePolicy, Overrider, ResourceRef};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{ApiResource, DynamicObject};
 use kube::Api;
-use lab::controlplane::{Split, Submission, ToSubmission};
-use lab::karmada::{Kind, OverridePolicy, Overrider, ResourceRef};
 use lab::lab::Lab;
 use lab::observe::{self, SetSample, SetSampler};
 use mongod_sim::network::MemberStop;

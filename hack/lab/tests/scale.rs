@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use crate::harness::*;
-use lab::controlplane::Split;
+use federation_sim::control_plane::Split;
 use lab::observe::{is_ready, views};
 
 const INSTANCES: usize = 100;

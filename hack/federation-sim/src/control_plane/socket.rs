@@ -12,7 +12,7 @@ use serde_json::{json, Value as Json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::{ControlPlane, Split, Submission};
+use super::{ControlPlane, OverridePolicy, Split, Submission};
 
 /// A request to the control plane of a running `lab up`.
 #[derive(Serialize, Deserialize, Debug)]
@@ -37,6 +37,18 @@ pub enum Request {
         namespace: String,
         /// Name.
         name: String,
+    },
+    /// A user's own OverridePolicy (`lab override`): applied with
+    /// [`ControlPlane::apply_override_policy`], replacing one of that name.
+    OverridePolicy {
+        /// Namespace.
+        namespace: String,
+        /// The instance.
+        name: String,
+        /// The policy's name.
+        policy_name: String,
+        /// The policy.
+        policy: OverridePolicy,
     },
     /// The control plane's view of an instance.
     View {
@@ -98,6 +110,17 @@ async fn answer(control_plane: &ControlPlane, line: &str) -> Result<Json> {
         Request::Delete { namespace, name } => {
             control_plane.delete(&namespace, &name).await?;
             json!(format!("deleting MultiCloudMongoDB {name}"))
+        }
+        Request::OverridePolicy {
+            namespace,
+            name,
+            policy_name,
+            policy,
+        } => {
+            control_plane
+                .apply_override_policy(&namespace, &name, &policy_name, policy)
+                .await?;
+            json!(format!("applied OverridePolicy {policy_name} to {name}"))
         }
         Request::View { namespace, name } => {
             serde_json::to_value(control_plane.view(&namespace, &name).await?)?
