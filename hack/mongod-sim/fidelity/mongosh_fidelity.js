@@ -59,8 +59,11 @@ for (const h of hosts.slice(1)) {
   if (r.ok !== 1) throw new Error('rs.add failed: ' + JSON.stringify(r));
   waitFor(h + ' SECONDARY', () => memberState(h) === 'SECONDARY');
 }
-waitFor('newlyAdded cleared', () =>
-  db.adminCommand({ replSetGetConfig: 1, $_internalIncludeNewlyAdded: true }).config.members.every((m) => !m.newlyAdded));
+// newlyAdded shows only in hello: priority 0 (passives) until it is cleared.
+waitFor('newlyAdded cleared', () => {
+  const hello = db.adminCommand({ hello: 1 });
+  return hosts.every((h) => hello.hosts.includes(h));
+});
 if (rs.conf().members.length !== 3) throw new Error('expected 3 members: ' + JSON.stringify(rs.conf()));
 
 // A reconfig changing priorities.

@@ -18,7 +18,7 @@ from bson import ObjectId
 from pymongo.errors import OperationFailure, WriteError
 from pymongo.write_concern import WriteConcern
 
-from fidelity_common import wait
+from fidelity_common import direct, expect_code, wait
 
 HOSTS = os.environ["MMO_HOSTS"].split(",")
 CONTROL = os.environ["MMO_CONTROL"]
@@ -31,20 +31,6 @@ def control(*words):
             return True, r.read().decode()
     except urllib.error.HTTPError as e:
         return False, e.read().decode()
-
-
-def direct(host):
-    return pymongo.MongoClient(f"mongodb://{host}/", directConnection=True, serverSelectionTimeoutMS=10000)
-
-
-def expect_code(code, fn):
-    try:
-        fn()
-    except pymongo.errors.PyMongoError as e:
-        got = getattr(e, "code", None) or (getattr(e, "details", None) or {}).get("code")
-        assert got == code, f"expected code {code}, got {got}: {e!r}"
-        return e
-    raise AssertionError(f"expected error code {code}, got success")
 
 
 def primary():

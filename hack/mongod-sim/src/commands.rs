@@ -163,6 +163,8 @@ async fn run(
         "update" => crate::update::update(member, body).await,
         "delete" => crate::update::delete(member, body).await,
         "setFeatureCompatibilityVersion" => crate::fcv::set_fcv(member, body).await,
+        "setDefaultRWConcern" => crate::rwc_defaults::set_default(member, body).await,
+        "getDefaultRWConcern" => crate::rwc_defaults::get_default(member, body),
         "find" => crate::query::find(member, body),
         "aggregate" => crate::query::aggregate(member, body),
         "replSetInitiate" => crate::repl_commands::initiate(member, body).await,
@@ -255,19 +257,22 @@ fn hello_response(member: &Member, conn: &Connection, body: &Document, legacy: b
     });
     match member_cfg {
         Some((cfg, me)) if inner.state != MemberState::Removed => {
-            let visible = |m: &&crate::config::MemberConfig| !m.hidden && !m.arbiter_only;
+            // fillHelloForReplSet: hidden and delayed members are left out.
+            let visible = |m: &&crate::config::MemberConfig| {
+                !m.hidden && m.secondary_delay_secs == 0 && !m.arbiter_only
+            };
             let hosts: Vec<Bson> = cfg
                 .members
                 .iter()
                 .filter(visible)
-                .filter(|m| m.priority > 0.0)
+                .filter(|m| m.is_electable())
                 .map(|m| Bson::String(m.host.clone()))
                 .collect();
             let passives: Vec<Bson> = cfg
                 .members
                 .iter()
                 .filter(visible)
-                .filter(|m| m.priority == 0.0)
+                .filter(|m| !m.is_electable())
                 .map(|m| Bson::String(m.host.clone()))
                 .collect();
             let arbiters: Vec<Bson> = cfg
@@ -291,7 +296,7 @@ fn hello_response(member: &Member, conn: &Connection, body: &Document, legacy: b
             if let Some(p) = member.known_primary(&inner) {
                 d.insert("primary", p);
             }
-            if me.priority == 0.0 && !me.arbiter_only {
+            if !me.is_electable() && !me.arbiter_only {
                 d.insert("passive", true);
             }
             if me.hidden {

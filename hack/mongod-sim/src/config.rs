@@ -28,7 +28,16 @@ impl MemberConfig {
     }
     /// May become primary.
     pub fn is_electable(&self) -> bool {
-        !self.arbiter_only && self.priority > 0.0 && !self.newly_added
+        !self.arbiter_only && self.effective_priority() > 0.0
+    }
+    /// The priority mongod acts on: 0 while `newlyAdded` (`MemberConfig::getPriority`);
+    /// `priority` is the configured one (`getBasePriority`).
+    pub fn effective_priority(&self) -> f64 {
+        if self.newly_added {
+            0.0
+        } else {
+            self.priority
+        }
     }
 }
 
@@ -310,24 +319,39 @@ impl ReplSetConfig {
         self.voters().count() / 2 + 1
     }
 
+    /// Whether the implicit default write concern is `{w: "majority"}` (else
+    /// `{w: 1}`): mongod's `ReplSetConfig::isImplicitDefaultWriteConcernMajority`
+    /// over `_calculateMajorities` — no arbiter, or more data-bearing voters than
+    /// a majority of the voters. `newlyAdded` members are no voters here.
+    pub fn is_implicit_default_write_concern_majority(&self) -> bool {
+        let voters = self.voters().count();
+        let arbiters = self.members.iter().filter(|m| m.arbiter_only).count();
+        let writable_voters = voters.saturating_sub(arbiters);
+        arbiters == 0 || writable_voters > self.majority()
+    }
+
+    /// mongod's `ReplSetConfig::isPSASet`: three members, two of them data-bearing
+    /// (votes are not looked at).
+    pub fn is_psa_set(&self) -> bool {
+        self.members.len() == 3 && self.members.iter().filter(|m| !m.arbiter_only).count() == 2
+    }
+
     pub fn replica_set_id(&self) -> Option<ObjectId> {
         self.settings.replica_set_id
     }
 
-    /// The config as `replSetGetConfig` renders it.
-    pub fn to_document(&self, include_newly_added: bool) -> Document {
+    /// The config as `replSetGetConfig` renders it: configured `votes` and
+    /// `priority`, without `newlyAdded` (`toBSONWithoutNewlyAdded`).
+    pub fn to_document(&self) -> Document {
         let members: Vec<Bson> = self
             .members
             .iter()
             .map(|m| {
-                let mut d = doc! {
+                let d = doc! {
                     "_id": m.id as i32, "host": m.host.clone(), "arbiterOnly": m.arbiter_only,
                     "buildIndexes": m.build_indexes, "hidden": m.hidden, "priority": m.priority,
                     "tags": m.tags.clone(), "secondaryDelaySecs": m.secondary_delay_secs, "votes": m.votes as i32,
                 };
-                if include_newly_added && m.newly_added {
-                    d.insert("newlyAdded", true);
-                }
                 Bson::Document(d)
             })
             .collect();
@@ -413,11 +437,14 @@ fn parse_member(m: &Document) -> Result<MemberConfig, String> {
     })
 }
 
-/// The reconfig compatibility checks (all failures are code 103).
+/// The reconfig compatibility checks (all failures are code 103). `psa_rule`:
+/// the binary is 5.0 or later, where mongod refuses an electable PSA secondary
+/// after a config with one writable voter (see [`check_psa_transition`]).
 pub fn check_reconfig_compatible(
     old: &ReplSetConfig,
     new: &ReplSetConfig,
     force: bool,
+    psa_rule: bool,
 ) -> Result<(), String> {
     if !force && new.version <= old.version {
         return Err(format!(
@@ -450,6 +477,9 @@ pub fn check_reconfig_compatible(
             }
         }
     }
+    if psa_rule {
+        check_psa_transition(old, new)?;
+    }
     if !force {
         // Voting membership is compared on what the user asked for, by `_id` as
         // mongod's validateSingleNodeChange does: a member entering or leaving the
@@ -471,6 +501,24 @@ pub fn check_reconfig_compatible(
                     .into(),
             );
         }
+    }
+    Ok(())
+}
+
+/// mongod 5.0+'s `validateOldAndNewConfigsCompatible` rule for PSA sets: when
+/// the old config's election and write quorums need not overlap (fewer writable
+/// voters than a majority of voters — configured votes, `newlyAdded` ignored),
+/// the new config may not be a PSA set with two members of configured priority
+/// above 0 (force reconfigs included). `rs.reconfigForPSASet` gives the vote
+/// with priority 0 first and the priority in a second reconfig.
+fn check_psa_transition(old: &ReplSetConfig, new: &ReplSetConfig) -> Result<(), String> {
+    let old_voters = old.members.iter().filter(|m| m.votes > 0).count();
+    let old_arbiters = old.members.iter().filter(|m| m.arbiter_only).count();
+    let majority = old_voters / 2 + 1;
+    let overlap = old_voters.saturating_sub(old_arbiters) >= majority;
+    let electable = new.members.iter().filter(|m| m.priority > 0.0).count();
+    if !overlap && new.is_psa_set() && electable > 1 {
+        return Err("Rejecting reconfig where the new config has a PSA topology and the secondary is electable, but the old config contains only one writable node. Refer to https://docs.mongodb.com/manual/reference/method/rs.reconfigForPSASet/ for next steps on reconfiguring a PSA set.".into());
     }
     Ok(())
 }
@@ -532,20 +580,20 @@ mod tests {
         let old = cfg(hosts(3));
         let mut one = cfg(hosts(2));
         one.version = 2;
-        assert!(check_reconfig_compatible(&old, &one, false).is_ok());
+        assert!(check_reconfig_compatible(&old, &one, false, true).is_ok());
         let mut two = cfg(hosts(1));
         two.version = 2;
-        assert!(check_reconfig_compatible(&old, &two, false)
+        assert!(check_reconfig_compatible(&old, &two, false, true)
             .unwrap_err()
             .contains("at most 1 voting member"));
-        assert!(check_reconfig_compatible(&old, &two, true).is_ok());
+        assert!(check_reconfig_compatible(&old, &two, true, true).is_ok());
         let mut same_version = cfg(hosts(3));
         same_version.version = 1;
-        assert!(check_reconfig_compatible(&old, &same_version, false).is_err());
+        assert!(check_reconfig_compatible(&old, &same_version, false, true).is_err());
         let mut changed_id = cfg(hosts(3));
         changed_id.version = 2;
         changed_id.members[2].id = 7;
-        assert!(check_reconfig_compatible(&old, &changed_id, false)
+        assert!(check_reconfig_compatible(&old, &changed_id, false, true)
             .unwrap_err()
             .contains("_id"));
     }
@@ -558,17 +606,20 @@ mod tests {
         let mut moved = cfg(hosts(3));
         moved.version = 2;
         moved.members[2].host = "127.0.0.9:27017".into();
-        assert_eq!(check_reconfig_compatible(&old, &moved, false), Ok(()));
+        assert_eq!(check_reconfig_compatible(&old, &moved, false, true), Ok(()));
         let mut two_moved = moved.clone();
         two_moved.members[1].host = "127.0.0.8:27017".into();
-        assert_eq!(check_reconfig_compatible(&old, &two_moved, false), Ok(()));
+        assert_eq!(
+            check_reconfig_compatible(&old, &two_moved, false, true),
+            Ok(())
+        );
         // A new `_id` for a host is still refused, and a new voter in place of
         // another is still two changes.
         let mut replaced = cfg(hosts(3));
         replaced.version = 2;
         replaced.members[2].id = 9;
         replaced.members[2].host = "127.0.0.9:27017".into();
-        assert!(check_reconfig_compatible(&old, &replaced, false)
+        assert!(check_reconfig_compatible(&old, &replaced, false, true)
             .unwrap_err()
             .contains("at most 1 voting member"));
     }

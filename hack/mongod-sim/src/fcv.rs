@@ -259,7 +259,8 @@ pub(crate) fn get_parameter(member: &Member, body: &Document) -> CmdResult {
     Ok(d)
 }
 
-fn wait_failure_error(f: WaitFailure) -> CmdError {
+/// A failed write-concern wait as the command's error (64 / 11602).
+pub(crate) fn wait_failure_error(f: WaitFailure) -> CmdError {
     match f {
         WaitFailure::TimedOut => CmdError::new(
             error::WRITE_CONCERN_FAILED,

@@ -11,6 +11,7 @@ pub mod member;
 pub mod network;
 mod query;
 mod repl_commands;
+mod rwc_defaults;
 mod scram;
 mod server;
 pub mod state;

@@ -8,6 +8,7 @@ use crate::error::{self, fail, CmdError};
 use crate::member::{now_ms, Member, MemberState};
 use crate::network::Network;
 use crate::state::{Op, OpTime, OplogEntry, SYSTEM_VERSION_NS};
+use crate::version::Release;
 use bson::{doc, oid::ObjectId, Bson, DateTime, Document};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -191,10 +192,15 @@ pub(crate) async fn initiate(member: &Arc<Member>, body: &Document) -> CmdResult
 
 pub(crate) async fn get_config(member: &Member, body: &Document) -> CmdResult {
     let cfg = member.config().ok_or_else(no_config)?;
-    let include_newly_added = body
-        .get_bool("$_internalIncludeNewlyAdded")
-        .unwrap_or(false);
-    let mut reply = doc! { "config": cfg.to_document(include_newly_added) };
+    if body.contains_key("$_internalIncludeNewlyAdded") {
+        // CmdReplSetGetConfig: a test-only option, refused (whatever its value)
+        // unless mongod runs with enableTestCommands, which production does not.
+        return fail(
+            error::INVALID_OPTIONS,
+            "The '$_internalIncludeNewlyAdded' option is only supported when testing commands are enabled",
+        );
+    }
+    let mut reply = doc! { "config": cfg.to_document() };
     if body.get_bool("commitmentStatus").unwrap_or(false) {
         if member.state() != MemberState::Primary {
             return fail(
@@ -349,7 +355,7 @@ pub(crate) fn get_status(member: &Member) -> CmdResult {
 /// previous config, and this primary's first entry of its term
 /// (`getConfigOplogCommitmentOpTime`), is on a majority of `cfg`'s
 /// data-bearing voters.
-fn config_committed(member: &Member, net: &Network, cfg: &ReplSetConfig) -> bool {
+pub(crate) fn config_committed(member: &Member, net: &Network, cfg: &ReplSetConfig) -> bool {
     let target = {
         let inner = member.lock();
         if inner.state != MemberState::Primary {
@@ -380,6 +386,46 @@ fn installed_by_majority(member: &Member, net: &Network, cfg: &ReplSetConfig) ->
         })
         .count();
     count >= cfg.majority()
+}
+
+/// What `_doReplSetReconfig` checks once it has the new config, in its order,
+/// for the command and for the primary's own `newlyAdded` removals: the
+/// implicit default write concern (5.0+), `validateConfigForReconfig` (all 103,
+/// the PSA rule from 5.0), finding itself (74), being electable and the quorum
+/// check (non-force).
+pub(crate) fn check_new_config(
+    member: &Member,
+    net: &Network,
+    old: &ReplSetConfig,
+    new: &ReplSetConfig,
+    force: bool,
+) -> Result<(), CmdError> {
+    crate::rwc_defaults::check_implicit_default_unchanged(member, old, new)?;
+    let incompatible = |e: String| CmdError::new(error::NEW_CONFIG_INCOMPATIBLE, e);
+    new.validate().map_err(incompatible)?;
+    let psa_rule = member.version().release() >= Release::new(5, 0);
+    check_reconfig_compatible(old, new, force, psa_rule).map_err(incompatible)?;
+    let me = find_self(net, member, new).cloned().ok_or_else(|| CmdError::new(error::NODE_NOT_FOUND, format!(
+        "No host described in new configuration with {} for replica set {} maps to this node", version_term(new), new.set_name)))?;
+    if !force && !me.is_electable() {
+        return fail(error::NODE_NOT_ELECTABLE, format!(
+            "This node, {}, with _id {} is not electable under the new configuration with {} for replica set {}",
+            me.host, me.id, version_term(new), new.set_name));
+    }
+    if !force {
+        let mut responded = Vec::new();
+        for m in new.voters() {
+            if m.host == me.host || net.dial(member, &m.host).is_some() {
+                responded.push(m.host.clone());
+            }
+        }
+        if responded.len() < new.majority() {
+            return fail(error::NODE_NOT_FOUND, format!(
+                "Quorum check failed because not enough voting nodes responded; required {} but only the following {} voting nodes responded: {}",
+                new.majority(), responded.len(), responded.join(", ")));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) async fn reconfig(member: &Arc<Member>, body: &Document) -> CmdResult {
@@ -419,9 +465,16 @@ pub(crate) async fn reconfig(member: &Arc<Member>, body: &Document) -> CmdResult
     };
     let mut new = ReplSetConfig::parse(arg)
         .map_err(|e| CmdError::new(error::INVALID_REPLICA_SET_CONFIG, e))?;
-    if new.set_name != member.spec().repl_set {
+    if new.set_name != old.set_name {
         return fail(error::INVALID_REPLICA_SET_CONFIG, format!(
-            "Attempting to reconfigure a replica set with name {}, but command line reports {}; rejecting", new.set_name, member.spec().repl_set));
+            "Rejecting reconfig where new config set name differs from command line set name, new config set name: {}, old config set name: {}", new.set_name, old.set_name));
+    }
+    if new.members.iter().any(|m| m.newly_added) {
+        // processReplSetReconfig: the flag is mongod's own bookkeeping.
+        return fail(
+            error::INVALID_REPLICA_SET_CONFIG,
+            "Cannot provide newlyAdded field to member config during reconfig.",
+        );
     }
     if new.settings.replica_set_id.is_none() {
         new.settings.replica_set_id = old.replica_set_id();
@@ -441,29 +494,7 @@ pub(crate) async fn reconfig(member: &Arc<Member>, body: &Document) -> CmdResult
             };
         }
     }
-    let incompatible = |e: String| CmdError::new(error::NEW_CONFIG_INCOMPATIBLE, e);
-    new.validate().map_err(incompatible)?;
-    check_reconfig_compatible(&old, &new, force).map_err(incompatible)?;
-    let me = find_self(&net, member, &new).cloned().ok_or_else(|| CmdError::new(error::NODE_NOT_FOUND, format!(
-        "No host described in new configuration with {} for replica set {} maps to this node", version_term(&new), new.set_name)))?;
-    if !force && !me.is_electable() {
-        return fail(error::NODE_NOT_ELECTABLE, format!(
-            "This node, {}, with _id {} is not electable under the new configuration with {} for replica set {}",
-            me.host, me.id, version_term(&new), new.set_name));
-    }
-    if !force {
-        let mut responded = Vec::new();
-        for m in new.voters() {
-            if m.host == me.host || net.dial(member, &m.host).is_some() {
-                responded.push(m.host.clone());
-            }
-        }
-        if responded.len() < new.majority() {
-            return fail(error::NODE_NOT_FOUND, format!(
-                "Quorum check failed because not enough voting nodes responded; required {} but only the following {} voting nodes responded: {}",
-                new.majority(), responded.len(), responded.join(", ")));
-        }
-    }
+    check_new_config(member, &net, &old, &new, force)?;
     {
         let mut inner = member.lock();
         if !force && inner.state != MemberState::Primary {

@@ -362,22 +362,14 @@ async fn a_voter_readdressed_under_its_id_is_no_voting_change_and_not_newly_adde
         .await
         .expect("a host change under the same _id is accepted");
 
-    let with_flags = admin
-        .run_command(doc! {"replSetGetConfig": 1, "$_internalIncludeNewlyAdded": true})
-        .await
-        .unwrap();
-    let entry = with_flags
-        .get_document("config")
-        .unwrap()
-        .get_array("members")
-        .unwrap()
-        .iter()
-        .filter_map(|m| m.as_document())
-        .find(|m| m.get_str("host").ok() == Some(new_alias.as_str()))
-        .cloned()
-        .expect("the entry has the new host");
-    assert_eq!(entry.get_i32("_id").unwrap(), moved as i32);
-    assert!(!entry.contains_key("newlyAdded"), "{entry}");
+    // Not newlyAdded: hello lists it under `hosts` (a newlyAdded member has
+    // priority 0 and is listed under `passives`).
+    let hello = admin.run_command(doc! {"hello": 1}).await.unwrap();
+    let hosts = hello.get_array("hosts").unwrap();
+    assert!(
+        hosts.contains(&bson::Bson::String(new_alias.clone())),
+        "{hello}"
+    );
     wait_until(
         "the readdressed member answers with its new host",
         || async {

@@ -1,5 +1,5 @@
 //! Fidelity against real third-party clients: runs the `mongod-sim` binary on its
-//! own addresses and drives it with pymongo (fidelity/pymongo_fidelity.py) and
+//! own addresses and drives it with pymongo (fidelity/pymongo_*.py) and
 //! mongosh (fidelity/mongosh_fidelity.js). Tools come from `MMO_PYTHON` and
 //! `MMO_MONGOSH` (see hack/test-tools.sh); without them the tests skip, unless
 //! `MMO_REQUIRE_TOOLS=1`, in which case they fail.
@@ -152,6 +152,19 @@ fn pymongo_updates_deletes_feature_compatibility_version_and_server_versions() {
         .env("MMO_HOSTS", hosts.join(","))
         .env("MMO_CONTROL", &control);
     run_script(cmd, "PYMONGO WRITES AND FCV OK");
+}
+
+#[test]
+fn pymongo_meets_the_write_concern_and_psa_reconfig_rules() {
+    let Some(python) = tool("MMO_PYTHON") else {
+        return;
+    };
+    let hosts: Vec<String> = (1..=5).map(|i| format!("127.111.0.{i}:27017")).collect();
+    let _sim = start_sim(&hosts, &[]);
+    let mut cmd = Command::new(python);
+    cmd.arg(script("pymongo_write_concern_rules.py"))
+        .env("MMO_HOSTS", hosts.join(","));
+    run_script(cmd, "PYMONGO WRITE CONCERN RULES OK");
 }
 
 #[test]

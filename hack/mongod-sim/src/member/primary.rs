@@ -62,45 +62,61 @@ impl Member {
                 }
             }
         }
-        self.remove_newly_added(cfg);
+        self.remove_newly_added(net, cfg);
     }
 
-    /// The primary clears `newlyAdded` once the member is SECONDARY.
-    fn remove_newly_added(&self, cfg: &ReplSetConfig) {
-        let mut inner = self.lock();
-        if inner.config_op_in_progress || inner.state != MemberState::Primary {
+    /// The primary's own reconfig that clears `newlyAdded` of one member it sees
+    /// SECONDARY (mongod's `_reconfigToRemoveNewlyAddedField`, scheduled from a
+    /// heartbeat response): a non-force reconfig from this config, version + 1,
+    /// through the same checks as the command — the current config committed,
+    /// then `check_new_config` (so with no cluster-wide write concern it fails
+    /// where the member's vote would change the implicit default). A failure is
+    /// silent and retried on the next tick; the member stays `newlyAdded`
+    /// (no vote, priority 0).
+    fn remove_newly_added(&self, net: &Network, cfg: &ReplSetConfig) {
+        let ready = {
+            let inner = self.lock();
+            if inner.config_op_in_progress || inner.state != MemberState::Primary {
+                return;
+            }
+            cfg.members
+                .iter()
+                .find(|m| {
+                    m.newly_added
+                        && inner.peers.get(&m.host).is_some_and(|p| {
+                            p.up && p
+                                .view
+                                .as_ref()
+                                .is_some_and(|v| v.state == MemberState::Secondary)
+                        })
+                })
+                .map(|m| m.id)
+        };
+        let Some(id) = ready else {
             return;
-        }
-        let ready: Vec<String> = cfg
-            .members
-            .iter()
-            .filter(|m| m.newly_added)
-            .filter(|m| {
-                inner
-                    .peers
-                    .get(&m.host)
-                    .map(|p| {
-                        p.up && p
-                            .view
-                            .as_ref()
-                            .map(|v| v.state == MemberState::Secondary)
-                            .unwrap_or(false)
-                    })
-                    .unwrap_or(false)
-            })
-            .map(|m| m.host.clone())
-            .collect();
-        if ready.is_empty() {
+        };
+        if !crate::repl_commands::config_committed(self, net, cfg) {
             return;
         }
         let mut new = cfg.clone();
-        for m in new.members.iter_mut() {
-            if ready.contains(&m.host) {
-                m.newly_added = false;
-            }
+        for m in new.members.iter_mut().filter(|m| m.id == id) {
+            m.newly_added = false;
         }
         new.version += 1;
         new.term = self.disk().term;
+        if let Err(e) = crate::repl_commands::check_new_config(self, net, cfg, &new, false) {
+            tracing::debug!(member = %self.listen, id, error = %e, "Failed to remove 'newlyAdded' config field");
+            return;
+        }
+        let mut inner = self.lock();
+        let unchanged = self
+            .disk()
+            .config
+            .as_ref()
+            .is_some_and(|c| c.same_version(cfg));
+        if inner.config_op_in_progress || inner.state != MemberState::Primary || !unchanged {
+            return;
+        }
         inner.last_committed_in_prev_config = inner.commit_point;
         self.install_config(&mut inner, new);
     }

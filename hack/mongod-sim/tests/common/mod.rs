@@ -32,6 +32,11 @@ impl Drop for Set {
 impl Set {
     /// Starts `n` members on 127.`range`.0.1..n:27017.
     pub async fn start(range: u8, n: usize, configure: impl Fn(&mut MemberSpec)) -> Set {
+        Set::start_at(&format!("127.{range}.0"), n, configure).await
+    }
+
+    /// Starts `n` members on `prefix`.1..n:27017 (`prefix` the first three octets).
+    pub async fn start_at(prefix: &str, n: usize, configure: impl Fn(&mut MemberSpec)) -> Set {
         let net = Network::new();
         let mut set = Set {
             net,
@@ -40,7 +45,7 @@ impl Set {
             volumes: Vec::new(),
         };
         for i in 1..=n {
-            let host = format!("127.{range}.0.{i}:27017");
+            let host = format!("{prefix}.{i}:27017");
             let mut spec = MemberSpec::new(host.parse().unwrap(), "rs0");
             configure(&mut spec);
             let volume = Volume::new();
@@ -108,6 +113,18 @@ impl Set {
         })
         .await;
         primary
+    }
+
+    /// `replSetGetConfig`'s `config` on `host`.
+    pub async fn replset_config(&self, host: &str) -> Document {
+        let reply = self
+            .direct(host, "")
+            .await
+            .database("admin")
+            .run_command(doc! {"replSetGetConfig": 1})
+            .await
+            .expect("replSetGetConfig");
+        reply.get_document("config").unwrap().clone()
     }
 
     pub fn state(&self, host: &str) -> Option<MemberState> {
