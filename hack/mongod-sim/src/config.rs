@@ -637,4 +637,57 @@ mod tests {
         assert!(stamped.is_newer_than(&forced));
         assert!(!forced.is_newer_than(&stamped));
     }
+
+    /// `data` data-bearing members then `arbiters` arbiters (`_id` 10, 11, ...).
+    fn with_arbiters(data: usize, arbiters: usize) -> ReplSetConfig {
+        let mut members = hosts(data);
+        members.extend((10..10 + arbiters).map(|i| {
+            doc! { "_id": i as i32, "host": format!("127.0.0.{i}:27017"), "arbiterOnly": true }
+        }));
+        cfg(members)
+    }
+
+    #[test]
+    fn implicit_default_write_concern_as_mongod_calculates_it() {
+        let majority = |c: &ReplSetConfig| c.is_implicit_default_write_concern_majority();
+        assert!(majority(&with_arbiters(2, 0)));
+        assert!(!majority(&with_arbiters(1, 1)));
+        assert!(!majority(&with_arbiters(2, 1)));
+        // 3 data-bearing of 4 voters is not more than the majority, 3.
+        assert!(!majority(&with_arbiters(3, 1)));
+        assert!(majority(&with_arbiters(4, 1)));
+        // A newlyAdded member is no voter.
+        let mut flagged = with_arbiters(4, 1);
+        flagged.members[3].newly_added = true;
+        assert!(!majority(&flagged));
+    }
+
+    #[test]
+    fn an_electable_psa_secondary_needs_a_config_with_two_writable_voters_first() {
+        let old = with_arbiters(1, 1);
+        let mut one_step = with_arbiters(2, 1);
+        one_step.version = 2;
+        assert!(check_reconfig_compatible(&old, &one_step, false, true)
+            .unwrap_err()
+            .contains("PSA topology"));
+        assert!(check_reconfig_compatible(&old, &one_step, true, true).is_err());
+        assert_eq!(
+            check_reconfig_compatible(&old, &one_step, false, false),
+            Ok(())
+        );
+        // Votes with priority 0 first (newlyAdded or not), then the priority.
+        let mut vote_first = one_step.clone();
+        vote_first.members[1].priority = 0.0;
+        vote_first.members[1].newly_added = true;
+        assert_eq!(
+            check_reconfig_compatible(&old, &vote_first, false, true),
+            Ok(())
+        );
+        let mut then_priority = one_step.clone();
+        then_priority.version = 3;
+        assert_eq!(
+            check_reconfig_compatible(&vote_first, &then_priority, false, true),
+            Ok(())
+        );
+    }
 }

@@ -224,6 +224,37 @@ async fn mongod_4_4_has_neither_rule() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_5_0_set_at_fcv_4_4_has_no_implicit_default_rule() {
+    let set = Set::start_at("127.110.5", 3, |s: &mut MemberSpec| {
+        s.version = version("5.0.30")
+    })
+    .await;
+    let primary = initiate(&set, &[0, 1], &[]).await;
+    let admin = set.direct(&primary, "").await.database("admin");
+    admin
+        .run_command(doc! {"setFeatureCompatibilityVersion": "4.4"})
+        .await
+        .expect("5.0 downgrades its FCV to 4.4");
+    let defaults = admin
+        .run_command(doc! {"getDefaultRWConcern": 1})
+        .await
+        .unwrap();
+    assert!(!defaults.contains_key("defaultWriteConcern"), "{defaults}");
+    assert_eq!(
+        defaults.get_str("defaultWriteConcernSource"),
+        Ok("implicit")
+    );
+    let with_arbiter = with_member(
+        next_config(&set, &primary).await,
+        doc! {"_id": 2, "host": set.hosts[2].clone(), "arbiterOnly": true},
+    );
+    admin
+        .run_command(doc! {"replSetReconfig": with_arbiter})
+        .await
+        .expect("no implicit-default rule below FCV 5.0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_psa_secondary_is_readded_with_its_vote_first_then_its_priority() {
     let set = Set::start_at("127.110.3", 3, |_| {}).await;
     let primary = initiate(&set, &[0], &[1]).await;
