@@ -2,6 +2,7 @@
 //! rules of `repl_set_config_checks.cpp` (see replica-set-rules.md), the reconfig
 //! compatibility checks, and rendering back to the shape `replSetGetConfig` returns.
 
+use crate::version::{Release, ServerVersion};
 use bson::{doc, oid::ObjectId, Bson, Document};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -276,6 +277,19 @@ impl ReplSetConfig {
             .any(|m| !m.arbiter_only && m.priority > 0.0)
         {
             return Err("This config is not valid: at least one member must be electable (priority > 0, not arbiter)".into());
+        }
+        Ok(())
+    }
+
+    /// `ReplSetConfig::validate`'s arbiter rule of 5.3 and later: more than one
+    /// arbiter needs every member started with `--setParameter
+    /// allowMultipleArbiters=true`, which the sim has not (jstests
+    /// `disable_multiple_arbiters.js`, `requires_fcv_53`; the shell drops the
+    /// parameter before 5.3.0).
+    pub fn check_arbiter_count(&self, binary: ServerVersion) -> Result<(), String> {
+        let arbiters = self.members.iter().filter(|m| m.arbiter_only).count();
+        if binary.release() >= Release::new(5, 3) && arbiters > 1 {
+            return Err("Multiple arbiters are not allowed unless all nodes were started with with --setParameter 'allowMultipleArbiters=true'".into());
         }
         Ok(())
     }
@@ -689,5 +703,17 @@ mod tests {
             check_reconfig_compatible(&vote_first, &then_priority, false, true),
             Ok(())
         );
+    }
+
+    #[test]
+    fn a_second_arbiter_needs_a_parameter_from_5_3() {
+        let two = with_arbiters(3, 2);
+        let v = |s: &str| s.parse::<ServerVersion>().unwrap();
+        assert_eq!(two.check_arbiter_count(v("5.0.30")), Ok(()));
+        assert!(two
+            .check_arbiter_count(v("5.3.0"))
+            .unwrap_err()
+            .contains("allowMultipleArbiters"));
+        assert_eq!(with_arbiters(2, 1).check_arbiter_count(v("8.0.3")), Ok(()));
     }
 }

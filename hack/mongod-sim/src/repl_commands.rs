@@ -108,6 +108,7 @@ pub(crate) async fn initiate(member: &Arc<Member>, body: &Document) -> CmdResult
     }
     let invalid = |msg: String| CmdError::new(error::INVALID_REPLICA_SET_CONFIG, msg);
     cfg.validate().map_err(invalid)?;
+    cfg.check_arbiter_count(member.version()).map_err(invalid)?;
     if cfg.version != 1 {
         return Err(invalid(format!(
             "The config's version field must be 1 in a replSetInitiate config, but found {}",
@@ -403,6 +404,8 @@ pub(crate) fn check_new_config(
     crate::rwc_defaults::check_implicit_default_unchanged(member, old, new)?;
     let incompatible = |e: String| CmdError::new(error::NEW_CONFIG_INCOMPATIBLE, e);
     new.validate().map_err(incompatible)?;
+    new.check_arbiter_count(member.version())
+        .map_err(incompatible)?;
     let psa_rule = member.version().release() >= Release::new(5, 0);
     check_reconfig_compatible(old, new, force, psa_rule).map_err(incompatible)?;
     let me = find_self(net, member, new).cloned().ok_or_else(|| CmdError::new(error::NODE_NOT_FOUND, format!(

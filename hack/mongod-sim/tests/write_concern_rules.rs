@@ -293,7 +293,7 @@ async fn a_psa_secondary_is_readded_with_its_vote_first_then_its_priority() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_newly_added_member_stays_so_while_its_vote_would_change_the_default() {
-    let set = Set::start_at("127.110.4", 5, |_| {}).await;
+    let set = Set::start_at("127.110.4", 6, |_| {}).await;
     // Two data members and an arbiter: {w: 1}. A third data member keeps it
     // ({3 data + arbiter}: 3 is not more than a majority of 4), a fourth makes it
     // {w: "majority"}, so its newlyAdded removal is refused.
@@ -353,4 +353,18 @@ async fn a_newly_added_member_stays_so_while_its_vote_would_change_the_default()
         !newly_added(&set, &primary, 4)
     })
     .await;
+
+    // From 5.3 a second arbiter needs allowMultipleArbiters on every member.
+    let second_arbiter = with_member(
+        next_config(&set, &primary).await,
+        doc! {"_id": 5, "host": set.hosts[5].clone(), "arbiterOnly": true},
+    );
+    let e = expect_code(
+        admin
+            .run_command(doc! {"replSetReconfig": second_arbiter})
+            .await,
+        103,
+    )
+    .await;
+    assert!(e.to_string().contains("allowMultipleArbiters"), "{e}");
 }
