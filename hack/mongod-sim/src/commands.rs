@@ -619,7 +619,14 @@ pub(crate) fn write_concern_error(f: WaitFailure, body: &Document) -> Document {
 /// management commands fail outright when the concern fails, as mongod does.
 async fn user_write(member: &Member, body: &Document, op: Op) -> CmdResult {
     let (optime, generation) = write_ops(member, vec![op])?;
-    match wait_for_write_concern(member, optime, generation, &write_concern(body)).await {
+    match wait_for_write_concern(
+        member,
+        optime,
+        generation,
+        &crate::rwc_defaults::effective_write_concern(member, body),
+    )
+    .await
+    {
         Ok(()) => Ok(doc! {}),
         Err(f) => {
             let mut d = doc! { "ok": 1.0 };
@@ -791,7 +798,14 @@ pub(crate) async fn finish_write(
     mut reply: Document,
     write_errors: Vec<Bson>,
 ) -> CmdResult {
-    if let Err(f) = wait_for_write_concern(member, optime, generation, &write_concern(body)).await {
+    if let Err(f) = wait_for_write_concern(
+        member,
+        optime,
+        generation,
+        &crate::rwc_defaults::effective_write_concern(member, body),
+    )
+    .await
+    {
         reply.insert("writeConcernError", write_concern_error(f, body));
     }
     if !write_errors.is_empty() {

@@ -7,8 +7,8 @@
 //! implicit default write concern while no cluster-wide one is set
 //! (`ReplicationCoordinatorImpl::_doReplSetReconfig`).
 
-use crate::commands::CmdResult;
 use crate::commands::{db_of, not_primary, wait_for_write_concern, write_concern, write_planned};
+use crate::commands::{CmdResult, WriteConcern};
 use crate::config::ReplSetConfig;
 use crate::error::{self, fail, CmdError};
 use crate::member::{Member, MemberState};
@@ -56,6 +56,38 @@ pub(crate) fn default_wc_majority_enabled(binary: ServerVersion, disk: &DurableS
         .and_then(|d| d.get_str("version").ok())
         .and_then(Release::parse);
     binary.release() >= DEFAULT_WC_MAJORITY && fcv.is_some_and(|v| v >= DEFAULT_WC_MAJORITY)
+}
+
+/// The write concern a write waits for: the command's own `w`, else the
+/// default mongod applies (`ReadWriteConcernDefaults::getDefault`): the
+/// cluster-wide one, else the implicit one — `{w: "majority"}` where the config
+/// makes it so on 5.0+ at FCV 5.0+, `{w: 1}` otherwise. A `wtimeout` the
+/// command gives is kept.
+pub(crate) fn effective_write_concern(member: &Member, body: &Document) -> WriteConcern {
+    let mut wc = write_concern(body);
+    if body
+        .get_document("writeConcern")
+        .is_ok_and(|d| d.contains_key("w"))
+    {
+        return wc;
+    }
+    let config = member.config();
+    let disk = member.disk();
+    match cwwc(&disk) {
+        Some(default) => {
+            let default = write_concern(&doc! { "writeConcern": default });
+            wc.w = default.w;
+            wc.wtimeout = wc.wtimeout.or(default.wtimeout);
+        }
+        None => {
+            let majority = default_wc_majority_enabled(member.version(), &disk)
+                && config
+                    .as_ref()
+                    .is_some_and(|c| c.is_implicit_default_write_concern_majority());
+            wc.w = if majority { None } else { Some(1) };
+        }
+    }
+    wc
 }
 
 /// mongod's `_doReplSetReconfig` rule (5.0+, force reconfigs and its own
@@ -241,9 +273,14 @@ pub(crate) async fn set_default(member: &Member, body: &Document) -> CmdResult {
     };
     let (optime, generation, planned) = write_planned(member, plan)?;
     planned?;
-    wait_for_write_concern(member, optime, generation, &write_concern(body))
-        .await
-        .map_err(crate::fcv::wait_failure_error)?;
+    wait_for_write_concern(
+        member,
+        optime,
+        generation,
+        &effective_write_concern(member, body),
+    )
+    .await
+    .map_err(crate::fcv::wait_failure_error)?;
     Ok(reply(member, false))
 }
 

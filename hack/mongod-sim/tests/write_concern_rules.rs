@@ -255,6 +255,38 @@ async fn a_5_0_set_at_fcv_4_4_has_no_implicit_default_rule() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_without_a_write_concern_wait_for_the_default() {
+    let set = Set::start_at("127.110.6", 3, |_| {}).await;
+    // Two data members and an arbiter: the implicit default is {w: 1}.
+    let primary = initiate(&set, &[0, 1], &[2]).await;
+    let secondary = set.hosts[..2].iter().find(|h| **h != primary).unwrap();
+    wait_until("the secondary SECONDARY", || async {
+        set.state(secondary) == Some(mongod_sim::MemberState::Secondary)
+    })
+    .await;
+    set.net.isolate(secondary);
+    let test = set.direct(&primary, "").await.database("test");
+    let insert =
+        |n: i32| doc! {"insert": "c", "documents": [{"_id": n}], "writeConcern": {"wtimeout": 300}};
+    let reply = test.run_command(insert(1)).await.unwrap();
+    assert!(!reply.contains_key("writeConcernError"), "{reply}");
+
+    // A cluster-wide {w: "majority"} (set with w:1: the secondary is cut off).
+    set.direct(&primary, "")
+        .await
+        .database("admin")
+        .run_command(doc! {"setDefaultRWConcern": 1, "defaultWriteConcern": {"w": "majority"}, "writeConcern": {"w": 1}})
+        .await
+        .unwrap();
+    let reply = test.run_command(insert(2)).await.unwrap();
+    let error = reply
+        .get_document("writeConcernError")
+        .expect("waits for a majority");
+    assert_eq!(error.get_i32("code"), Ok(64), "{reply}");
+    set.net.heal(secondary);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_psa_secondary_is_readded_with_its_vote_first_then_its_priority() {
     let set = Set::start_at("127.110.3", 3, |_| {}).await;
     let primary = initiate(&set, &[0], &[1]).await;
