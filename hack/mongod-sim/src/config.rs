@@ -495,18 +495,13 @@ pub fn check_reconfig_compatible(
         check_psa_transition(old, new)?;
     }
     if !force {
-        // Voting membership is compared on what the user asked for, by `_id` as
-        // mongod's validateSingleNodeChange does: a member entering or leaving the
-        // voter set counts, a voter whose host changes does not, and newlyAdded
-        // bookkeeping does not.
-        let voter_ids = |config: &ReplSetConfig| -> HashSet<i64> {
-            config
-                .members
-                .iter()
-                .filter(|m| m.votes > 0)
-                .map(|m| m.id)
-                .collect()
-        };
+        // Voting membership is compared by `_id` over the members that vote now,
+        // as mongod's validateSingleNodeChange does (`votingMembers()`: votes and
+        // not newlyAdded, the flag already set on the new config): a member
+        // entering or leaving the voter set counts, a voter whose host changes
+        // does not, and a new voter, being newlyAdded, does not either.
+        let voter_ids =
+            |config: &ReplSetConfig| -> HashSet<i64> { config.voters().map(|m| m.id).collect() };
         let (old_voters, new_voters) = (voter_ids(old), voter_ids(new));
         let changes = old_voters.symmetric_difference(&new_voters).count();
         if changes > 1 {
@@ -715,5 +710,20 @@ mod tests {
             .unwrap_err()
             .contains("allowMultipleArbiters"));
         assert_eq!(with_arbiters(2, 1).check_arbiter_count(v("8.0.3")), Ok(()));
+    }
+
+    #[test]
+    fn new_voters_are_newly_added_and_no_voting_change() {
+        let old = cfg(hosts(2));
+        let mut two_new = cfg(hosts(4));
+        two_new.version = 2;
+        assert!(check_reconfig_compatible(&old, &two_new, false, true).is_err());
+        for m in two_new.members.iter_mut().skip(2) {
+            m.newly_added = true;
+        }
+        assert_eq!(
+            check_reconfig_compatible(&old, &two_new, false, true),
+            Ok(())
+        );
     }
 }
