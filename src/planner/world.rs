@@ -546,8 +546,12 @@ impl World {
         }
         let mut installed = new.clone();
         for m in installed.members.iter_mut() {
-            // By `_id`, as mongod: a member whose host changed is not new.
-            m.newly_added |= m.votes > 0 && !set.config.members.iter().any(|o| o.id == m.id);
+            // By `_id`, as mongod: a member whose host changed is not new. An
+            // arbiter never is (mongod's `member_config.cpp`: "Arbiter cannot
+            // have newlyAdded field set"): it votes at once.
+            m.newly_added |= m.votes > 0
+                && !m.arbiter_only
+                && !set.config.members.iter().any(|o| o.id == m.id);
         }
         let (running, needed) = self.running_voters(&installed);
         if running < needed {

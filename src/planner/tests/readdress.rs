@@ -199,3 +199,59 @@ fn a_recorded_entry_whose_id_stands_at_an_unlisted_host_is_no_proof_of_departure
         }
     );
 }
+
+/// Three local members in sync (0 primary) and an arbiter entry at its first
+/// nodePort, which answers no more: the arbiter's Service was recreated with
+/// another nodePort before its entry was recorded, and it answers at `moved`
+/// holding no config (the set never reached it).
+fn arbiter_moved_before_its_record(moved: &MemberAddress) -> (Vec<LocalMemberFacts>, ObservedSet) {
+    let (mut facts, mut set) = three_local_in_sync(0);
+    let old = addr(VIP, port_of(MemberSlot::Arbiter));
+    set.config.members.push(ConfigMember {
+        arbiter_only: true,
+        priority: 0.0,
+        ..voter(5, old.clone())
+    });
+    set.members
+        .insert(old, member_status(MemberState::Down, false, None));
+    facts.push(LocalMemberFacts {
+        address: Some(moved.clone()),
+        ..running(MemberSlot::Arbiter, Some(empty_probe()))
+    });
+    (facts, set)
+}
+
+#[test]
+fn an_arbiter_whose_address_changed_before_its_entry_was_recorded_takes_the_new_host() {
+    let moved = addr(VIP, 32000);
+    let (facts, set) = arbiter_moved_before_its_record(&moved);
+    let old = set.config.clone();
+    let mut input = input(3, facts, Observed::Configured(set));
+    input.arbiter_wanted = true;
+    input.hostconf = hostconf(&[local(0), local(1), local(2), moved.clone()]);
+    input.hostconf.members[3].arbiter = true;
+    let (config, change) = expect_reconfig(plan(&input));
+    assert_eq!(
+        change,
+        Change::ReaddressMember {
+            from: addr(VIP, port_of(MemberSlot::Arbiter)),
+            to: moved.clone()
+        }
+    );
+    let arbiter = config.member(&moved).expect("readdressed");
+    assert_eq!((arbiter.id, arbiter.arbiter_only), (5, true));
+    assert_eq!(config.members.len(), old.members.len(), "no second entry");
+    assert_eq!(voting_changes(&old, &config), 0);
+}
+
+#[test]
+fn an_unwanted_arbiter_whose_address_changed_before_its_entry_was_recorded_is_removed() {
+    let moved = addr(VIP, 32000);
+    let (facts, set) = arbiter_moved_before_its_record(&moved);
+    let input = input(3, facts, Observed::Configured(set));
+    // Its entry goes first; its StatefulSet only once the entry is out.
+    let (config, change) = expect_reconfig(plan(&input));
+    let old = addr(VIP, port_of(MemberSlot::Arbiter));
+    assert_eq!(change, Change::RemoveMember { host: old.clone() });
+    assert!(!config.contains(&old));
+}
