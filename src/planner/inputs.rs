@@ -249,8 +249,9 @@ impl LocalMemberFacts {
 
     /// The entry of `config` that is this member: the one recorded on its
     /// StatefulSet (same `_id` and host) when the config still holds it, else
-    /// the one it says it is (`hello`'s `me`), else the one at its address.
-    /// The address comes last: after two members' addresses were swapped, it
+    /// the one it says it is (`hello`'s `me`), else the one at its address,
+    /// else, for the arbiter, [the arbiter entry at its VIP](Self::arbiter_entry_at_vip).
+    /// The address comes late: after two members' addresses were swapped, it
     /// would name the other one's entry.
     pub fn entry_in<'c>(&self, config: &'c ReplicaSetConfig) -> Option<&'c ConfigMember> {
         let recorded = self.recorded.as_ref().and_then(|recorded| {
@@ -266,6 +267,30 @@ impl LocalMemberFacts {
         recorded
             .or_else(says)
             .or_else(|| self.address.as_ref().and_then(|a| config.member(a)))
+            .or_else(|| self.arbiter_entry_at_vip(config))
+    }
+
+    /// For the arbiter slot, the one arbiter entry of `config` at its VIP.
+    /// A cluster hosts one arbiter, so that entry is this slot's even when
+    /// its nodePort moved before the entry was recorded, and before the set
+    /// reached it (it then holds no config and cannot say who it is).
+    /// Without this, the entry would be left behind at the old port: the
+    /// arbiter added again, or, when no longer wanted, its StatefulSet
+    /// deleted and the entry refused as unaccounted forever. An arbiter holds
+    /// no data, so taking the entry for another incarnation loses nothing.
+    fn arbiter_entry_at_vip<'c>(&self, config: &'c ReplicaSetConfig) -> Option<&'c ConfigMember> {
+        let vip = &self.address.as_ref()?.host;
+        if self.slot != MemberSlot::Arbiter {
+            return None;
+        }
+        let mut arbiters = config
+            .members
+            .iter()
+            .filter(|m| m.arbiter_only && &m.host.host == vip);
+        match (arbiters.next(), arbiters.next()) {
+            (Some(only), None) => Some(only),
+            _ => None,
+        }
     }
 }
 

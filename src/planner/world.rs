@@ -549,9 +549,8 @@ impl World {
             // By `_id`, as mongod: a member whose host changed is not new. An
             // arbiter never is (mongod's `member_config.cpp`: "Arbiter cannot
             // have newlyAdded field set"): it votes at once.
-            m.newly_added |= m.votes > 0
-                && !m.arbiter_only
-                && !set.config.members.iter().any(|o| o.id == m.id);
+            m.newly_added |=
+                m.votes > 0 && !m.arbiter_only && !set.config.members.iter().any(|o| o.id == m.id);
         }
         let (running, needed) = self.running_voters(&installed);
         if running < needed {

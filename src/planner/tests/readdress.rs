@@ -248,10 +248,24 @@ fn an_arbiter_whose_address_changed_before_its_entry_was_recorded_takes_the_new_
 fn an_unwanted_arbiter_whose_address_changed_before_its_entry_was_recorded_is_removed() {
     let moved = addr(VIP, 32000);
     let (facts, set) = arbiter_moved_before_its_record(&moved);
-    let input = input(3, facts, Observed::Configured(set));
-    // Its entry goes first; its StatefulSet only once the entry is out.
-    let (config, change) = expect_reconfig(plan(&input));
-    let old = addr(VIP, port_of(MemberSlot::Arbiter));
-    assert_eq!(change, Change::RemoveMember { host: old.clone() });
-    assert!(!config.contains(&old));
+    // Its entry follows it, then goes; its StatefulSet only once the entry
+    // is out (as for a data member).
+    let (readdressed, change) =
+        expect_reconfig(plan(&input(3, facts.clone(), Observed::Configured(set))));
+    assert_eq!(
+        change,
+        Change::ReaddressMember {
+            from: addr(VIP, port_of(MemberSlot::Arbiter)),
+            to: moved.clone()
+        }
+    );
+    let set = healthy(readdressed, &local(0));
+    let (config, change) = expect_reconfig(plan(&input(3, facts, Observed::Configured(set))));
+    assert_eq!(
+        change,
+        Change::RemoveMember {
+            host: moved.clone()
+        }
+    );
+    assert!(config.members.iter().all(|m| !m.arbiter_only));
 }
