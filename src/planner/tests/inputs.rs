@@ -182,6 +182,18 @@ fn a_member_entry_is_recorded_once_and_again_when_it_changes() {
         vec![],
         "nothing is recorded from a config read without a primary"
     );
+    // A config the primary has not committed may still be rolled back (a
+    // failover before it reached a majority): a record taken from it could
+    // name a host the committed config never had.
+    let uncommitted = ObservedSet {
+        config_committed: false,
+        ..with_primary.clone()
+    };
+    assert_eq!(
+        entries_to_record(&input(&validated, uncommitted)),
+        vec![],
+        "nothing is recorded from a config not yet committed"
+    );
     for (slot, entry) in [(0, recorded(0, 30001)), (3, recorded(4, 30004))] {
         let facts = validated.stateful_sets.get_mut(&MemberSlot::Data(slot));
         facts.expect("a StatefulSet").recorded_entry = Some(entry);
