@@ -296,13 +296,16 @@ impl LocalMemberFacts {
 
 /// The config entries to record on local members' StatefulSets: for each
 /// member whose StatefulSet exists, the entry of the primary's config that is
-/// it, when that differs from what is recorded. Read from a primary only: a
-/// secondary's config may be older.
+/// it, when that differs from what is recorded. Read from a primary only (a
+/// secondary's config may be older), and only once that config is
+/// majority-committed: an uncommitted one can still be rolled back by a
+/// failover, and a record taken from it would name a host the set's config
+/// never kept.
 pub fn entries_to_record(input: &PlanInput) -> Vec<(MemberSlot, RecordedEntry)> {
     let Observed::Configured(set) = &input.observed else {
         return Vec::new();
     };
-    if set.primary.is_none() {
+    if set.primary.is_none() || !set.config_committed {
         return Vec::new();
     }
     input
