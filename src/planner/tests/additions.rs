@@ -306,3 +306,73 @@ fn waits_to_add_a_voter_while_too_few_voters_are_healthy() {
         }
     );
 }
+
+/// Local member 3 answers as a member of this set that a disaster recovery
+/// dropped, besides three local members in sync (0 primary) and two remote
+/// voters; `desired` local members are wanted.
+fn with_a_dropped_member_3(desired: u32, more: Vec<LocalMemberFacts>) -> PlanInput {
+    let (mut facts, set) = three_local_in_sync(2);
+    facts.push(data(3, Some(member_probe(SET_ID, MemberState::Removed))));
+    facts.extend(more);
+    let mut input = input(desired, facts, Observed::Configured(set));
+    input.dropped_members = DroppedMembers::Read(vec![DroppedMember {
+        host: local(3),
+        recovery: "forced in cluster 10.0.0.9".to_owned(),
+    }]);
+    input
+}
+
+#[test]
+fn a_refused_member_does_not_hold_up_the_next_one() {
+    let input = with_a_dropped_member_3(5, vec![data(4, Some(empty_probe()))]);
+    let (_, change) = expect_reconfig(plan(&input));
+    assert_eq!(change, Change::AddMember { host: local(4) });
+}
+
+#[test]
+fn a_refused_member_holds_up_neither_promotions_nor_settings_and_is_reported_last() {
+    let mut input = with_a_dropped_member_3(4, vec![]);
+    let Observed::Configured(set) = &mut input.observed else {
+        unreachable!()
+    };
+    set.config.members[2] = non_voter(2, local(2));
+    let (promoted, change) = expect_reconfig(plan(&input));
+    assert_eq!(change, Change::PromoteMember { host: local(2) });
+
+    input.observed = Observed::Configured(healthy(promoted, &local(0)));
+    input.settings.election_timeout_millis = 5000;
+    let (updated, change) = expect_reconfig(plan(&input));
+    assert_eq!(change, Change::UpdateSettings);
+
+    input.observed = Observed::Configured(healthy(updated, &local(0)));
+    assert_eq!(plan(&input).reason(), "DroppedByRecovery");
+}
+
+#[test]
+fn too_many_members_or_a_refused_arbiter_do_not_hold_up_the_settings() {
+    let mut members = vec![voter(0, local(0))];
+    members.extend((1..50).map(|i| non_voter(i64::from(i), remote(i))));
+    let set = healthy(config(members), &local(0));
+    let facts = vec![
+        data(0, Some(member_probe(SET_ID, MemberState::Primary))),
+        data(1, Some(empty_probe())),
+    ];
+    let mut full = input(2, facts, Observed::Configured(set));
+    full.settings.election_timeout_millis = 5000;
+    let (_, change) = expect_reconfig(plan(&full));
+    assert_eq!(change, Change::UpdateSettings);
+
+    // Two local voters and one in each other cluster: the arbiter would make
+    // this cluster 3 of 5.
+    let (mut facts, mut set) = three_local_in_sync(1);
+    set.config.members.retain(|m| m.host != local(2));
+    set.config.members.push(voter(20, third(0)));
+    let set = healthy(set.config, &local(0));
+    facts.truncate(2);
+    facts.push(running(MemberSlot::Arbiter, Some(empty_probe())));
+    let mut arbiter = input(2, facts, Observed::Configured(set));
+    arbiter.arbiter_wanted = true;
+    arbiter.settings.election_timeout_millis = 5000;
+    let (_, change) = expect_reconfig(plan(&arbiter));
+    assert_eq!(change, Change::UpdateSettings);
+}
