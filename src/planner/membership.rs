@@ -238,7 +238,10 @@ pub(super) fn readdress_members(input: &PlanInput, set: &ObservedSet) -> Control
 
 /// Adds the first wanted member (index order, the arbiter last) that is not in
 /// the config yet and runs and answers as a member that may join. A member not
-/// ready yet is passed over; the first such wait is returned for the caller to
+/// ready yet, or refused (another set's name or data, dropped by a disaster
+/// recovery, no room left, an arbiter that may not vote), is passed over: one
+/// slot must not freeze the next one, promotions, vote balancing and settings.
+/// The first refusal, else the first wait, is returned for the caller to
 /// report once nothing else can be done.
 pub(super) fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step, Option<Step>> {
     let set_id = set
@@ -247,14 +250,14 @@ pub(super) fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<St
         .replica_set_id
         .as_ref()
         .or(input.known_replica_set_id.as_ref());
-    let mut first_wait = None;
+    let mut held = None;
     for slot in input.wanted_slots() {
         let Some(facts) = input.facts(slot) else {
-            first_wait.get_or_insert(wait(WaitReason::PodNotRunning { slot }));
+            hold(&mut held, wait(WaitReason::PodNotRunning { slot }));
             continue;
         };
         let Some(address) = facts.address.as_ref() else {
-            first_wait.get_or_insert(wait(WaitReason::MemberAddressUnknown { slot }));
+            hold(&mut held, wait(WaitReason::MemberAddressUnknown { slot }));
             continue;
         };
         if set.config.contains(address) || facts.entry_in(&set.config).is_some() {
@@ -263,13 +266,14 @@ pub(super) fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<St
         let (host, probe) = match ready_to_join(input, slot) {
             Continue(ready) => ready,
             Break(not_ready) => {
-                first_wait.get_or_insert(not_ready);
+                hold(&mut held, not_ready);
                 continue;
             }
         };
-        check_set_name(input, host, probe)?;
-        check_not_dropped(input, host, probe)?;
-        check_same_replica_set(host, probe, set_id)?;
+        if let Break(not_this_one) = check_may_join(input, host, probe, set_id) {
+            hold(&mut held, not_this_one);
+            continue;
+        }
         // A member of this set that is not in the config under its address may
         // be in it under an address it had before its entry was recorded:
         // adding it again would give one mongod two entries.
@@ -282,7 +286,11 @@ pub(super) fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<St
         }
         check_reconfig_allowed(set)?;
         if set.config.members.len() >= MAX_MEMBERS {
-            return Break(refuse(Refusal::TooManyMembers { host: host.clone() }));
+            hold(
+                &mut held,
+                refuse(Refusal::TooManyMembers { host: host.clone() }),
+            );
+            continue;
         }
         let arbiter = slot == MemberSlot::Arbiter;
         let may_vote = input.vote_is_free(&set.config, host);
@@ -293,7 +301,8 @@ pub(super) fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<St
             } else {
                 Refusal::ArbiterVoteWouldGiveClusterMajority { host }
             };
-            return Break(refuse(reason));
+            hold(&mut held, refuse(reason));
+            continue;
         }
         let mut config = next_version(&set.config);
         let member = new_member(
@@ -311,7 +320,29 @@ pub(super) fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<St
             Change::AddMember { host: host.clone() },
         ));
     }
-    Continue(first_wait)
+    Continue(held)
+}
+
+/// Keeps what a passed-over slot is held by: the first refusal, which needs
+/// someone to act, in preference to the first wait.
+fn hold(held: &mut Option<Step>, step: Step) {
+    let refused = |s: &Step| matches!(s, Step::Refuse { .. });
+    if held.as_ref().is_none_or(|h| !refused(h) && refused(&step)) {
+        *held = Some(step);
+    }
+}
+
+/// Whether a member that answers may join this set: this set's name, not
+/// dropped by a disaster recovery, and this set's data or none.
+fn check_may_join(
+    input: &PlanInput,
+    host: &MemberAddress,
+    probe: &MemberProbe,
+    set_id: Option<&String>,
+) -> ControlFlow<Step> {
+    check_set_name(input, host, probe)?;
+    check_not_dropped(input, host, probe)?;
+    check_same_replica_set(host, probe, set_id)
 }
 
 /// A member a disaster recovery dropped joins only once resynced from scratch

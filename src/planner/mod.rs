@@ -32,8 +32,9 @@
 //!   healthy electable secondary that stays in the set can take over:
 //!   `step-down-before-removing-the-primary`), then add wanted members (index
 //!   order, the arbiter last; never one holding another set:
-//!   `never-add-a-member-of-another-set`), then promote non-voters, then bring
-//!   `settings` in line.
+//!   `never-add-a-member-of-another-set`; one not ready or refused is passed
+//!   over and reported last), then promote non-voters, then bring `settings`
+//!   in line.
 //! - **Votes**: at most seven members vote; a member pinned to 0 votes in
 //!   hostconf never does. When hostconf spans at least three clusters
 //!   (distinct VIPs), a member is given a vote — at initiate, on joining, on
@@ -148,9 +149,9 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     // the others' need.
     readdress_members(input, set)?;
     remove_unwanted(input, set)?;
-    // A wanted member that is not ready yet holds up neither the next one,
-    // nor promotions, nor settings; its wait is reported once nothing else is
-    // left to do.
+    // A wanted member that is not ready yet, or refused, holds up neither
+    // the next one, nor promotions, nor settings; its refusal or wait is
+    // reported once nothing else is left to do.
     let waiting_member = add_wanted(input, set)?;
     promote_non_voters(input, set)?;
     rebalance_votes(input, set)?;

@@ -1,5 +1,6 @@
 //! Reconfig preconditions, and adding wanted members one at a time.
 
+use super::votes::an_arbiter_whose_vote_would_give_its_cluster_a_majority;
 use super::*;
 
 #[test]
@@ -208,8 +209,9 @@ fn waits_when_a_member_with_a_config_does_not_tell_its_replica_set_id() {
     );
 }
 
-#[test]
-fn refuses_to_add_a_fifty_first_member() {
+/// Fifty members (local 0 the primary, 49 remote), and local member 1
+/// answering, empty, to join.
+fn a_full_set_and_local_1_joining() -> PlanInput {
     let mut members = vec![voter(0, local(0))];
     members.extend((1..50).map(|i| non_voter(i64::from(i), remote(i))));
     let set = healthy(config(members), &local(0));
@@ -217,8 +219,13 @@ fn refuses_to_add_a_fifty_first_member() {
         data(0, Some(member_probe(SET_ID, MemberState::Primary))),
         data(1, Some(empty_probe())),
     ];
+    input(2, facts, Observed::Configured(set))
+}
+
+#[test]
+fn refuses_to_add_a_fifty_first_member() {
     assert_eq!(
-        plan(&input(2, facts, Observed::Configured(set))),
+        plan(&a_full_set_and_local_1_joining()),
         Step::Refuse {
             reason: Refusal::TooManyMembers { host: local(1) }
         }
@@ -350,28 +357,12 @@ fn a_refused_member_holds_up_neither_promotions_nor_settings_and_is_reported_las
 
 #[test]
 fn too_many_members_or_a_refused_arbiter_do_not_hold_up_the_settings() {
-    let mut members = vec![voter(0, local(0))];
-    members.extend((1..50).map(|i| non_voter(i64::from(i), remote(i))));
-    let set = healthy(config(members), &local(0));
-    let facts = vec![
-        data(0, Some(member_probe(SET_ID, MemberState::Primary))),
-        data(1, Some(empty_probe())),
-    ];
-    let mut full = input(2, facts, Observed::Configured(set));
+    let mut full = a_full_set_and_local_1_joining();
     full.settings.election_timeout_millis = 5000;
     let (_, change) = expect_reconfig(plan(&full));
     assert_eq!(change, Change::UpdateSettings);
 
-    // Two local voters and one in each other cluster: the arbiter would make
-    // this cluster 3 of 5.
-    let (mut facts, mut set) = three_local_in_sync(1);
-    set.config.members.retain(|m| m.host != local(2));
-    set.config.members.push(voter(20, third(0)));
-    let set = healthy(set.config, &local(0));
-    facts.truncate(2);
-    facts.push(running(MemberSlot::Arbiter, Some(empty_probe())));
-    let mut arbiter = input(2, facts, Observed::Configured(set));
-    arbiter.arbiter_wanted = true;
+    let mut arbiter = an_arbiter_whose_vote_would_give_its_cluster_a_majority();
     arbiter.settings.election_timeout_millis = 5000;
     let (_, change) = expect_reconfig(plan(&arbiter));
     assert_eq!(change, Change::UpdateSettings);

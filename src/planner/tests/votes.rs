@@ -111,10 +111,9 @@ fn a_non_voter_is_promoted_once_other_clusters_add_voters() {
     assert_eq!(new.voting_member_count(), 6);
 }
 
-#[test]
-fn refuses_an_arbiter_whose_vote_would_give_its_cluster_a_majority() {
-    // Two local voters and one in each other cluster: the arbiter would make
-    // this cluster 3 of 5.
+/// Two local voters and one in each other cluster, and the local arbiter
+/// answering, empty, to join: its vote would make this cluster 3 of 5.
+pub(super) fn an_arbiter_whose_vote_would_give_its_cluster_a_majority() -> PlanInput {
     let (mut facts, mut set) = three_local_in_sync(1);
     set.config.members.retain(|m| m.host != local(2));
     set.config.members.push(voter(20, third(0)));
@@ -123,8 +122,13 @@ fn refuses_an_arbiter_whose_vote_would_give_its_cluster_a_majority() {
     facts.push(running(MemberSlot::Arbiter, Some(empty_probe())));
     let mut input = input(2, facts, Observed::Configured(set));
     input.arbiter_wanted = true;
+    input
+}
+
+#[test]
+fn refuses_an_arbiter_whose_vote_would_give_its_cluster_a_majority() {
     assert_eq!(
-        plan(&input),
+        plan(&an_arbiter_whose_vote_would_give_its_cluster_a_majority()),
         Step::Refuse {
             reason: Refusal::ArbiterVoteWouldGiveClusterMajority {
                 host: addr(VIP, port_of(MemberSlot::Arbiter))
