@@ -69,6 +69,11 @@ pub enum Change {
         from: MemberAddress,
         to: MemberAddress,
     },
+    /// A member's votes (taken only), priority, hidden or tags brought to
+    /// what hostconf lists for it.
+    UpdateMember {
+        host: MemberAddress,
+    },
     UpdateSettings,
 }
 
@@ -85,6 +90,10 @@ impl fmt::Display for Change {
             Change::ReaddressMember { from, to } => {
                 write!(f, "change the host of the member at {from} to {to}")
             }
+            Change::UpdateMember { host } => write!(
+                f,
+                "bring {host}'s votes, priority, hidden and tags to hostconf's"
+            ),
             Change::UpdateSettings => f.write_str("update the replica-set settings"),
         }
     }
