@@ -118,41 +118,7 @@ pub(super) fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFl
         // once would hand the primary back and forth).
         let stays =
             |h: &MemberAddress| input.hint(h).is_some() && !input.is_leaving(&set.config, h);
-        let successor = set.config.members.iter().any(|m| {
-            &m.host != host
-                && m.is_electable()
-                && !m.newly_added
-                && stays(&m.host)
-                && set
-                    .members
-                    .get(&m.host)
-                    .is_some_and(|h| h.healthy && h.state == MemberState::Secondary)
-        });
-        if !successor {
-            return Break(wait(WaitReason::NoElectableSecondary {
-                primary: host.clone(),
-            }));
-        }
-        if input.step_down_held.as_ref() == Some(host) {
-            // It refused (no electable secondary caught up); asking again at
-            // once would refuse writes again while mongod waits.
-            let least_lag_secs = set
-                .config
-                .members
-                .iter()
-                .filter(|m| &m.host != host && m.is_electable() && stays(&m.host))
-                .filter_map(|m| set.members.get(&m.host).and_then(|s| s.lag_secs))
-                .min();
-            return Break(wait(WaitReason::StepDownRefused {
-                primary: host.clone(),
-                least_lag_secs,
-            }));
-        }
-        return Break(Step::StepDown {
-            primary: host.clone(),
-            step_down_secs: STEP_DOWN_SECS,
-            secondary_catch_up_period_secs: SECONDARY_CATCH_UP_PERIOD_SECS,
-        });
+        return Break(step_down(input, set, host, stays));
     }
 
     let mut config = next_version(&set.config);
@@ -170,6 +136,53 @@ pub(super) fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFl
         config,
         Change::RemoveMember { host: host.clone() },
     ))
+}
+
+/// Steps `primary` down before a change it cannot take as primary (its
+/// removal, or its own entry made unelectable), once a healthy electable
+/// SECONDARY for which `stays` holds can take over; waits otherwise, and
+/// while a step-down it refused is held back (asking again at once would
+/// refuse writes again while mongod waits for a caught-up secondary).
+pub(super) fn step_down(
+    input: &PlanInput,
+    set: &ObservedSet,
+    primary: &MemberAddress,
+    stays: impl Fn(&MemberAddress) -> bool,
+) -> Step {
+    let host = primary;
+    let successor = set.config.members.iter().any(|m| {
+        &m.host != host
+            && m.is_electable()
+            && !m.newly_added
+            && stays(&m.host)
+            && set
+                .members
+                .get(&m.host)
+                .is_some_and(|h| h.healthy && h.state == MemberState::Secondary)
+    });
+    if !successor {
+        return wait(WaitReason::NoElectableSecondary {
+            primary: host.clone(),
+        });
+    }
+    if input.step_down_held.as_ref() == Some(host) {
+        let least_lag_secs = set
+            .config
+            .members
+            .iter()
+            .filter(|m| &m.host != host && m.is_electable() && stays(&m.host))
+            .filter_map(|m| set.members.get(&m.host).and_then(|s| s.lag_secs))
+            .min();
+        return wait(WaitReason::StepDownRefused {
+            primary: host.clone(),
+            least_lag_secs,
+        });
+    }
+    Step::StepDown {
+        primary: host.clone(),
+        step_down_secs: STEP_DOWN_SECS,
+        secondary_catch_up_period_secs: SECONDARY_CATCH_UP_PERIOD_SECS,
+    }
 }
 
 /// Whether the set is being torn down: every member of the config is a local

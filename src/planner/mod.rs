@@ -33,7 +33,10 @@
 //!   `step-down-before-removing-the-primary`), then add wanted members (index
 //!   order, the arbiter last; never one holding another set:
 //!   `never-add-a-member-of-another-set`; one not ready or refused is passed
-//!   over and reported last), then promote non-voters, then bring `settings`
+//!   over and reported last), then promote non-voters, then bring existing
+//!   local members' votes (taken only), priority, hidden and tags to
+//!   hostconf's, one member per reconfig and the primary last (stepped down
+//!   first when the change would make it unelectable), then bring `settings`
 //!   in line.
 //! - **Votes**: at most seven members vote; a member pinned to 0 votes in
 //!   hostconf never does. When hostconf spans at least three clusters
@@ -72,6 +75,7 @@ use crate::observe::{Observed, ObservedSet};
 mod initiate;
 mod inputs;
 mod joining;
+mod member_settings;
 mod membership;
 mod reconfig;
 mod steps;
@@ -89,6 +93,7 @@ pub use steps::{
 };
 
 use initiate::plan_initiate;
+use member_settings::update_member_settings;
 use membership::{
     add_wanted, delete_departed, promote_non_voters, readdress_members, rebalance_votes,
     remove_unwanted, report_leftovers, update_settings,
@@ -155,6 +160,7 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     let waiting_member = add_wanted(input, set)?;
     promote_non_voters(input, set)?;
     rebalance_votes(input, set)?;
+    update_member_settings(input, set)?;
     update_settings(input, set)?;
     report_leftovers(input, set)?;
     match waiting_member {

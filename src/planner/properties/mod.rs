@@ -297,6 +297,7 @@ fn random_inputs_reach_every_kind_of_step() {
         "WaitingForNewPrimary",
         "ReaddressMember",
         "UnaccountedLocalMember",
+        "UpdateMember",
     ] {
         assert!(seen.contains_key(kind), "no {kind} in {seen:?}");
     }
