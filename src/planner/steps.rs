@@ -287,6 +287,17 @@ pub enum Refusal {
     )]
     UnaccountedLocalMember { host: MemberAddress },
     #[error(
+        "the member at {from} now answers at {to}, which the config still names for \
+         _id {holder}: mongod keeps a host's _id across a reconfig, so its entry cannot \
+         follow while that one stays (nodePorts exchanged between members?); give the \
+         Services their nodePorts back"
+    )]
+    NewAddressHeldByAnotherEntry {
+        from: MemberAddress,
+        to: MemberAddress,
+        holder: i64,
+    },
+    #[error(
         "the StatefulSet of {slot} is no longer wanted but its address is unknown, \
          so it cannot be shown to be out of the config"
     )]

@@ -269,3 +269,60 @@ fn an_unwanted_arbiter_whose_address_changed_before_its_entry_was_recorded_is_re
     );
     assert!(config.members.iter().all(|m| !m.arbiter_only));
 }
+
+#[test]
+fn members_whose_nodeports_were_swapped_are_refused_with_what_to_do() {
+    // Members 1 and 2 exchanged nodePorts: each one's new host is still the
+    // other's entry, and mongod keeps a host's `_id` across a reconfig.
+    let (mut facts, set) = three_local_in_sync(2);
+    for (i, now_at) in [(1, local(2)), (2, local(1))] {
+        facts[i].recorded = Some(RecordedEntry {
+            id: i as i64,
+            host: local(i as u32),
+        });
+        facts[i].address = Some(now_at);
+    }
+    assert_eq!(
+        plan(&input(3, facts, Observed::Configured(set))),
+        Step::Refuse {
+            reason: Refusal::NewAddressHeldByAnotherEntry {
+                from: local(1),
+                to: local(2),
+                holder: 2,
+            }
+        }
+    );
+}
+
+#[test]
+fn a_member_moved_to_a_port_another_member_leaves_follows_once_that_one_moved() {
+    // Member 1 took member 2's nodePort, member 2 a free one: member 2's
+    // entry moves first, then member 1's.
+    let (mut facts, set) = three_local_in_sync(2);
+    for (i, now_at) in [(1, local(2)), (2, addr(VIP, 30102))] {
+        facts[i].recorded = Some(RecordedEntry {
+            id: i as i64,
+            host: local(i as u32),
+        });
+        facts[i].address = Some(now_at);
+    }
+    let input = input(3, facts, Observed::Configured(set));
+    let (config, change) = expect_reconfig(plan(&input));
+    assert_eq!(
+        change,
+        Change::ReaddressMember {
+            from: local(2),
+            to: addr(VIP, 30102)
+        }
+    );
+    let mut input = input;
+    input.observed = Observed::Configured(healthy(config, &local(0)));
+    let (_, change) = expect_reconfig(plan(&input));
+    assert_eq!(
+        change,
+        Change::ReaddressMember {
+            from: local(1),
+            to: local(2)
+        }
+    );
+}
