@@ -208,9 +208,14 @@ fn is_torn_down(input: &PlanInput, set: &ObservedSet) -> bool {
 /// a second entry for one mongod (`docs/replica-set-rules.md`,
 /// `one-entry-per-member`). The member must answer at its new address as a
 /// member that may be in this set. The primary's own entry waits: its peers
-/// cannot reach it at the old host and elect another primary first.
+/// cannot reach it at the old host and elect another primary first. A member
+/// whose new address the config still names for another entry is passed
+/// over (mongod keeps a host's `_id` across a reconfig), so a member that
+/// took the port of one that moved elsewhere follows once that one did; when
+/// no other can move (ports exchanged), the refusal says what to do.
 pub(super) fn readdress_members(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     let set_id = set.config.settings.replica_set_id.as_ref();
+    let mut blocked = None;
     for facts in &input.local_members {
         let slot = facts.slot;
         let (Some(address), Some(entry)) = (facts.address.as_ref(), facts.entry_in(&set.config))
@@ -223,6 +228,14 @@ pub(super) fn readdress_members(input: &PlanInput, set: &ObservedSet) -> Control
         let Continue((host, probe)) = ready_to_join(input, slot) else {
             continue;
         };
+        if let Some(holder) = set.config.member(host) {
+            blocked.get_or_insert(Refusal::NewAddressHeldByAnotherEntry {
+                from: entry.host.clone(),
+                to: host.clone(),
+                holder: holder.id,
+            });
+            continue;
+        }
         check_set_name(input, host, probe)?;
         check_same_replica_set(host, probe, set_id)?;
         let primary = check_reconfig_allowed(set)?;
@@ -246,7 +259,10 @@ pub(super) fn readdress_members(input: &PlanInput, set: &ObservedSet) -> Control
             },
         ));
     }
-    Continue(())
+    match blocked {
+        Some(refusal) => Break(refuse(refusal)),
+        None => Continue(()),
+    }
 }
 
 /// Adds the first wanted member (index order, the arbiter last) that is not in
