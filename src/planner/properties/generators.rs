@@ -229,6 +229,7 @@ prop_compose! {
         pinned_to_zero in prop::option::weighted(0.15, 0u32..9),
         new_timeout in prop::bool::weighted(0.2),
         pvc_delete in any::<bool>(),
+        hidden_in_hostconf in prop::option::weighted(0.1, 0u32..9),
     ) -> PlanInput {
         let (config, mut members) = build_config(&members);
         let vip = VIPS[0];
@@ -308,10 +309,11 @@ prop_compose! {
                     votes: pinned_to_zero
                         .filter(|&i| address == addr(vip, port_of(MemberSlot::Data(i))))
                         .map(|_| 0),
+                    hidden: hidden_in_hostconf
+                        .is_some_and(|i| address == addr(vip, port_of(MemberSlot::Data(i)))),
                     address,
                     arbiter: false,
                     priority: None,
-                    hidden: false,
                     tags: BTreeMap::new(),
                 })
                 .collect(),
