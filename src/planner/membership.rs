@@ -149,9 +149,8 @@ pub(super) fn step_down(
     primary: &MemberAddress,
     stays: impl Fn(&MemberAddress) -> bool,
 ) -> Step {
-    let host = primary;
     let successor = set.config.members.iter().any(|m| {
-        &m.host != host
+        &m.host != primary
             && m.is_electable()
             && !m.newly_added
             && stays(&m.host)
@@ -162,24 +161,24 @@ pub(super) fn step_down(
     });
     if !successor {
         return wait(WaitReason::NoElectableSecondary {
-            primary: host.clone(),
+            primary: primary.clone(),
         });
     }
-    if input.step_down_held.as_ref() == Some(host) {
+    if input.step_down_held.as_ref() == Some(primary) {
         let least_lag_secs = set
             .config
             .members
             .iter()
-            .filter(|m| &m.host != host && m.is_electable() && stays(&m.host))
+            .filter(|m| &m.host != primary && m.is_electable() && stays(&m.host))
             .filter_map(|m| set.members.get(&m.host).and_then(|s| s.lag_secs))
             .min();
         return wait(WaitReason::StepDownRefused {
-            primary: host.clone(),
+            primary: primary.clone(),
             least_lag_secs,
         });
     }
     Step::StepDown {
-        primary: host.clone(),
+        primary: primary.clone(),
         step_down_secs: STEP_DOWN_SECS,
         secondary_catch_up_period_secs: SECONDARY_CATCH_UP_PERIOD_SECS,
     }
