@@ -325,8 +325,13 @@ pub(super) fn step_down_before_removing_the_primary(
             ensure(host_is_local(input, primary), || {
                 "steps down a remote member".to_owned()
             })?;
-            ensure(leaving(input, primary), || {
-                format!("steps down {primary}, which is not leaving")
+            // Leaving, or about to be made unelectable by hostconf (no vote,
+            // hidden, priority 0), which mongod refuses for the primary.
+            let unelectable_by_hostconf = input.hostconf.members.iter().any(|m| {
+                &m.address == primary && (m.votes == Some(0) || m.hidden || m.priority == Some(0.0))
+            });
+            ensure(leaving(input, primary) || unelectable_by_hostconf, || {
+                format!("steps down {primary}, which is neither leaving nor made unelectable")
             })?;
             let listed = |h: &MemberAddress| input.hostconf.members.iter().any(|m| &m.address == h);
             let successor = set.config.members.iter().find(|m| {
