@@ -171,7 +171,7 @@ async fn run(
         "replSetGetConfig" => crate::repl_commands::get_config(member, body).await,
         "replSetGetStatus" => crate::repl_commands::get_status(member),
         "replSetReconfig" => crate::repl_commands::reconfig(member, body).await,
-        "replSetStepDown" => crate::repl_commands::step_down(member, body).await,
+        "replSetStepDown" => crate::step_down::step_down(member, body).await,
         "replSetFreeze" => crate::repl_commands::freeze(member, body),
         "replSetStepUp" => crate::repl_commands::step_up(member, body).await,
         other => fail(
@@ -290,7 +290,8 @@ fn hello_response(member: &Member, conn: &Connection, body: &Document, legacy: b
             }
             d.insert("setName", cfg.set_name.clone());
             d.insert("setVersion", cfg.version as i32);
-            let primary = inner.state == MemberState::Primary;
+            // mongod: `myState.primary() && !isSteppingDown()`.
+            let primary = inner.state == MemberState::Primary && !inner.stepping_down;
             d.insert(writable_key, primary);
             d.insert("secondary", inner.state == MemberState::Secondary);
             if let Some(p) = member.known_primary(&inner) {
@@ -526,7 +527,9 @@ pub(crate) fn write_planned<R>(
     plan: impl FnOnce(&DurableState) -> (Vec<Op>, R),
 ) -> Result<(OpTime, u64, R), CmdError> {
     let inner = member.lock();
-    if inner.state != MemberState::Primary {
+    // A primary attempting a step-down accepts no writes
+    // (`TopologyCoordinator::canAcceptWrites`: only a writable primary).
+    if inner.state != MemberState::Primary || inner.stepping_down {
         return Err(not_primary());
     }
     let mut disk = member.disk();

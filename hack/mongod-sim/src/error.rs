@@ -33,6 +33,8 @@ pub const NODE_NOT_ELECTABLE: i32 = 104;
 pub const CONFIGURATION_IN_PROGRESS: i32 = 109;
 pub const COMMAND_FAILED: i32 = 125;
 pub const NOT_SECONDARY: i32 = 95;
+pub const CONFLICTING_OPERATION_IN_PROGRESS: i32 = 117;
+pub const PRIMARY_STEPPED_DOWN: i32 = 189;
 pub const EXCEEDED_TIME_LIMIT: i32 = 262;
 pub const CURRENT_CONFIG_NOT_COMMITTED_YET: i32 = 308;
 pub const DUPLICATE_KEY: i32 = 11000;
@@ -79,6 +81,8 @@ pub fn code_name(code: i32) -> &'static str {
         CONFIGURATION_IN_PROGRESS => "ConfigurationInProgress",
         COMMAND_FAILED => "CommandFailed",
         NOT_SECONDARY => "NotSecondary",
+        CONFLICTING_OPERATION_IN_PROGRESS => "ConflictingOperationInProgress",
+        PRIMARY_STEPPED_DOWN => "PrimarySteppedDown",
         EXCEEDED_TIME_LIMIT => "ExceededTimeLimit",
         CURRENT_CONFIG_NOT_COMMITTED_YET => "CurrentConfigNotCommittedYet",
         DUPLICATE_KEY => "DuplicateKey",

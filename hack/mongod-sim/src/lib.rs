@@ -15,6 +15,7 @@ mod rwc_defaults;
 mod scram;
 mod server;
 pub mod state;
+mod step_down;
 mod update;
 mod values;
 pub mod version;

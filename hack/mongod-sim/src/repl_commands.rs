@@ -1,6 +1,7 @@
 //! Replica-set administration commands with mongod's check order, codes and
 //! messages (replica-set-rules.md): replSetInitiate, replSetGetConfig,
-//! replSetGetStatus, replSetReconfig, replSetStepDown, replSetFreeze, replSetStepUp.
+//! replSetGetStatus, replSetReconfig, replSetFreeze, replSetStepUp (replSetStepDown is
+//! in `step_down`).
 
 use crate::commands::{num, secs, timeout_ms, CmdResult};
 use crate::config::{check_reconfig_compatible, ReplSetConfig};
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// BSON truthiness (mongod's `trueValue()`).
-fn truthy(v: &Bson) -> bool {
+pub(crate) fn truthy(v: &Bson) -> bool {
     match v {
         Bson::Boolean(b) => *b,
         Bson::Null | Bson::Undefined => false,
@@ -523,73 +524,6 @@ pub(crate) async fn reconfig(member: &Arc<Member>, body: &Document) -> CmdResult
         }
         if deadline.map(|d| Instant::now() >= d).unwrap_or(false) {
             return fail(error::MAX_TIME_MS_EXPIRED, "operation exceeded time limit");
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-pub(crate) async fn step_down(member: &Arc<Member>, body: &Document) -> CmdResult {
-    let net = network(member)?;
-    if member.state() != MemberState::Primary {
-        return fail(
-            error::NOT_WRITABLE_PRIMARY,
-            "not primary so can't step down",
-        );
-    }
-    let force = body.get("force").map(truthy).unwrap_or(false);
-    // A missing, non-numeric or zero period means 60 s, as in mongod.
-    let step_down_secs = num(body.get("replSetStepDown"))
-        .filter(|s| *s != 0.0)
-        .unwrap_or(60.0);
-    let catch_up_secs =
-        num(body.get("secondaryCatchUpPeriodSecs")).unwrap_or(if force { 0.0 } else { 10.0 });
-    if !(step_down_secs >= 0.0 && catch_up_secs >= 0.0) {
-        return fail(
-            error::BAD_VALUE,
-            "stepdown period and secondaryCatchUpPeriodSecs must be non-negative",
-        );
-    }
-    if !force && step_down_secs <= catch_up_secs {
-        return fail(
-            error::BAD_VALUE,
-            "stepdown period must be longer than secondaryCatchUpPeriodSecs",
-        );
-    }
-    let cfg = member.config().ok_or_else(no_config)?;
-    let deadline = Instant::now() + secs(catch_up_secs);
-    let period = secs(step_down_secs);
-    loop {
-        if member.state() != MemberState::Primary {
-            return fail(
-                error::NOT_WRITABLE_PRIMARY,
-                "not primary so can't step down",
-            );
-        }
-        let my_optime = member.last_optime();
-        let me = member.self_host();
-        let caught_up = cfg
-            .members
-            .iter()
-            .filter(|m| Some(&m.host) != me.as_ref() && m.is_electable() && m.is_voter())
-            .filter_map(|m| net.dial(member, &m.host))
-            .find(|p| p.state() == MemberState::Secondary && p.last_optime() >= my_optime);
-        if let Some(peer) = caught_up {
-            {
-                let mut inner = member.lock();
-                member.step_down_locked(&mut inner, Some(period));
-            }
-            peer.request_step_up();
-            return Ok(doc! {});
-        }
-        if Instant::now() >= deadline {
-            if force {
-                let mut inner = member.lock();
-                member.step_down_locked(&mut inner, Some(period));
-                return Ok(doc! {});
-            }
-            return fail(error::EXCEEDED_TIME_LIMIT, format!(
-                "No electable secondaries caught up as of {}. Please use the replSetStepDown command with the argument {{force: true}} to force node to step down.",
-                DateTime::now().try_to_rfc3339_string().unwrap_or_default()));
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

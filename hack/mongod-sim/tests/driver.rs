@@ -471,16 +471,6 @@ async fn commitment_status(admin: &mongodb::Database) -> bool {
 }
 
 /// The config `admin`'s member holds.
-async fn current_config(admin: &mongodb::Database) -> Document {
-    admin
-        .run_command(doc! {"replSetGetConfig": 1})
-        .await
-        .unwrap()
-        .get_document("config")
-        .unwrap()
-        .clone()
-}
-
 /// Initiates `set` with a long election timeout (the primary stays in place
 /// while its peers are cut off or lag) and steps its first member up; a direct
 /// client to it.

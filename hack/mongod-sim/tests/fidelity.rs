@@ -259,3 +259,16 @@ fn binary_control_interface_stops_starts_cuts_and_dumps_state() {
     let (status, _) = http(control, "/frobnicate");
     assert!(status.contains("400"), "{status}");
 }
+
+#[test]
+fn pymongo_step_down_without_electable_secondary_refuses_writes_then_fails_with_262() {
+    let Some(python) = tool("MMO_PYTHON") else {
+        return;
+    };
+    let hosts: Vec<String> = (1..=3).map(|i| format!("127.112.1.{i}:27017")).collect();
+    let _sim = start_sim(&hosts, &[]);
+    let mut cmd = Command::new(python);
+    cmd.arg(script("pymongo_step_down.py"))
+        .env("MMO_HOSTS", hosts.join(","));
+    run_script(cmd, "PYMONGO STEP DOWN OK");
+}

@@ -67,6 +67,7 @@ impl Member {
             return;
         }
         inner.state = MemberState::Secondary;
+        inner.stepping_down = false;
         inner.election_id = None;
         inner.role_generation += 1;
         if let Some(d) = no_election_for {

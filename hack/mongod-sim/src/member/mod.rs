@@ -161,6 +161,10 @@ pub(crate) struct Inner {
     pub election_id: Option<ObjectId>,
     pub election_date_ms: i64,
     pub step_up_requested: bool,
+    /// A replSetStepDown is waiting for a secondary to catch up (mongod's
+    /// leader mode `kAttemptingStepDown`): still PRIMARY, but writes are
+    /// refused and hello says `isWritablePrimary: false`.
+    pub stepping_down: bool,
     pub takeover_since: Option<Instant>,
     pub heartbeat_now: bool,
     /// Incremented on every role change; writes waiting for write concern watch it.
@@ -276,6 +280,7 @@ impl Member {
                 election_id: None,
                 election_date_ms: 0,
                 step_up_requested: false,
+                stepping_down: false,
                 takeover_since: None,
                 heartbeat_now: true,
                 role_generation: 0,

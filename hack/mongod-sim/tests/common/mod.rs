@@ -103,6 +103,12 @@ impl Set {
             .await
             .expect("initiate");
         let primary = self.wait_primary(None).await;
+        self.wait_all_healthy().await;
+        primary
+    }
+
+    /// Waits until every member is PRIMARY or SECONDARY.
+    pub async fn wait_all_healthy(&self) {
         wait_until("all members healthy", || async {
             self.hosts.iter().all(|h| {
                 matches!(
@@ -112,7 +118,6 @@ impl Set {
             })
         })
         .await;
-        primary
     }
 
     /// `replSetGetConfig`'s `config` on `host`.
@@ -167,6 +172,17 @@ where
         assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The member's current config (`replSetGetConfig`).
+pub async fn current_config(admin: &mongodb::Database) -> Document {
+    admin
+        .run_command(doc! {"replSetGetConfig": 1})
+        .await
+        .unwrap()
+        .get_document("config")
+        .unwrap()
+        .clone()
 }
 
 /// The server error code carried by a driver error.
