@@ -628,7 +628,7 @@ fn set_healthy(sample: &SetSample) -> Result<(), String> {
 
 /// The longest time without an acknowledged write between `from` and `to`,
 /// and when it began.
-fn longest_write_gap(
+pub(super) fn longest_write_gap(
     acknowledged: &[(Instant, u64)],
     from: Instant,
     to: Instant,
@@ -708,7 +708,7 @@ async fn raw_objects(lab: &Lab, name: &str) -> Result<Vec<(String, Value)>, Stri
 /// Ok when every cluster's status describes its current generation, says
 /// `restartState: NotInProcess` and `UpToDate` True, and reports each local
 /// member's revision as its StatefulSet's template revision.
-async fn rolled_status(lab: &Lab, name: &str) -> Result<Result<(), String>, String> {
+pub(super) async fn rolled_status(lab: &Lab, name: &str) -> Result<Result<(), String>, String> {
     let mut wrong = Vec::new();
     for (index, (cluster, object)) in raw_objects(lab, name).await?.into_iter().enumerate() {
         let status = &object["status"];

@@ -20,6 +20,7 @@ mod lab_lifecycle;
 mod operations;
 mod override_policy;
 mod recovery;
+mod roll_safety;
 mod rolling;
 mod scale;
 mod secret_scan;

@@ -1,0 +1,118 @@
+//! The roll's safety where a step-down cannot hand the primary over: a set
+//! whose only electable member is the primary. mongod refuses writes while a
+//! step-down waits for a secondary to catch up and fails it with 262 after
+//! `secondaryCatchUpPeriodSecs` (10 s) when none is electable, so a roll
+//! that asks for it again and again refuses writes most of the time and
+//! never restarts the member. The roll must restart such a member once,
+//! without a step-down, while a w:"majority" writer loses nothing and waits
+//! no longer than one restart.
+//!
+//! Lab 54: one cluster, `members: 1`.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::harness::*;
+use crate::rolling::{longest_write_gap, rolled_status};
+use federation_sim::control_plane::{Submission, ToSubmission};
+
+/// How long the roll of one member may take, from the change to every
+/// status saying it is over.
+const ROLL_TIMEOUT: Duration = Duration::from_secs(90);
+/// The longest time the writer may go without an acknowledged write: one
+/// restart of the pod (deleted, re-created, mongod up, elected alone, found
+/// by the driver), well under two of mongod's 10 s step-down waits.
+const LONGEST_GAP: Duration = Duration::from_secs(15);
+
+/// A one-member instance with mongod requests `cpu` / `memory`.
+fn lone(name: &str, cpu: &str, memory: &str) -> Submission {
+    let mut submission = request(name, "a=1").to_submission();
+    let quantities = |cpu: &str| {
+        BTreeMap::from([
+            ("cpu".to_string(), cpu.to_string()),
+            ("memory".to_string(), memory.to_string()),
+        ])
+    };
+    submission.object.spec.resource.limits = quantities("2");
+    submission.object.spec.resource.requests = quantities(cpu);
+    submission
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_member_instance_rolls_through_a_template_change_without_refusing_writes_for_long() {
+    scenario(54, 1, async |lab| {
+        let _passes = ControlPlanePasses::start(lab);
+        let name = "lone";
+        let control_plane = lab.control_plane();
+        control_plane
+            .apply(&lone(name, "1", "512Mi"))
+            .await
+            .map_err(fail("apply"))?;
+        ready(lab, name, "a=1").await?;
+        let hosts = hosts_of(lab, 0, name).await?;
+        let writer = TimedMajorityWriter::start(lab, name, &hosts).await?;
+        if let Some(writer) = &writer {
+            writer.wait_acknowledged(5, Duration::from_secs(60)).await?;
+        }
+
+        let revisions = async || -> Result<Vec<Option<String>>, String> {
+            Ok(statuses(lab, name)
+                .await?
+                .into_iter()
+                .flat_map(|(_, m)| m.status.map(|s| s.local_members).unwrap_or_default())
+                .map(|l| l.revision)
+                .collect())
+        };
+        let before = revisions().await?;
+        let changed_at = Instant::now();
+        control_plane
+            .apply(&lone(name, "1500m", "1Gi"))
+            .await
+            .map_err(fail("apply the new resources"))?;
+        let deadline = changed_at + ROLL_TIMEOUT;
+        let rolled = loop {
+            // Up to date only once the pod was replaced on the new template.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let status = rolled_status(lab, name).await?;
+            let now = revisions().await?;
+            let restarted =
+                !now.is_empty() && now.iter().all(|r| r.is_some() && !before.contains(r));
+            if status.is_ok() && restarted {
+                break Ok(Instant::now());
+            }
+            if Instant::now() > deadline {
+                break Err(format!(
+                    "the roll was not over {ROLL_TIMEOUT:?} after the change: {}",
+                    status.err().unwrap_or_default()
+                ));
+            }
+        };
+        let Some(writer) = writer else {
+            return rolled.map(drop);
+        };
+        // A few writes after the roll, so the last gap ends.
+        let before_end = writer.acknowledged().len();
+        writer
+            .wait_acknowledged(before_end + 3, Duration::from_secs(60))
+            .await?;
+        let ended = Instant::now();
+        let acknowledged = writer.stop_and_check().await?;
+        let (gap, from) = longest_write_gap(&acknowledged, changed_at, ended);
+        eprintln!(
+            "lone: longest write gap {:.1} s from +{:.1} s after the change",
+            gap.as_secs_f64(),
+            from.saturating_duration_since(changed_at).as_secs_f64()
+        );
+        rolled?;
+        if gap > LONGEST_GAP {
+            return Err(format!(
+                "the writer went {:.1} s without an acknowledged write (from +{:.1} s after \
+                 the change), longer than one restart ({LONGEST_GAP:?})",
+                gap.as_secs_f64(),
+                from.saturating_duration_since(changed_at).as_secs_f64()
+            ));
+        }
+        Ok(())
+    })
+    .await;
+}
