@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::harness::*;
-use crate::rolling::{longest_write_gap, rolled_status};
+use crate::rolling::{acknowledged_between, longest_write_gap, rolled_status};
 use federation_sim::control_plane::{Submission, ToSubmission};
 
 /// How long the roll of one member may take, from the change to every
@@ -23,6 +23,24 @@ const ROLL_TIMEOUT: Duration = Duration::from_secs(90);
 /// restart of the pod (deleted, re-created, mongod up, elected alone, found
 /// by the driver), well under two of mongod's 10 s step-down waits.
 const LONGEST_GAP: Duration = Duration::from_secs(15);
+
+/// A gap in the writer's acknowledgements this long is a restart or a
+/// step-down's wait; one restart makes one.
+const REFUSAL: Duration = Duration::from_secs(5);
+
+/// How many times the writer went longer than `limit` without an
+/// acknowledged write between `from` and `to`.
+fn gaps_over(
+    acknowledged: &[(Instant, u64)],
+    from: Instant,
+    to: Instant,
+    limit: Duration,
+) -> usize {
+    acknowledged_between(acknowledged, from, to)
+        .windows(2)
+        .filter(|w| w[1] - w[0] > limit)
+        .count()
+}
 
 /// A one-member instance with mongod requests `cpu` / `memory`.
 fn lone(name: &str, cpu: &str, memory: &str) -> Submission {
@@ -104,6 +122,14 @@ async fn a_one_member_instance_rolls_through_a_template_change_without_refusing_
             from.saturating_duration_since(changed_at).as_secs_f64()
         );
         rolled?;
+        let long_gaps = gaps_over(&acknowledged, changed_at, ended, REFUSAL);
+        if long_gaps > 1 {
+            return Err(format!(
+                "the writer went without an acknowledged write for more than {REFUSAL:?} \
+                 {long_gaps} times: a restart costs one such gap, repeated ones are \
+                 step-downs refusing writes while they wait"
+            ));
+        }
         if gap > LONGEST_GAP {
             return Err(format!(
                 "the writer went {:.1} s without an acknowledged write (from +{:.1} s after \

@@ -640,12 +640,7 @@ pub(super) fn longest_write_gap(
         .max()
         .unwrap_or(from);
     let mut longest = (Duration::ZERO, previous);
-    let mut times: Vec<Instant> = acknowledged
-        .iter()
-        .map(|(at, _)| *at)
-        .filter(|at| *at > from && *at <= to)
-        .collect();
-    times.sort();
+    let mut times = acknowledged_between(acknowledged, from, to);
     times.push(to);
     for at in times {
         let gap = at.saturating_duration_since(previous);
@@ -655,6 +650,21 @@ pub(super) fn longest_write_gap(
         previous = at;
     }
     longest
+}
+
+/// When each write acknowledged after `from` and up to `to` was, in order.
+pub(super) fn acknowledged_between(
+    acknowledged: &[(Instant, u64)],
+    from: Instant,
+    to: Instant,
+) -> Vec<Instant> {
+    let mut times: Vec<Instant> = acknowledged
+        .iter()
+        .map(|(at, _)| *at)
+        .filter(|at| *at > from && *at <= to)
+        .collect();
+    times.sort();
+    times
 }
 
 fn pod_revision(pod: &Pod) -> Option<String> {
