@@ -81,6 +81,31 @@ pub struct ObservedSet {
     pub config_committed: bool,
 }
 
+impl ObservedSet {
+    /// Whether a member other than `primary` could take over from it now: it
+    /// is electable (priority > 0, voting, not hidden, not an arbiter, not
+    /// newly added), a healthy SECONDARY, and `stays` (it is not leaving).
+    /// mongod's step-down waits for such a member to catch up and fails with
+    /// 262 without one, refusing writes meanwhile: a step-down is asked only
+    /// when one exists.
+    pub fn has_electable_successor(
+        &self,
+        primary: &MemberAddress,
+        stays: impl Fn(&MemberAddress) -> bool,
+    ) -> bool {
+        self.config.members.iter().any(|m| {
+            &m.host != primary
+                && m.is_electable()
+                && !m.newly_added
+                && stays(&m.host)
+                && self
+                    .members
+                    .get(&m.host)
+                    .is_some_and(|h| h.healthy && h.state == MemberState::Secondary)
+        })
+    }
+}
+
 /// The local slots a pass looks at: wanted, or still holding a StatefulSet or
 /// a propagated Service.
 pub fn local_slots(validated: &Validated, wanted: Wanted) -> BTreeSet<MemberSlot> {

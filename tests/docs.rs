@@ -20,7 +20,7 @@ use mongodb_member_operator::build::BuildError;
 use mongodb_member_operator::controller::FailedStage;
 use mongodb_member_operator::planner::{Change, Refusal, Step, WaitReason};
 use mongodb_member_operator::recovery::RecoveryRefusal;
-use mongodb_member_operator::roll::{RollStep, RollWait};
+use mongodb_member_operator::roll::{RestartCaveat, RollStep, RollWait};
 use mongodb_member_operator::status::ConditionType;
 use mongodb_member_operator::validate::InvalidInput;
 use strum::VariantNames;
@@ -101,6 +101,7 @@ fn reasons() -> Vec<(&'static str, Vec<String>)> {
         ("BuildError", owned(BuildError::VARIANTS)),
         ("RollStep", roll_steps),
         ("RollWait", owned(RollWait::VARIANTS)),
+        ("RestartCaveat", owned(RestartCaveat::VARIANTS)),
         ("RecoveryRefusal", owned(RecoveryRefusal::VARIANTS)),
         ("FailedStage", owned(FailedStage::VARIANTS)),
         (

@@ -8,7 +8,7 @@
 //! answer as primary right then.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
@@ -16,15 +16,20 @@ use kube::api::{DeleteParams, Preconditions};
 use kube::runtime::events::EventType;
 use kube::Api;
 
-use super::context::PassContext;
-use super::events::error_chain;
+use super::act::step_down_backoff;
+use super::context::{HeldStepDown, PassContext};
+use super::events::{error_chain, Notice};
 use super::observe::MongoAnswers;
 use crate::api::MongoDB;
 use crate::build::names;
 use crate::hostconf::MemberAddress;
-use crate::mongo::MongoError;
+use crate::mongo::{codes, MongoError};
+use crate::observe::ObservedSet;
 use crate::replset::MemberState;
-use crate::roll::{plan_roll, Lease, RollInput, RollObservation, RollStep, LEASE_TTL_MILLIS};
+use crate::roll::{
+    majority_stays_up, plan_roll, Lease, RestartCaveat, RollInput, RollObservation, RollStep,
+    LEASE_TTL_MILLIS,
+};
 use crate::validate::Validated;
 
 /// How soon the roll looks again while it is under way: the lease of another
@@ -107,6 +112,7 @@ pub async fn roll(
         desired_revision,
         unix_millis(),
     );
+    input.step_down_held = ctx.step_down_held();
     for member in &input.local {
         let report = member.report(input.reports.get(&member.address), input.now_millis);
         if input.reports.get(&member.address) == Some(&report) {
@@ -128,7 +134,7 @@ pub async fn roll(
     let step = plan_roll(&input);
     tracing::info!(instance = %ctx.instance.name, roll = %step, "roll step");
     let requeue = (step != RollStep::UpToDate).then_some(WHILE_ROLLING);
-    match carry_out(ctx, validated, &primary, &step).await {
+    match carry_out(ctx, validated, &reading.set, &step).await {
         Ok(Some(message)) => {
             ctx.metrics.step_taken((&step).into());
             ctx.events
@@ -151,9 +157,12 @@ pub async fn roll(
 async fn carry_out(
     ctx: &PassContext,
     validated: &Validated,
-    primary: &MemberAddress,
+    set: &ObservedSet,
     step: &RollStep,
 ) -> Result<Option<String>, RollError> {
+    let Some(primary) = set.primary.as_ref() else {
+        return Ok(None);
+    };
     let gateway = &ctx.gateway;
     let credentials = &validated.root;
     let mongo = |source| RollError::Mongo {
@@ -189,29 +198,87 @@ async fn carry_out(
             if !renew(ctx, validated, primary, lease).await.map_err(mongo)? {
                 return Ok(None);
             }
-            gateway
+            let sent = gateway
                 .step_down(
                     primary,
                     STEP_DOWN_SECS,
                     STEP_DOWN_CATCH_UP_SECS,
                     credentials,
                 )
-                .await
-                .map_err(mongo)?;
-            Ok(Some(format!("stepped {primary} down before its restart")))
+                .await;
+            match sent {
+                Ok(()) => Ok(Some(format!("stepped {primary} down before its restart"))),
+                Err(error) if error.code() == Some(codes::EXCEEDED_TIME_LIMIT) => {
+                    // mongod refused writes while it waited: asked again only
+                    // after the membership path's back-off.
+                    let refusals = ctx
+                        .memory()
+                        .held_step_down
+                        .filter(|held| held.primary == *primary)
+                        .map_or(0, |held| held.refusals);
+                    let retry_in = step_down_backoff(refusals);
+                    ctx.remember(|memory| {
+                        memory.held_step_down = Some(HeldStepDown {
+                            primary: primary.clone(),
+                            refusals: refusals.saturating_add(1),
+                            not_before: Instant::now() + retry_in,
+                        })
+                    });
+                    let message = format!(
+                        "primary {primary} could not step down before its restart: no electable \
+                         secondary caught up within {STEP_DOWN_CATCH_UP_SECS} s; trying again in {} s",
+                        retry_in.as_secs()
+                    );
+                    ctx.events
+                        .publish(EventType::Warning, Notice::StepDownFailed.into(), message)
+                        .await;
+                    Ok(None)
+                }
+                Err(error) if error.code() == Some(codes::NOT_WRITABLE_PRIMARY) => Ok(None),
+                Err(error) => Err(mongo(error)),
+            }
         }
         RollStep::Restart {
             lease,
             slot,
             pod_uid,
+            caveat,
         } => {
             if !renew(ctx, validated, primary, lease).await.map_err(mongo)? {
                 return Ok(None);
             }
-            let probe = gateway.ask_member(&lease.member, credentials).await;
-            if probe.is_ok_and(|p| p.state == Some(MemberState::Primary)) {
-                tracing::info!(member = %lease.member, "the member is primary again; not restarted");
+            if *caveat != Some(RestartCaveat::NoPossibleSuccessor) {
+                let probe = gateway.ask_member(&lease.member, credentials).await;
+                if probe.is_ok_and(|p| p.state == Some(MemberState::Primary)) {
+                    tracing::info!(member = %lease.member, "the member is primary again; not restarted");
+                    return Ok(None);
+                }
+            }
+            // Another cluster's reconfig (a removal) may have landed since the
+            // pass read the set: read it again, and restart only when its
+            // config is the one planned with and a voting majority stays up.
+            let fresh = gateway
+                .observe_set(
+                    std::slice::from_ref(primary),
+                    &set.config.set_name,
+                    credentials,
+                )
+                .await
+                .map_err(mongo)?
+                .set;
+            if fresh.config.version != set.config.version {
+                tracing::info!(member = %lease.member, "the config changed since the roll planned; re-planning");
                 return Ok(None);
+            }
+            if let Err(reason) = majority_stays_up(&fresh, &lease.member) {
+                tracing::info!(member = %lease.member, %reason, "not restarted");
+                return Ok(None);
+            }
+            if let Some(caveat) = caveat {
+                let message = format!("restarting {}: {caveat}", lease.member);
+                ctx.events
+                    .publish(EventType::Warning, caveat.into(), message)
+                    .await;
             }
             let instance = &ctx.instance;
             let pod = format!("{}-0", names::slot(&instance.name, *slot));

@@ -149,17 +149,7 @@ pub(super) fn step_down(
     primary: &MemberAddress,
     stays: impl Fn(&MemberAddress) -> bool,
 ) -> Step {
-    let successor = set.config.members.iter().any(|m| {
-        &m.host != primary
-            && m.is_electable()
-            && !m.newly_added
-            && stays(&m.host)
-            && set
-                .members
-                .get(&m.host)
-                .is_some_and(|h| h.healthy && h.state == MemberState::Secondary)
-    });
-    if !successor {
+    if !set.has_electable_successor(primary, &stays) {
         return wait(WaitReason::NoElectableSecondary {
             primary: primary.clone(),
         });

@@ -22,8 +22,10 @@
 //!    (PRIMARY, SECONDARY or ARBITER), caught up, and no lease is held (or the
 //!    held one expired);
 //! 3. holding the lease (renewed by every step it takes), steps the member down
-//!    if it is the primary, then replaces its pod, re-checking the set's health
-//!    first;
+//!    if it is the primary and another member can take over (when none ever
+//!    can, it restarts it without a step-down; a refused step-down is asked
+//!    again only after a back-off), then replaces its pod, re-checking the
+//!    set's health first and that a voting majority of the config stays up;
 //! 4. releases the lease once the member answers on the new revision, healthy
 //!    and caught up, as seen by itself and by the primary.
 
@@ -188,6 +190,10 @@ pub struct RollInput {
     pub fcv: Option<String>,
     /// `spec.featureCompatibilityVersion`: the FCV to raise the set to.
     pub requested_fcv: Option<String>,
+    /// A primary that refused to step down (262) and is not asked again
+    /// before its back-off ends (the controller's memory, shared with the
+    /// membership path).
+    pub step_down_held: Option<MemberAddress>,
 }
 
 impl RollInput {
@@ -234,6 +240,7 @@ impl RollInput {
             rs_init: mongodb.spec.rs_init,
             fcv,
             requested_fcv: mongodb.spec.feature_compatibility_version.clone(),
+            step_down_held: None,
         }
     }
 }
@@ -272,11 +279,14 @@ pub enum RollStep {
     },
     /// Renew the lease, then delete the member's pod (precondition: its uid);
     /// the StatefulSet controller re-creates it on the new revision.
+    /// `caveat`: what this restart costs that a restart normally does not
+    /// (said in a Warning Event).
     #[strum(serialize = "RestartingMember")]
     Restart {
         lease: Lease,
         slot: MemberSlot,
         pod_uid: String,
+        caveat: Option<RestartCaveat>,
     },
     /// The member is back on its revision: renew, nothing else.
     #[strum(serialize = "RenewingRestartLease")]
@@ -348,9 +358,43 @@ pub enum RollWait {
         member: MemberAddress,
         why: String,
     },
+    /// The primary refused to step down (262: no electable secondary caught
+    /// up within the catch-up period); it is asked again after a back-off,
+    /// never at the roll's pace (each try refuses writes while it waits).
+    #[error("the primary {primary} refused to step down (no electable secondary caught up); asked again after a back-off")]
+    StepDownRefused { primary: MemberAddress },
+    /// Restarting the member would leave fewer than a voting majority of the
+    /// config up (the config or the members' health changed since the
+    /// restart was planned, e.g. another cluster's member removed).
+    #[error("restarting {member} would leave {up} voting members up, a majority needs {needed}")]
+    VotingMajorityWouldBeLost {
+        member: MemberAddress,
+        up: usize,
+        needed: usize,
+    },
     /// The featureCompatibilityVersion is only ever raised.
     #[error("spec.featureCompatibilityVersion {requested} is below the set's {fcv}: the operator only raises it")]
     FeatureCompatibilityLowerNotApplied { requested: String, fcv: String },
+}
+
+/// What a restart costs beyond one member down, said in a Warning Event.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames,
+)]
+pub enum RestartCaveat {
+    /// The primary restarts without a step-down: no other member can be
+    /// elected (it is the only member, or every other one is an arbiter, or
+    /// has priority 0, is hidden or does not vote), so mongod would refuse
+    /// the step-down (262) after refusing writes for its catch-up period.
+    /// The set has no primary until it is back.
+    #[strum(serialize = "RestartingPrimaryWithoutStepDown")]
+    #[error("no other member can be elected: the primary restarts without a step-down, and the set has no primary until it is back")]
+    NoPossibleSuccessor,
+    /// The config has two voters: the one left up is no majority, so the
+    /// set has no primary until the member is back.
+    #[strum(serialize = "RestartingOneOfTwoVoters")]
+    #[error("the config has two voters: while it restarts the other is no majority, and the set has no primary until it is back (add a third voter, e.g. an arbiter, to avoid this)")]
+    TwoVoters,
 }
 
 impl fmt::Display for RollStep {
@@ -366,8 +410,17 @@ impl fmt::Display for RollStep {
             RollStep::StepDown { primary, .. } => {
                 write!(f, "step {primary} down before its restart")
             }
-            RollStep::Restart { slot, lease, .. } => {
-                write!(f, "restart {slot} ({}) on its new revision", lease.member)
+            RollStep::Restart {
+                slot,
+                lease,
+                caveat,
+                ..
+            } => {
+                write!(f, "restart {slot} ({}) on its new revision", lease.member)?;
+                match caveat {
+                    Some(caveat) => write!(f, ": {caveat}"),
+                    None => Ok(()),
+                }
             }
             RollStep::Renew { reason, .. } => write!(f, "wait: {reason}"),
             RollStep::Release { lease } => {
@@ -515,9 +568,34 @@ fn continue_restart(input: &RollInput, lease: &Lease, member: &LocalPod) -> Roll
         if let Err(reason) = set_healthy_but(input, Some(&member.address)) {
             return RollStep::Renew { lease, reason };
         }
+        if let Err(reason) = majority_stays_up(&input.set, &member.address) {
+            return RollStep::Renew { lease, reason };
+        }
+        let mut caveat = two_voters(&input.set, &member.address);
         if input.set.primary.as_ref() == Some(&member.address) {
             let primary = member.address.clone();
-            return RollStep::StepDown { lease, primary };
+            if !input
+                .set
+                .config
+                .members
+                .iter()
+                .any(|m| m.host != primary && m.is_electable())
+            {
+                caveat = Some(RestartCaveat::NoPossibleSuccessor);
+            } else if input.step_down_held.as_ref() == Some(&primary) {
+                let reason = RollWait::StepDownRefused { primary };
+                return RollStep::Renew { lease, reason };
+            } else if input.set.has_electable_successor(&primary, |_| true) {
+                return RollStep::StepDown { lease, primary };
+            } else {
+                // An electable member exists but is not a healthy secondary
+                // right now: wait for it rather than asking mongod to wait.
+                let reason = RollWait::MemberNotHealthy {
+                    member: primary,
+                    state: "PRIMARY without an electable secondary".to_owned(),
+                };
+                return RollStep::Renew { lease, reason };
+            }
         }
         let pod_uid = member
             .pod
@@ -528,6 +606,7 @@ fn continue_restart(input: &RollInput, lease: &Lease, member: &LocalPod) -> Roll
             lease,
             slot: member.slot,
             pod_uid,
+            caveat,
         };
     }
     let restarting = RollWait::MemberRestarting {
@@ -625,6 +704,54 @@ fn set_healthy_but(input: &RollInput, restarting: Option<&MemberAddress>) -> Res
         .iter()
         .filter(|m| Some(&m.host) != restarting)
         .try_for_each(|m| member_healthy(input, &m.host))
+}
+
+/// The roll never leaves fewer than a voting majority of the config up:
+/// restarting `member`, a voter, needs a majority of the config's voters up
+/// without it. Configs of one or two voters cannot keep one through any
+/// voter's restart; those restarts carry a [`RestartCaveat`] instead.
+pub fn majority_stays_up(set: &ObservedSet, member: &MemberAddress) -> Result<(), RollWait> {
+    let voters: Vec<&MemberAddress> = set
+        .config
+        .members
+        .iter()
+        .filter(|m| m.is_voter() && !m.newly_added)
+        .map(|m| &m.host)
+        .collect();
+    if !voters.contains(&member) || voters.len() <= 2 {
+        return Ok(());
+    }
+    let needed = voters.len() / 2 + 1;
+    let up = voters
+        .iter()
+        .filter(|host| **host != member)
+        .filter(|host| {
+            set.members
+                .get(**host)
+                .is_some_and(|s| s.counts_towards_majority())
+        })
+        .count();
+    if up >= needed {
+        Ok(())
+    } else {
+        Err(RollWait::VotingMajorityWouldBeLost {
+            member: member.clone(),
+            up,
+            needed,
+        })
+    }
+}
+
+/// [`RestartCaveat::TwoVoters`] when `member` is one of a config's two voters.
+fn two_voters(set: &ObservedSet, member: &MemberAddress) -> Option<RestartCaveat> {
+    let voters: Vec<_> = set
+        .config
+        .members
+        .iter()
+        .filter(|m| m.is_voter() && !m.newly_added)
+        .collect();
+    (voters.len() == 2 && voters.iter().any(|m| &m.host == member))
+        .then_some(RestartCaveat::TwoVoters)
 }
 
 /// One member is PRIMARY, SECONDARY or ARBITER, not newly added, and caught up.

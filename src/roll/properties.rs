@@ -16,9 +16,12 @@
 //!   (mongod's `stepDownSecs`), which the act stage also checks right before it
 //!   deletes a pod.
 //!
+//! A step-down fails (262) when no other member is up to be elected.
+//!
 //! Checked after every event (`one-member-restarting-at-a-time`): at most one
 //! member of the set is down for a restart; no member is restarted while it is
-//! the primary. Checked at the end: once operators plan on fresh views, every
+//! the primary; and (`roll-keeps-a-voting-majority-up`) a config of three
+//! voters or more keeps a voting majority up. Checked at the end: once operators plan on fresh views, every
 //! pod runs its revision and the lease is free.
 
 use std::collections::BTreeMap;
@@ -205,6 +208,7 @@ impl Model {
             rs_init: c == 0,
             fcv: None,
             requested_fcv: None,
+            step_down_held: None,
         }
     }
 
@@ -248,7 +252,15 @@ impl Model {
             RollStep::StepDown { lease, primary } => {
                 if self.renew(lease, c) {
                     let node = self.node(primary);
-                    if let Some(node) = node.filter(|n| self.primary == Some(*n)) {
+                    // mongod fails it (262) when no other member is up to be
+                    // elected: the primary stays.
+                    let successor = |n: usize| {
+                        self.nodes
+                            .iter()
+                            .enumerate()
+                            .any(|(i, other)| i != n && other.up && !other.stepped_down)
+                    };
+                    if let Some(node) = node.filter(|n| self.primary == Some(*n) && successor(*n)) {
                         self.nodes[node].stepped_down = true;
                         self.primary = None;
                         self.elect();
@@ -363,6 +375,11 @@ impl Model {
             .collect();
         if down.len() > 1 {
             return Err(format!("{} members down at once: {down:?}", down.len()));
+        }
+        // `roll-keeps-a-voting-majority-up` (every member votes here).
+        let voters = self.nodes.len();
+        if voters >= 3 && voters - down.len() < voters / 2 + 1 {
+            return Err(format!("fewer than a voting majority up: {down:?} down"));
         }
         Ok(())
     }

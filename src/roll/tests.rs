@@ -99,6 +99,7 @@ fn input() -> RollInput {
         rs_init: true,
         fcv: Some("7.0".into()),
         requested_fcv: None,
+        step_down_held: None,
     }
 }
 
@@ -443,4 +444,118 @@ fn an_outdated_member_that_is_down_is_restarted_when_it_is_the_only_one_down() {
     assert!(matches!(plan_roll(&input), RollStep::Wait { .. }));
     input.lease = ours(address(1, 30001), false);
     assert!(matches!(plan_roll(&input), RollStep::Renew { .. }));
+}
+
+/// Cluster 1 holds the lease for its outdated primary; its secondary is up to
+/// date.
+fn primary_to_restart() -> RollInput {
+    let mut input = input();
+    input.local[1].pod.as_mut().unwrap().revision = Some("new".into());
+    input.lease = ours(address(1, 30000), true);
+    input
+}
+
+fn only_electable(input: &mut RollInput, host: &MemberAddress) {
+    for m in &mut input.set.config.members {
+        if &m.host != host {
+            m.priority = 0.0;
+        }
+    }
+}
+
+#[test]
+fn the_primary_is_stepped_down_when_an_electable_secondary_is_healthy() {
+    let input = primary_to_restart();
+    assert!(
+        matches!(plan_roll(&input), RollStep::StepDown { primary, .. } if primary == address(1, 30000))
+    );
+}
+
+#[test]
+fn a_primary_no_member_can_succeed_restarts_once_without_a_step_down() {
+    let mut input = primary_to_restart();
+    only_electable(&mut input, &address(1, 30000));
+    let step = plan_roll(&input);
+    assert!(
+        matches!(
+            &step,
+            RollStep::Restart {
+                slot: MemberSlot::Data(0),
+                caveat: Some(RestartCaveat::NoPossibleSuccessor),
+                ..
+            }
+        ),
+        "{step:?}"
+    );
+    // A one-member set alike.
+    let mut input = primary_to_restart();
+    input.set.config.members.truncate(1);
+    input
+        .set
+        .members
+        .retain(|host, _| *host == address(1, 30000));
+    input.local.truncate(1);
+    assert!(matches!(
+        plan_roll(&input),
+        RollStep::Restart {
+            caveat: Some(RestartCaveat::NoPossibleSuccessor),
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_primary_that_refused_to_step_down_is_not_asked_again_before_its_back_off() {
+    let mut input = primary_to_restart();
+    input.step_down_held = Some(address(1, 30000));
+    let step = plan_roll(&input);
+    assert!(
+        matches!(
+            &step,
+            RollStep::Renew {
+                reason: RollWait::StepDownRefused { .. },
+                ..
+            }
+        ),
+        "{step:?}"
+    );
+}
+
+#[test]
+fn a_restart_that_would_leave_no_voting_majority_up_waits() {
+    let mut set = set();
+    for host in [address(2, 30000), address(3, 30000)] {
+        set.members.get_mut(&host).unwrap().healthy = false;
+    }
+    assert_eq!(
+        majority_stays_up(&set, &address(1, 30001)),
+        Err(RollWait::VotingMajorityWouldBeLost {
+            member: address(1, 30001),
+            up: 1,
+            needed: 3,
+        })
+    );
+    // A member without a vote never costs the majority.
+    set.config.members[1].votes = 0;
+    set.config.members[1].priority = 0.0;
+    assert_eq!(majority_stays_up(&set, &address(1, 30001)), Ok(()));
+}
+
+#[test]
+fn a_restart_in_a_two_voter_set_says_what_it_costs() {
+    let mut input = input();
+    input.lease = ours(address(1, 30001), false);
+    input.set.config.members.truncate(2);
+    input.set.members.retain(|host, _| host.host == "10.0.0.1");
+    let step = plan_roll(&input);
+    assert!(
+        matches!(
+            &step,
+            RollStep::Restart {
+                caveat: Some(RestartCaveat::TwoVoters),
+                ..
+            }
+        ),
+        "{step:?}"
+    );
 }
