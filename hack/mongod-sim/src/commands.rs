@@ -141,6 +141,10 @@ async fn run(
         );
     }
     match name {
+        "hello" if !member.version().knows_hello() => fail(
+            error::COMMAND_NOT_FOUND,
+            format!("no such command: '{name}'"),
+        ),
         "hello" => hello(member, conn, body, false).await,
         "isMaster" | "ismaster" => hello(member, conn, body, true).await,
         "ping" => Ok(doc! {}),
@@ -334,7 +338,8 @@ fn hello_response(member: &Member, conn: &Connection, body: &Document, legacy: b
     }
     drop(disk);
     drop(inner);
-    if body.get_bool("helloOk").unwrap_or(false) {
+    // `helloOk` came with `hello`: it tells a driver it may switch to it.
+    if body.get_bool("helloOk").unwrap_or(false) && member.version().knows_hello() {
         d.insert("helloOk", true);
     }
     d.insert("maxBsonObjectSize", 16_777_216);

@@ -55,6 +55,7 @@ pub const GROUP_FIELD_NOT_ONE_ACCUMULATOR: i32 = 40238;
 pub const STAGE_NOT_ONE_FIELD: i32 = 40323;
 pub const UNRECOGNIZED_PIPELINE_STAGE: i32 = 40324;
 pub const IDL_REQUIRED_FIELD_MISSING: i32 = 40414;
+pub const IDL_UNKNOWN_FIELD: i32 = 40415;
 pub const INVALID_SKIP: i32 = 5107200;
 pub const INVALID_LIMIT: i32 = 5107201;
 
@@ -103,6 +104,8 @@ pub fn code_name(code: i32) -> &'static str {
         STAGE_NOT_ONE_FIELD => "Location40323",
         UNRECOGNIZED_PIPELINE_STAGE => "Location40324",
         IDL_REQUIRED_FIELD_MISSING => "Location40414",
+        // Before 7.0 (the only releases that throw it here) it had no name.
+        IDL_UNKNOWN_FIELD => "Location40415",
         INVALID_SKIP => "Location5107200",
         INVALID_LIMIT => "Location5107201",
         28 => "PathNotViable",

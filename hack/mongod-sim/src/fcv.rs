@@ -5,7 +5,8 @@
 //! the startup check (`FeatureCompatibility::initializeForStartup`: an FCV the
 //! binary cannot run is "UPGRADE PROBLEM", exit code 62); `getParameter`
 //! (`featureCompatibilityVersion is not yet known.`, 258, before initiate); and
-//! `setFeatureCompatibilityVersion` (`confirm: true` since 7.0 → 7369100, the
+//! `setFeatureCompatibilityVersion` (`confirm: true` since 7.0 → 7369100, an
+//! unknown field before 7.0 → 40415, the
 //! permitted transitions → 5147403, a transitional document then the final one,
 //! each waited for with `w: "majority"`).
 
@@ -319,6 +320,12 @@ pub(crate) async fn set_fcv(member: &Member, body: &Document) -> CmdResult {
         }
         None => unreachable!("dispatched on the command name"),
     };
+    if body.contains_key("confirm") && !binary.knows_fcv_confirm() {
+        return fail(
+            error::IDL_UNKNOWN_FIELD,
+            "BSON field 'setFeatureCompatibilityVersion.confirm' is an unknown field.",
+        );
+    }
     let confirm = match body.get("confirm") {
         None => false,
         Some(Bson::Boolean(b)) => *b,

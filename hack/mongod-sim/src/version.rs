@@ -177,6 +177,28 @@ impl ServerVersion {
         [self.last_lts(), self.last_continuous(), self.release()]
     }
 
+    /// Does this binary know the `hello` command? It arrived in 5.0 and was
+    /// backported to 4.4.2, 4.2.10, 4.0.21 and 3.6.21 (the manual's `hello`
+    /// page, "New in version 4.4.2: (and 4.2.10, 4.0.21, and 3.6.21)"); before
+    /// it, `isMaster` alone answers and `hello` is an unknown command.
+    pub fn knows_hello(self) -> bool {
+        let first_patch = match (self.major, self.minor) {
+            (4, 4) => 2,
+            (4, 2) => 10,
+            (4, 0) => 21,
+            (3, 6) => 21,
+            (major, minor) => return (major, minor) > (4, 4),
+        };
+        self.patch >= first_patch
+    }
+
+    /// Does `setFeatureCompatibilityVersion` know its `confirm` field? It came
+    /// with 7.0 (`set_feature_compatibility_version.idl`); the command's IDL is
+    /// `strict`, so an earlier binary refuses the field (40415).
+    pub fn knows_fcv_confirm(self) -> bool {
+        self >= ServerVersion::new(7, 0, 0)
+    }
+
     /// Can this binary run data whose FCV document says `version`?
     pub fn can_run(self, version: Release) -> bool {
         self.runnable_fcvs().contains(&version)
@@ -228,6 +250,18 @@ mod tests {
         assert!(!v("8.0.0").can_run(r("6.0")));
         assert!(!v("7.0.0").can_run(r("8.0")));
         assert!(v("8.0.0").can_run(r("7.0")));
+    }
+
+    #[test]
+    fn hello_exists_from_the_patch_releases_it_was_backported_to() {
+        let knows = |s: &str| ServerVersion::parse(s).unwrap().knows_hello();
+        assert!(!knows("4.4.0"));
+        assert!(!knows("4.4.1"));
+        assert!(knows("4.4.2"));
+        assert!(!knows("4.2.9"));
+        assert!(knows("4.2.10"));
+        assert!(knows("5.0.0"));
+        assert!(!knows("3.4.24"));
     }
 
     #[test]

@@ -168,6 +168,23 @@ fn pymongo_meets_the_write_concern_and_psa_reconfig_rules() {
 }
 
 #[test]
+fn pymongo_sees_what_releases_before_7_0_and_4_4_2_do_not_know() {
+    let Some(python) = tool("MMO_PYTHON") else {
+        return;
+    };
+    let hosts: Vec<String> = (1..=3).map(|i| format!("127.113.0.{i}:27017")).collect();
+    let old_host = "127.113.1.1:27017".to_string();
+    let version = |v: &str| ["--server-version".to_string(), v.to_string()];
+    let _sim = start_sim(&hosts, &version("6.0.19"));
+    let _old = start_sim(std::slice::from_ref(&old_host), &version("4.4.1"));
+    let mut cmd = Command::new(python);
+    cmd.arg(script("pymongo_old_versions.py"))
+        .env("MMO_HOSTS", hosts.join(","))
+        .env("MMO_OLD_HOST", &old_host);
+    run_script(cmd, "PYMONGO OLD VERSIONS OK");
+}
+
+#[test]
 fn mongosh_rs_helpers_initiate_status_add_reconfig_stepdown() {
     let Some(mongosh) = tool("MMO_MONGOSH") else {
         return;
