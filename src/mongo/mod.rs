@@ -659,7 +659,7 @@ fn members_from_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mongodb::bson::DateTime;
+    use mongodb::bson::{DateTime, Timestamp};
 
     #[test]
     fn status_members_give_primary_health_and_lag() {
@@ -682,6 +682,55 @@ mod tests {
         let down = &members[&MemberAddress::parse("127.0.12.1:30001").unwrap()];
         assert!(!down.healthy);
         assert_eq!(down.state, MemberState::Down);
+    }
+
+    #[test]
+    fn an_unreachable_member_has_no_lag_rather_than_seconds_since_the_epoch() {
+        // mongod reports optimeDate 1970-01-01 for a member it cannot reach.
+        let status = doc! {
+            "set": "replset-0", "myState": 1, "ok": 1.0,
+            "members": [
+                {"_id": 0, "name": "127.0.10.1:30001", "health": 1.0, "state": 1,
+                 "optime": {"ts": Timestamp { time: 1_700_000_000, increment: 1 }, "t": 3_i64},
+                 "optimeDate": DateTime::from_millis(1_700_000_000_000)},
+                {"_id": 1, "name": "127.0.11.1:30001", "health": 0.0, "state": 8,
+                 "optime": {"ts": Timestamp { time: 0, increment: 0 }, "t": -1_i64},
+                 "optimeDate": DateTime::from_millis(0)},
+            ]
+        };
+        let (_, members) = members_from_status(&status);
+        let down = &members[&MemberAddress::parse("127.0.11.1:30001").unwrap()];
+        assert_eq!(down.lag_secs, None);
+    }
+
+    #[test]
+    fn of_two_members_shown_primary_the_one_of_the_highest_term_is_the_primary() {
+        // A stale primary (term 4) still seen as PRIMARY, listed after the new one (term 5).
+        let member = |id: i32, host: &str, term: i64, secs: u32| {
+            doc! {"_id": id, "name": host, "health": 1.0, "state": 1,
+            "optime": {"ts": Timestamp { time: secs, increment: 1 }, "t": term},
+            "optimeDate": DateTime::from_millis(i64::from(secs) * 1000)}
+        };
+        for members in [
+            vec![
+                member(0, "127.0.10.1:30001", 5, 200),
+                member(1, "127.0.11.1:30001", 4, 100),
+            ],
+            vec![
+                member(1, "127.0.11.1:30001", 4, 100),
+                member(0, "127.0.10.1:30001", 5, 200),
+            ],
+        ] {
+            let status = doc! {"set": "replset-0", "ok": 1.0, "members": members};
+            let (primary, members) = members_from_status(&status);
+            assert_eq!(primary.unwrap().to_string(), "127.0.10.1:30001");
+            let stale = &members[&MemberAddress::parse("127.0.11.1:30001").unwrap()];
+            assert_eq!(
+                stale.lag_secs,
+                Some(100),
+                "measured against the primary of term 5"
+            );
+        }
     }
 
     #[test]
