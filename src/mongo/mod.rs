@@ -598,7 +598,10 @@ fn seed_text(seeds: &[MemberAddress]) -> String {
         .join(",")
 }
 
-/// The primary and members of a `replSetGetStatus` reply.
+/// The primary and members of a `replSetGetStatus` reply. Of several members
+/// shown PRIMARY (a stale one not yet stepped down), the primary is the one
+/// whose last optime is of the highest term. A member mongod cannot reach is
+/// shown with optimeDate 1970-01-01: it has no lag.
 fn members_from_status(
     status: &Document,
 ) -> (Option<MemberAddress>, BTreeMap<MemberAddress, MemberStatus>) {
@@ -611,12 +614,20 @@ fn members_from_status(
             .get_datetime("optimeDate")
             .ok()
             .map(|d| d.timestamp_millis() / 1000)
+            .filter(|secs| *secs > 0)
     };
-    let primary_optime = entries
+    let optime_order = |member: &Document| {
+        let optime = member.get_document("optime").ok();
+        let term = optime.and_then(|o| integer(o.get("t"))).unwrap_or(-1);
+        let ts = optime.and_then(|o| o.get_timestamp("ts").ok());
+        (term, ts.map(|ts| (ts.time, ts.increment)))
+    };
+    let primary_entry = entries
         .iter()
-        .find(|m| integer(m.get("state")) == Some(1))
-        .and_then(|m| optime_secs(m));
-    let mut primary = None;
+        .filter(|m| integer(m.get("state")) == Some(1))
+        .max_by_key(|m| optime_order(m));
+    let primary = primary_entry.and_then(|m| MemberAddress::parse(m.get_str("name").ok()?).ok());
+    let primary_optime = primary_entry.and_then(|m| optime_secs(m));
     let mut members = BTreeMap::new();
     for entry in entries {
         let Some(host) = entry
@@ -627,9 +638,6 @@ fn members_from_status(
             continue;
         };
         let state = MemberState::from_code(integer(entry.get("state")).unwrap_or(6) as i32);
-        if state == MemberState::Primary {
-            primary = Some(host.clone());
-        }
         let lag_secs = match (primary_optime, optime_secs(entry), state) {
             (_, _, MemberState::Arbiter) => None,
             (Some(primary), Some(own), _) => Some((primary - own).max(0)),
