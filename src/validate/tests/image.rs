@@ -1,8 +1,10 @@
 use super::*;
 
 #[test]
-fn images_older_than_4_4_are_refused_with_what_to_set() {
+fn images_older_than_4_4_2_are_refused_with_what_to_set() {
     for (image, version) in [
+        ("mongo:4.4.0", "4.4.0"),
+        ("mongo:4.4.1-focal", "4.4.1-focal"),
         ("mongo:3.6", "3.6"),
         ("fedstate.io/atsctoo/mongo:3.6", "3.6"),
         ("mongo:4.2.24", "4.2.24"),
@@ -17,7 +19,7 @@ fn images_older_than_4_4_are_refused_with_what_to_set() {
             message.contains(&format!("spec.image {image} is MongoDB {version}")),
             "{message}"
         );
-        assert!(message.contains("4.4 or later"), "{message}");
+        assert!(message.contains("4.4.2 or later"), "{message}");
         assert!(
             message.contains("spec.imageSetting.image"),
             "says where to set it with FedState: {message}"
@@ -25,6 +27,9 @@ fn images_older_than_4_4_are_refused_with_what_to_set() {
     }
     for image in [
         "mongo:4.4",
+        "mongo:4.4.2",
+        "mongo:4.4.29-focal",
+        "mongo:5.0.0",
         "mongo:7.0.14",
         "registry:5000/mongo:8.0",
         "mongo",
