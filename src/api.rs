@@ -138,7 +138,7 @@ pub struct MongoDBSpec {
     pub type_: DeploymentType,
 
     /// mongod container image. Any image is accepted here (FedState's default is
-    /// `mongo:3.6`); the operator refuses releases older than 4.4 in status
+    /// `mongo:3.6`); the operator refuses releases older than 4.4.2 in status
     /// (state `Error`, reason `UnsupportedMongoDBVersion`): they lack the
     /// safe-reconfig semantics (newlyAdded, one voting change per reconfig) it
     /// relies on.

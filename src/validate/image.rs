@@ -2,20 +2,38 @@
 
 use super::InvalidInput;
 
-/// Refuses images whose tag names a MongoDB release older than 4.4. A tag
+/// The first MongoDB release the operator supports: safe reconfig came with
+/// 4.4, and `hello`, which every probe sends, with 4.4.2 (`isMaster` alone
+/// before it).
+const FIRST_SUPPORTED: (u32, u32, u32) = (4, 4, 2);
+
+/// Refuses images whose tag names a MongoDB release older than 4.4.2. A tag
 /// that names no version (`latest`, a digest, none) is accepted: the operator
-/// cannot tell, and mongod itself will say.
+/// cannot tell, and mongod itself will say. A tag without a patch
+/// (`mongo:4.4`) floats to the release's newest patch and is accepted.
 pub fn supported_image(image: &str) -> Result<(), InvalidInput> {
-    let Some((tag, release)) = image_release(image) else {
+    let Some((tag, (major, minor))) = image_release(image) else {
         return Ok(());
     };
-    if release < (4, 4) {
+    let patch = image_patch(tag).unwrap_or(u32::MAX);
+    if (major, minor, patch) < FIRST_SUPPORTED {
         return Err(InvalidInput::UnsupportedMongoDBVersion {
             image: image.to_string(),
             version: tag.to_string(),
         });
     }
     Ok(())
+}
+
+/// The patch number a `MAJOR.MINOR.PATCH[-suffix]` tag names.
+fn image_patch(tag: &str) -> Option<u32> {
+    let digits = tag.strip_prefix('v').unwrap_or(tag);
+    let version = digits.split('-').next().unwrap_or(digits);
+    let mut parts = version.split('.');
+    let (Some(_), Some(_), Some(patch)) = (parts.next(), parts.next(), parts.next()) else {
+        return None;
+    };
+    patch.parse().ok()
 }
 
 /// MongoDB's releases in upgrade order: a binary runs data whose

@@ -89,11 +89,12 @@ pub enum InvalidInput {
         /// The members that refused them.
         members: Vec<String>,
     },
-    /// The image runs a MongoDB release older than 4.4.
+    /// The image runs a MongoDB release older than 4.4.2.
     #[error(
-        "spec.image {image} is MongoDB {version}; this operator needs MongoDB 4.4 or later \
-         (safe reconfig: one voting change at a time, newlyAdded members, commitmentStatus). \
-         Set spec.image to a 4.4+ image such as {DEFAULT_IMAGE}; with FedState, set \
+        "spec.image {image} is MongoDB {version}; this operator needs MongoDB 4.4.2 or later \
+         (safe reconfig: one voting change at a time, newlyAdded members, commitmentStatus; \
+         the hello command, from 4.4.2). \
+         Set spec.image to a 4.4.2+ image such as {DEFAULT_IMAGE}; with FedState, set \
          spec.imageSetting.image of the MultiCloudMongoDB (its webhook defaults to mongo:3.6; \
          FedState passes an image change on only with a replicaset or resource change)"
     )]
