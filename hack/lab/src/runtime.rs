@@ -1,7 +1,12 @@
 //! The lab's container runtime: runs a pod's `mongod` container as a mongod-sim
 //! member, with the durable state of the pod's PersistentVolumeClaim.
 //!
-//! - A container whose arguments carry `--replSet` is mongod: it listens on the
+//! - A container whose first argument is `mongod` is mongod. Its arguments and
+//!   the `--config` file they name go through mongod's startup parsing
+//!   ([`startup_options`]): an option or `setParameter` mongod refuses, or a
+//!   configuration that cannot start (`processManagement.fork`, a log file
+//!   outside a writable volume) ends the container with mongod's exit code,
+//!   so the pod crash-loops as it would. Otherwise it listens on the
 //!   pod IP and port `--port` (27017 by default), reads its keyfile from the file
 //!   `--keyFile` names, and creates the root user from
 //!   `MONGO_INITDB_ROOT_USERNAME` / `_PASSWORD` when its data is empty (what the
@@ -33,7 +38,7 @@ use anyhow::{anyhow, bail, Context};
 use cluster_sim::{
     BoxFuture, ContainerExit, ContainerRuntime, ResolvedContainer, ResolvedVolume, RunningContainer,
 };
-use mongod_sim::{Member, MemberSpec, Network, RootUser, ServerVersion, Volume};
+use mongod_sim::{startup_options, Member, MemberSpec, Network, RootUser, ServerVersion, Volume};
 use tokio::sync::watch;
 
 /// Files of one emptyDir, by path relative to the volume.
@@ -122,24 +127,37 @@ impl MongodRuntime {
         &self,
         container: &ResolvedContainer,
     ) -> anyhow::Result<Box<dyn RunningContainer>> {
-        let args: Vec<&str> = container
+        let args: Vec<String> = container
             .command
             .iter()
             .chain(&container.args)
-            .map(String::as_str)
+            .cloned()
             .collect();
-        let flag = |name: &str| {
-            args.iter()
-                .position(|a| *a == name)
-                .and_then(|i| args.get(i + 1))
-                .copied()
+        let read_file = |path: &str| self.read_file(container, path);
+        let writable = |path: &str| writable_path(container, path);
+        // mongod parses its command line and `--config` file first; what it
+        // refuses ends the process with mongod's exit code.
+        let options = match startup_options::parse(
+            &args,
+            &startup_options::Container {
+                read_file: &read_file,
+                writable: &writable,
+            },
+        ) {
+            Ok(options) => options,
+            Err(exit) => {
+                tracing::error!(pod = %container.pod.name, container = %container.name,
+                    exit_code = exit.exit_code, output = %exit.message, "mongod exited at start");
+                return Ok(Box::new(Exited(ContainerExit {
+                    exit_code: exit.exit_code,
+                })));
+            }
         };
-        let repl_set = flag("--replSet").ok_or_else(|| anyhow!("mongod without --replSet"))?;
-        let port: u16 = flag("--port")
-            .unwrap_or("27017")
-            .parse()
-            .context("--port")?;
-        let keyfile = match flag("--keyFile") {
+        let repl_set = options
+            .repl_set
+            .ok_or_else(|| anyhow!("mongod without --replSet"))?;
+        let port = options.port;
+        let keyfile = match options.key_file.as_deref() {
             Some(path) => {
                 let bytes = self
                     .read_file(container, path)
@@ -161,7 +179,7 @@ impl MongodRuntime {
         let listen = SocketAddr::from((container.pod_ip, port));
         let spec = MemberSpec {
             listen,
-            repl_set: repl_set.to_string(),
+            repl_set,
             keyfile,
             root_user,
             version: server_version_of_image(&container.image),
@@ -200,11 +218,14 @@ impl ContainerRuntime for MongodRuntime {
             if container.init {
                 return Ok(self.run_init(&container));
             }
+            // The official image's entrypoint runs mongod when its first
+            // argument is `mongod` (what the operator passes).
             let is_mongod = container
                 .command
                 .iter()
                 .chain(&container.args)
-                .any(|a| a == "--replSet");
+                .next()
+                .is_some_and(|first| first == "mongod");
             if is_mongod {
                 return self.run_mongod(&container).await;
             }
@@ -217,6 +238,21 @@ impl ContainerRuntime for MongodRuntime {
             }) as Box<dyn RunningContainer>)
         })
     }
+}
+
+/// Can the container create or append to the file at `path`? Only under a
+/// writable emptyDir or volume claim mount: the member pods' root filesystem
+/// is read-only (`readOnlyRootFilesystem`), and the runtime counts every
+/// container's so.
+fn writable_path(container: &ResolvedContainer, path: &str) -> bool {
+    container.mounts.iter().any(|m| {
+        !m.read_only
+            && matches!(
+                m.volume,
+                ResolvedVolume::EmptyDir | ResolvedVolume::PersistentVolumeClaim(_)
+            )
+            && path.starts_with(&format!("{}/", m.mount_path.trim_end_matches('/')))
+    })
 }
 
 /// The mongod version an image runs: the first `MAJOR.MINOR[.PATCH]` in its tag,
@@ -428,6 +464,19 @@ mod tests {
             .expect("8.0 runs FCV 8.0 data");
         assert_eq!(member.version().to_string(), "8.0.3");
         assert_eq!(new.stop(Duration::ZERO).await, ContainerExit::TERMINATED);
+    }
+
+    #[tokio::test]
+    async fn a_mongod_given_an_option_it_refuses_exits_as_mongod_does() {
+        let network = Network::new();
+        let runtime = MongodRuntime::new(network.clone(), "a");
+        let mut container = mongod_container("mongo:7.0.14", [127, 97, 0, 2]);
+        container
+            .args
+            .extend(["--setParameter".into(), "LOG_LEVEL=info".into()]);
+        let refused = runtime.start(container).await.unwrap();
+        assert_eq!(refused.wait().await.exit_code, 2);
+        assert!(network.member("127.97.0.2:27017").is_none());
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod repl_commands;
 mod rwc_defaults;
 mod scram;
 mod server;
+pub mod startup_options;
 pub mod state;
 mod step_down;
 mod update;
