@@ -418,13 +418,12 @@ mod tests {
     fn the_operators_arguments_start_mongod() {
         let started = run(
             &[
-                "--slowms",
-                "200",
                 "--setParameter",
-                "transactionLifetimeLimitSeconds=90",
-                "--wiredTigerCacheSizeGB",
-                "1.5",
+                "cursorTimeoutMillis=600000",
+                "--oplogSize",
+                "2048",
                 "--quiet",
+                "--slowms=150",
             ],
             None,
         )
