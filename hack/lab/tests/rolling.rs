@@ -811,7 +811,7 @@ fn with_resources(name: &str, cpu: &str, memory: &str) -> Submission {
 
 /// A user's OverridePolicy adding `value` at `path` of the instance's
 /// `MongoDB` in every cluster.
-fn everywhere(name: &str, path: &str, value: Value) -> OverridePolicy {
+pub(crate) fn everywhere(name: &str, path: &str, value: Value) -> OverridePolicy {
     OverridePolicy {
         labels: Default::default(),
         resource: ResourceRef::new(Kind::MongoDB, name),
@@ -856,7 +856,7 @@ async fn a_resources_change_restarts_one_member_of_the_set_at_a_time_the_primary
 
 /// `buildInfo.version` and the FCV of every member, read from each member
 /// directly.
-async fn versions(
+pub(crate) async fn versions(
     lab: &Lab,
     name: &str,
     hosts: &[String],

@@ -24,3 +24,4 @@ mod roll_safety;
 mod rolling;
 mod scale;
 mod secret_scan;
+mod versions;
