@@ -175,9 +175,13 @@ pub struct MongoDBSpec {
     /// `operationProfiling.slowOpSampleRate`, `operationProfiling.slowOpThresholdMs`,
     /// `replication.oplogSizeMB`, `storage.wiredTiger.collectionConfig.blockCompressor`,
     /// `storage.wiredTiger.engineConfig.cacheSizeGB`, `systemLog.quiet`, and
-    /// `setParameter.<name>`. Any other entry (FedState's sample `LOG_LEVEL`, a
-    /// setting the operator owns such as `replSet` or `keyFile`, a value out of
-    /// range, a name given twice) is never passed to mongod, which would refuse
+    /// `setParameter.<name>` for the server parameters `cursorTimeoutMillis`,
+    /// `diagnosticDataCollectionEnabled`, `logLevel`,
+    /// `maxTransactionLockRequestTimeoutMillis`, `minSnapshotHistoryWindowInSeconds`,
+    /// `notablescan`, `transactionLifetimeLimitSeconds` and `ttlMonitorEnabled`.
+    /// Any other entry (FedState's sample `LOG_LEVEL`, a parameter mongod does not
+    /// know, a setting the operator owns such as `replSet` or `keyFile`, a value out
+    /// of range, a name given twice) is never passed to mongod, which would refuse
     /// to start; it is reported in the `ConfigAccepted` condition and a Warning
     /// Event. Other settings go in the ConfigMap of `customConfigRef`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -4,8 +4,8 @@
 //! names so that the pod template does not change when the control plane
 //! sends them in another order (FedState sends a Go map's random order).
 //!
-//! Only the settings listed in `SETTINGS` and `setParameter.<name>` are
-//! passed to mongod. Anything else — an unknown name (FedState's sample sends
+//! Only the settings listed in `SETTINGS` and the server parameters listed in
+//! `PARAMETERS` (`setParameter.<name>`) are passed to mongod. Anything else — an unknown name (FedState's sample sends
 //! `LOG_LEVEL`), a value out of range, a setting the operator owns (`--replSet`,
 //! `--keyFile`, `--port` …) — is never passed: mongod refuses unknown options
 //! at start, and the pod would crash-loop. Each is reported with the reason, in
@@ -101,6 +101,34 @@ const SETTINGS: &[Setting] = &[
 /// Server parameters the operator owns or that would weaken the set's safety.
 const OWNED_PARAMETERS: &[&str] = &["authenticationMechanisms", "enableLocalhostAuthBypass"];
 
+/// What a server parameter's value may be.
+#[derive(Clone, Copy, Debug)]
+enum ParameterValue {
+    /// A whole number.
+    Integer,
+    /// `true` or `false`.
+    Boolean,
+}
+
+/// The server parameters `spec.config` may set (`setParameter.<name>`): each
+/// settable at startup in every release the operator supports (4.4.2 to
+/// 8.0). mongod exits at start on a parameter it does not know or cannot
+/// set at startup ("Illegal --setParameter parameter"), so any other name
+/// is refused rather than passed; the list is kept short on purpose.
+const PARAMETERS: &[(&str, ParameterValue)] = &[
+    ("cursorTimeoutMillis", ParameterValue::Integer),
+    ("diagnosticDataCollectionEnabled", ParameterValue::Boolean),
+    ("logLevel", ParameterValue::Integer),
+    (
+        "maxTransactionLockRequestTimeoutMillis",
+        ParameterValue::Integer,
+    ),
+    ("minSnapshotHistoryWindowInSeconds", ParameterValue::Integer),
+    ("notablescan", ParameterValue::Boolean),
+    ("transactionLifetimeLimitSeconds", ParameterValue::Integer),
+    ("ttlMonitorEnabled", ParameterValue::Boolean),
+];
+
 /// An entry of `spec.config` that is not passed to mongod, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RefusedSetting {
@@ -157,18 +185,35 @@ pub fn mongod_settings(config: &[ConfigVar]) -> MongodSettings {
 /// The arguments of one setting, or why it is refused.
 fn setting_args(name: &str, value: &str) -> Result<Vec<String>, String> {
     if let Some(parameter) = name.strip_prefix("setParameter.") {
-        let well_formed = !parameter.is_empty()
-            && parameter
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !well_formed {
-            return Err("not a server parameter name".to_string());
-        }
         if OWNED_PARAMETERS.contains(&parameter) {
             return Err("managed by the operator".to_string());
         }
-        if value.is_empty() {
-            return Err("empty value".to_string());
+        if parameter == "featureCompatibilityVersion" {
+            return Err(
+                "set with spec.featureCompatibilityVersion; mongod refuses it at startup"
+                    .to_string(),
+            );
+        }
+        let Some((_, kind)) = PARAMETERS.iter().find(|(known, _)| *known == parameter) else {
+            return Err(format!(
+                "not a server parameter the operator passes to mongod (mongod exits at start on \
+                 one it does not know); it passes {}",
+                PARAMETERS
+                    .iter()
+                    .map(|(known, _)| *known)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        };
+        let valid = match kind {
+            ParameterValue::Integer => value.parse::<i64>().is_ok(),
+            ParameterValue::Boolean => matches!(value, "true" | "false"),
+        };
+        if !valid {
+            return Err(match kind {
+                ParameterValue::Integer => "expected a whole number".to_string(),
+                ParameterValue::Boolean => "expected true or false".to_string(),
+            });
         }
         return Ok(vec![
             "--setParameter".to_string(),
@@ -277,6 +322,27 @@ mod tests {
         ]));
         assert!(settings.args.is_empty(), "{:?}", settings.args);
         assert_eq!(settings.refused.len(), 11);
+    }
+
+    #[test]
+    fn a_server_parameter_mongod_would_refuse_at_start_is_never_passed() {
+        let settings = mongod_settings(&config(&[
+            ("setParameter.LOG_LEVEL", "info"),
+            ("setParameter.featureCompatibilityVersion", "7.0"),
+            ("setParameter.notablescan", "maybe"),
+            ("setParameter.ttlMonitorEnabled", "false"),
+        ]));
+        assert_eq!(settings.args, ["--setParameter", "ttlMonitorEnabled=false"]);
+        let refused: Vec<&str> = settings.refused.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            refused,
+            [
+                "setParameter.LOG_LEVEL",
+                "setParameter.featureCompatibilityVersion",
+                "setParameter.notablescan"
+            ]
+        );
+        assert!(settings.refused[0].why.contains("exits at start"));
     }
 
     #[test]
