@@ -211,19 +211,17 @@ impl MongoGateway {
             })
     }
 
-    /// `setFeatureCompatibilityVersion` on `primary`, w:"majority".
+    /// `setFeatureCompatibilityVersion` on `primary`, w:"majority", shaped
+    /// for the binary it runs (asked with `buildInfo` first).
     pub async fn set_feature_compatibility_version(
         &self,
         primary: &MemberAddress,
         version: &str,
         credentials: &RootCredentials,
     ) -> Result<(), MongoError> {
+        let binary = self.server_version(primary, credentials).await?;
         let client = self.client(std::slice::from_ref(primary), true, None, credentials)?;
-        let command = doc! {
-            "setFeatureCompatibilityVersion": version,
-            "confirm": true,
-            "writeConcern": majority(),
-        };
+        let command = set_fcv_command(version, &binary);
         Self::run(&client, command, None, &primary.to_string())
             .await
             .map(drop)
@@ -247,6 +245,23 @@ pub(super) fn first_batch(reply: &Document) -> Result<&Vec<Bson>, MongoError> {
         .get_document("cursor")
         .and_then(|cursor| cursor.get_array("firstBatch"))
         .map_err(|_| MongoError::Protocol("find without cursor.firstBatch".into()))
+}
+
+/// `setFeatureCompatibilityVersion` as the `binary` (its `buildInfo.version`)
+/// parses it: mongod requires `confirm: true` from 7.0 on and refuses the
+/// field before (its command is strict: 40415).
+fn set_fcv_command(version: &str, binary: &str) -> Document {
+    let major: u32 = binary
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(u32::MAX);
+    let mut command = doc! {"setFeatureCompatibilityVersion": version};
+    if major >= 7 {
+        command.insert("confirm", true);
+    }
+    command.insert("writeConcern", majority());
+    command
 }
 
 pub(super) fn majority() -> Document {
@@ -321,6 +336,20 @@ mod tests {
         let unacknowledged = doc! {"n": 1, "writeConcernError": {"code": 64, "codeName": "WriteConcernFailed", "errmsg": "waiting for replication timed out"}, "ok": 1};
         assert_eq!(write_outcome(&unacknowledged).unwrap_err().code(), Some(64));
         assert_eq!(write_outcome(&doc! {"n": 1, "ok": 1}).unwrap(), 1);
+    }
+
+    #[test]
+    fn confirm_goes_only_to_binaries_that_know_it() {
+        for (binary, confirm) in [
+            ("5.0.30", false),
+            ("6.0.19", false),
+            ("7.0.14", true),
+            ("8.0.3", true),
+        ] {
+            let command = set_fcv_command("6.0", binary);
+            assert_eq!(command.contains_key("confirm"), confirm, "{binary}");
+            assert_eq!(command.get_str("setFeatureCompatibilityVersion"), Ok("6.0"));
+        }
     }
 
     #[test]
