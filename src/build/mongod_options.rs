@@ -182,39 +182,43 @@ pub fn mongod_settings(config: &[ConfigVar]) -> MongodSettings {
     settings
 }
 
+/// Whether mongod may be given server parameter `parameter` = `value` at
+/// startup by the operator, or why not.
+pub fn server_parameter_accepted(parameter: &str, value: &str) -> Result<(), String> {
+    if OWNED_PARAMETERS.contains(&parameter) {
+        return Err("managed by the operator".to_string());
+    }
+    if parameter == "featureCompatibilityVersion" {
+        return Err(
+            "set with spec.featureCompatibilityVersion; mongod refuses it at startup".to_string(),
+        );
+    }
+    let Some((_, kind)) = PARAMETERS.iter().find(|(known, _)| *known == parameter) else {
+        return Err(format!(
+            "not a server parameter the operator passes to mongod (mongod exits at start on \
+             one it does not know); it passes {}",
+            PARAMETERS
+                .iter()
+                .map(|(known, _)| *known)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    };
+    match kind {
+        ParameterValue::Integer if value.parse::<i64>().is_err() => {
+            Err("expected a whole number".to_string())
+        }
+        ParameterValue::Boolean if !matches!(value, "true" | "false") => {
+            Err("expected true or false".to_string())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The arguments of one setting, or why it is refused.
 fn setting_args(name: &str, value: &str) -> Result<Vec<String>, String> {
     if let Some(parameter) = name.strip_prefix("setParameter.") {
-        if OWNED_PARAMETERS.contains(&parameter) {
-            return Err("managed by the operator".to_string());
-        }
-        if parameter == "featureCompatibilityVersion" {
-            return Err(
-                "set with spec.featureCompatibilityVersion; mongod refuses it at startup"
-                    .to_string(),
-            );
-        }
-        let Some((_, kind)) = PARAMETERS.iter().find(|(known, _)| *known == parameter) else {
-            return Err(format!(
-                "not a server parameter the operator passes to mongod (mongod exits at start on \
-                 one it does not know); it passes {}",
-                PARAMETERS
-                    .iter()
-                    .map(|(known, _)| *known)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        };
-        let valid = match kind {
-            ParameterValue::Integer => value.parse::<i64>().is_ok(),
-            ParameterValue::Boolean => matches!(value, "true" | "false"),
-        };
-        if !valid {
-            return Err(match kind {
-                ParameterValue::Integer => "expected a whole number".to_string(),
-                ParameterValue::Boolean => "expected true or false".to_string(),
-            });
-        }
+        server_parameter_accepted(parameter, value)?;
         return Ok(vec![
             "--setParameter".to_string(),
             format!("{parameter}={value}"),

@@ -51,6 +51,17 @@ pub enum InvalidInput {
         /// The ConfigMap's name.
         name: String,
     },
+    /// The custom config holds what makes mongod exit at start.
+    #[error(
+        "ConfigMap {name} (spec.customConfigRef) is refused: {why}; mongod would not start \
+         with it, so no pod gets it until it is fixed"
+    )]
+    CustomConfigRefused {
+        /// The ConfigMap's name.
+        name: String,
+        /// What mongod would refuse.
+        why: String,
+    },
     /// The credentials Secret does not exist.
     #[error("Secret {name} (spec.credentialsSecretRef) does not exist yet")]
     CredentialsSecretMissing {

@@ -8,6 +8,7 @@
 //! secret value.
 
 mod credentials;
+mod custom_config;
 mod image;
 mod invalid_input;
 mod member_list;
@@ -33,6 +34,7 @@ pub use member_list::hostconf;
 pub use member_objects::{MemberService, MemberStatefulSetFacts};
 
 use credentials::{operator_admin, shared_root_credentials};
+use custom_config::custom_config_accepted;
 use member_list::{last_observed_members, propagated_hostconf};
 use member_objects::{member_services, member_stateful_sets};
 
@@ -179,7 +181,7 @@ pub fn validate(
 /// the keyfile over the root credentials and the keyfile (so the revision it
 /// enters shows nothing about them to whoever cannot read the keyfile), and
 /// the custom config's content. A missing custom config is refused: the pods
-/// cannot start without it.
+/// cannot start without it; so is one mongod would exit on.
 fn content_digest(
     mongodb: &MongoDB,
     referenced: &ReferencedObjects,
@@ -199,6 +201,7 @@ fn content_digest(
         let Some(config_map) = &referenced.custom_config else {
             return Err(InvalidInput::CustomConfigMissing { name: name.clone() });
         };
+        custom_config_accepted(name, config_map)?;
         let data = config_map.data.iter().flatten();
         let binary = config_map.binary_data.iter().flatten();
         for (key, value) in data
