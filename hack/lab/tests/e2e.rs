@@ -765,7 +765,7 @@ async fn fedstates_default_image_is_accepted_and_refused_in_status_saying_what_t
         .await?;
         let (_, mongodb) = statuses(lab, "old").await?.remove(0);
         let message = &ready_condition(&mongodb).unwrap().message;
-        for expected in ["mongo:3.6", "4.4 or later", "spec.imageSetting.image"] {
+        for expected in ["mongo:3.6", "4.4.2 or later", "spec.imageSetting.image"] {
             if !message.contains(expected) {
                 return Err(format!("the message does not say {expected:?}: {message}"));
             }
