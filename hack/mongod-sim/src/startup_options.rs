@@ -171,9 +171,7 @@ pub fn parse(args: &[String], container: &Container) -> Result<StartupOptions, O
     let mut env = Environment::default();
     if let Some(path) = command_line.values.get("config") {
         let text = (container.read_file)(path).ok_or_else(|| {
-            bad_options(format!(
-                "Error reading config file: No such file or directory"
-            ))
+            bad_options("Error reading config file: No such file or directory".to_string())
         })?;
         parse_yaml(&String::from_utf8_lossy(&text), &mut env)?;
     }
