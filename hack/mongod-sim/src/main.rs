@@ -17,7 +17,9 @@ const USAGE: &str = "usage: mongod-sim --member ADDR [--member ADDR ...] [--repl
   --server-version: the mongod version every member runs (default 7.0.14).
   Control commands (stdin lines, or HTTP GET/POST /<command>/<args...>):
     stop HOST | start HOST | cut HOST | heal HOST | heal-all | lag HOST MS | state
-    | version HOST X.Y[.Z]   (the version HOST runs from its next start)";
+    | version HOST X.Y[.Z]   (the version HOST runs from its next start)
+    | route ALIAS HOST | unroute ALIAS   (ALIAS, e.g. VIP:nodePort, reaches HOST or nothing)
+    | site HOST SITE | hairpin SITE on|off   (off: SITE's members cannot reach their own ALIAS)";
 
 struct Options {
     members: Vec<SocketAddr>,
@@ -175,6 +177,22 @@ impl Sim {
                     "lag set".to_string()
                 })
                 .context("lag needs milliseconds"),
+            ["route", alias, host] => {
+                self.net.add_alias(host, alias);
+                Ok("routed".into())
+            }
+            ["unroute", alias] => {
+                self.net.remove_alias(alias);
+                Ok("unrouted".into())
+            }
+            ["site", host, site] => {
+                self.net.set_site(host, site);
+                Ok("site set".into())
+            }
+            ["hairpin", site, switch @ ("on" | "off")] => {
+                self.net.set_hairpin(site, *switch == "on");
+                Ok(format!("hairpin {switch}"))
+            }
             ["state"] => Ok(serde_json::to_string_pretty(&self.net.dump()).unwrap_or_default()),
             _ => Err(anyhow::anyhow!("unknown command {line:?}\n{USAGE}")),
         };

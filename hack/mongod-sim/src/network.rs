@@ -1,10 +1,12 @@
 //! The simulated network shared by every member in a process: which member a host
-//! string reaches (listen addresses and self aliases such as `VIP:nodePort`), which
+//! string reaches (listen addresses and routes such as `VIP:nodePort`), which
 //! members run, and the injected faults (isolated members, cut host pairs, cut
-//! sites, replication lag). Members talk to each other only through it. It also
+//! sites, sites whose routes do not hairpin, replication lag). A member proves a
+//! host is itself only by dialing it through these routes (mongod's isSelf). Members talk to each other only through it. It also
 //! keeps a record of every member stop ([`Network::stops`]): who, in what role,
 //! when.
 
+use crate::config::{MemberConfig, ReplSetConfig};
 use crate::member::{Member, MemberSpec, MemberState};
 use crate::state::Volume;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -32,6 +34,9 @@ struct Faults {
     /// Sites that cannot be entered from other sites (their own members can still
     /// dial out), e.g. a cluster whose VIP is unreachable.
     cut_ingress: HashSet<String>,
+    /// Sites whose routes do not hairpin: a member there cannot reach itself
+    /// through an alias (its own `VIP:nodePort`), only other members can.
+    no_hairpin: HashSet<String>,
     lag: HashMap<String, Duration>,
 }
 
@@ -256,8 +261,9 @@ impl Network {
         self.reg().running.keys().cloned().collect()
     }
 
-    /// Makes `host` (e.g. `VIP:nodePort`) route to the member listening on `listen`;
-    /// that member then recognises `host` as itself in configs.
+    /// Makes `host` (e.g. `VIP:nodePort`) route to the member listening on `listen`
+    /// (a kube-proxy route). That member recognises `host` as itself only when it
+    /// can dial it (see [`Network::set_hairpin`]), as mongod's isSelf does.
     pub fn add_alias(&self, listen: &str, host: &str) {
         self.reg()
             .aliases
@@ -329,7 +335,19 @@ impl Network {
         self.reg().faults.cut_ingress.remove(site);
     }
 
-    /// Removes every injected cut (lag settings stay).
+    /// Whether the routes of a site hairpin: with `false` a member of `site`
+    /// dialing its own alias (`VIP:nodePort`) fails, as on a cluster whose proxy
+    /// or CNI does not send a pod's traffic to its own Service back to it.
+    pub fn set_hairpin(&self, site: &str, hairpin: bool) {
+        let mut reg = self.reg();
+        if hairpin {
+            reg.faults.no_hairpin.remove(site);
+        } else {
+            reg.faults.no_hairpin.insert(site.to_string());
+        }
+    }
+
+    /// Removes every injected cut (lag settings and hairpin switches stay).
     pub fn heal_all(&self) {
         let mut reg = self.reg();
         reg.faults.isolated.clear();
@@ -358,15 +376,42 @@ impl Network {
             .unwrap_or_default()
     }
 
-    /// Does `host` name the member listening on `listen` (isSelf)?
-    pub(crate) fn is_self(&self, listen: &str, host: &str) -> bool {
-        host == listen
-            || self
-                .reg()
-                .aliases
-                .get(host)
-                .map(|l| l == listen)
-                .unwrap_or(false)
+    /// mongod's findSelfInConfig: the member whose host is this member's listen
+    /// address (isSelf's fast path), else the first one the slow path proves.
+    pub(crate) fn find_self<'c>(
+        &self,
+        member: &Member,
+        cfg: &'c ReplSetConfig,
+    ) -> Option<&'c MemberConfig> {
+        cfg.members
+            .iter()
+            .find(|m| m.host == member.listen())
+            .or_else(|| {
+                cfg.members
+                    .iter()
+                    .find(|m| self.is_self_slow_path(member, &m.host))
+            })
+    }
+
+    /// mongod's isSelf slow path: connect to `host` through the network's
+    /// routes, authenticate as `__system` (the keyfiles match) and compare the
+    /// instance id of the process that answers with the member's own. It
+    /// fails while the route has no endpoint, across a cut, and where the
+    /// member's site does not hairpin.
+    pub(crate) fn is_self_slow_path(&self, member: &Member, host: &str) -> bool {
+        self.dial(member, host)
+            .map(|to| to.process_id() == member.process_id())
+            .unwrap_or(false)
+    }
+
+    /// Is `member` (this very process) the one running at its listen address?
+    /// A member starting up is not yet, and cannot dial itself.
+    pub(crate) fn is_running(&self, member: &Member) -> bool {
+        self.reg()
+            .running
+            .get(member.listen())
+            .map(|m| m.process_id() == member.process_id())
+            .unwrap_or(false)
     }
 
     /// The member `from` reaches when it dials `host`, if the network lets it
@@ -377,6 +422,11 @@ impl Network {
         let to = reg.running.get(&target)?.clone();
         let from_id = from.listen();
         if !reachable(&reg.faults, from_id, &target) {
+            return None;
+        }
+        let hairpin = target == from_id && host != target;
+        let site = reg.faults.sites.get(from_id);
+        if hairpin && site.is_some_and(|s| reg.faults.no_hairpin.contains(s)) {
             return None;
         }
         drop(reg);
@@ -396,6 +446,7 @@ impl Network {
             "sites": reg.faults.sites,
             "cutSites": reg.faults.cut_sites.iter().collect::<Vec<_>>(),
             "cutIngress": reg.faults.cut_ingress.iter().collect::<Vec<_>>(),
+            "noHairpin": reg.faults.no_hairpin.iter().collect::<Vec<_>>(),
             "lagMs": reg.faults.lag.iter().map(|(k, v)| (k.clone(), v.as_millis() as u64)).collect::<BTreeMap<_, _>>(),
             "aliases": reg.aliases,
         });
@@ -470,14 +521,7 @@ mod tests {
         net.start_member(MemberSpec::new(listen.parse().unwrap(), "rs0"), volume)
             .await
             .unwrap();
-        let member = net.member(listen).unwrap();
-        let config = doc! {
-            "_id": "rs0", "version": 1, "members": [{"_id": 0, "host": host}],
-            "settings": {"electionTimeoutMillis": 200, "heartbeatIntervalMillis": 50},
-        };
-        crate::repl_commands::initiate(&member, &doc! {"replSetInitiate": config})
-            .await
-            .unwrap();
+        initiate(net, listen, host).await.unwrap();
         wait_state(net, listen, MemberState::Primary).await;
     }
 
@@ -528,5 +572,99 @@ mod tests {
         assert_eq!(stops[2].state, MemberState::Secondary);
         assert_eq!(stops[2].term, term);
         assert!(stops[2].term >= stops[1].term);
+    }
+
+    // ---- isSelf: through a route that reaches the member
+
+    /// A one-member set named `rs0` whose member is `host`, with short timeouts.
+    fn one_member_config(host: &str) -> bson::Document {
+        doc! {
+            "_id": "rs0", "version": 1, "members": [{"_id": 0, "host": host}],
+            "settings": {"electionTimeoutMillis": 200, "heartbeatIntervalMillis": 50},
+        }
+    }
+
+    /// replSetInitiate of [`one_member_config`] on the member at `listen`; the
+    /// error code when refused.
+    async fn initiate(net: &Network, listen: &str, host: &str) -> Result<(), i32> {
+        let member = net.member(listen).unwrap();
+        crate::repl_commands::initiate(&member, &doc! {"replSetInitiate": one_member_config(host)})
+            .await
+            .map(|_| ())
+            .map_err(|e| e.code)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn initiate_finds_itself_only_through_a_route_that_reaches_it() {
+        let net = Network::new();
+        let (listen, vip) = ("127.116.10.1:27017", "127.116.11.1:30001");
+        net.start_member(
+            MemberSpec::new(listen.parse().unwrap(), "rs0"),
+            Volume::new(),
+        )
+        .await
+        .unwrap();
+        net.set_site(listen, "a");
+        // No route behind the VIP yet (the pod is not an endpoint): NodeNotFound.
+        assert_eq!(initiate(&net, listen, vip).await, Err(74));
+        // A route that does not hairpin: still NodeNotFound.
+        net.add_alias(listen, vip);
+        net.set_hairpin("a", false);
+        assert_eq!(initiate(&net, listen, vip).await, Err(74));
+        // The route reaches the member itself: it finds itself and leads.
+        net.set_hairpin("a", true);
+        assert_eq!(initiate(&net, listen, vip).await, Ok(()));
+        wait_state(&net, listen, MemberState::Primary).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_restarted_member_is_removed_until_its_route_reaches_it() {
+        let net = Network::new();
+        let (listen, vip) = ("127.116.10.2:27017", "127.116.11.2:30001");
+        let volume = Volume::new();
+        net.add_alias(listen, vip);
+        net.start_member(
+            MemberSpec::new(listen.parse().unwrap(), "rs0"),
+            volume.clone(),
+        )
+        .await
+        .unwrap();
+        initiate(&net, listen, vip).await.unwrap();
+        wait_state(&net, listen, MemberState::Primary).await;
+
+        // Restarted before its Service routes to it again: REMOVED, and it stays
+        // so while heartbeats re-check isSelf and fail.
+        assert!(net.stop_member_and_wait(listen).await);
+        net.remove_alias(vip);
+        net.start_member(MemberSpec::new(listen.parse().unwrap(), "rs0"), volume)
+            .await
+            .unwrap();
+        wait_state(&net, listen, MemberState::Removed).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(net.member(listen).unwrap().state(), MemberState::Removed);
+
+        // The route comes back: the next heartbeat's re-check finds it.
+        net.add_alias(listen, vip);
+        wait_state(&net, listen, MemberState::Primary).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_member_keeps_the_host_it_found_when_its_route_goes() {
+        let net = Network::new();
+        let (listen, vip) = ("127.116.10.3:27017", "127.116.11.3:30001");
+        net.add_alias(listen, vip);
+        net.start_member(
+            MemberSpec::new(listen.parse().unwrap(), "rs0"),
+            Volume::new(),
+        )
+        .await
+        .unwrap();
+        initiate(&net, listen, vip).await.unwrap();
+        wait_state(&net, listen, MemberState::Primary).await;
+        // isSelf is not re-run while the config still names the member's host.
+        net.set_site(listen, "a");
+        net.set_hairpin("a", false);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(net.member(listen).unwrap().state(), MemberState::Primary);
     }
 }

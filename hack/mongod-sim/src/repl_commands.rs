@@ -60,17 +60,6 @@ fn version_term(cfg: &ReplSetConfig) -> String {
     format!("{{version: {}, term: {}}}", cfg.version, cfg.term)
 }
 
-/// The host of `cfg` that is this member, if any (mongod's isSelf).
-fn find_self<'c>(
-    net: &Network,
-    member: &Member,
-    cfg: &'c ReplSetConfig,
-) -> Option<&'c crate::config::MemberConfig> {
-    cfg.members
-        .iter()
-        .find(|m| net.is_self(member.listen(), &m.host))
-}
-
 pub(crate) async fn initiate(member: &Arc<Member>, body: &Document) -> CmdResult {
     let net = network(member)?;
     if member.config().is_some() {
@@ -121,12 +110,16 @@ pub(crate) async fn initiate(member: &Arc<Member>, body: &Document) -> CmdResult
             "newlyAdded field is not allowed in replSetInitiate".into(),
         ));
     }
-    let me = find_self(&net, member, &cfg).cloned().ok_or_else(|| {
-        invalid(format!(
+    // validateConfigForInitiate: findSelfInConfig's NodeNotFound as it is.
+    let me = net.find_self(member, &cfg).cloned().ok_or_else(|| {
+        CmdError::new(
+            error::NODE_NOT_FOUND,
+            format!(
             "No host described in new configuration with {} for replica set {} maps to this node",
             version_term(&cfg),
             cfg.set_name
-        ))
+        ),
+        )
     })?;
     if !me.is_electable() {
         return Err(invalid(format!("This node, {}, with _id {} is not electable under the new configuration with {} for replica set {}",
@@ -409,7 +402,7 @@ pub(crate) fn check_new_config(
         .map_err(incompatible)?;
     let psa_rule = member.version().release() >= Release::new(5, 0);
     check_reconfig_compatible(old, new, force, psa_rule).map_err(incompatible)?;
-    let me = find_self(net, member, new).cloned().ok_or_else(|| CmdError::new(error::NODE_NOT_FOUND, format!(
+    let me = net.find_self(member, new).cloned().ok_or_else(|| CmdError::new(error::NODE_NOT_FOUND, format!(
         "No host described in new configuration with {} for replica set {} maps to this node", version_term(new), new.set_name)))?;
     if !force && !me.is_electable() {
         return fail(error::NODE_NOT_ELECTABLE, format!(

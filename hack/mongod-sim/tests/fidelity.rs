@@ -217,6 +217,22 @@ fn pymongo_awaitable_hello_is_held_by_every_member_of_an_idle_set() {
     run_script(cmd, "AWAITABLE HELLO FIDELITY OK");
 }
 
+#[test]
+fn pymongo_sees_is_self_proven_only_through_a_route_that_reaches_the_member() {
+    let Some(python) = tool("MMO_PYTHON") else {
+        return;
+    };
+    let hosts = vec!["127.116.2.1:27017".to_string()];
+    let control = "127.116.2.100:18080".to_string();
+    let _sim = start_sim(&hosts, &["--control".into(), control.clone()]);
+    let mut cmd = Command::new(python);
+    cmd.arg(script("pymongo_is_self.py"))
+        .env("MMO_HOSTS", hosts.join(","))
+        .env("MMO_ALIAS", "127.116.3.1:30001")
+        .env("MMO_CONTROL", &control);
+    run_script(cmd, "IS SELF FIDELITY OK");
+}
+
 /// One HTTP request to the control interface; returns (status line, body).
 fn http(control: &str, path: &str) -> (String, String) {
     use std::io::{Read, Write};

@@ -46,11 +46,11 @@ impl Member {
         };
         if !has_config {
             let net = self.network();
-            let in_config = cfg.members.iter().any(|m| {
-                net.as_ref()
-                    .map(|n| n.is_self(&self.listen, &m.host))
-                    .unwrap_or(false)
-            });
+            // validateConfigForHeartbeatReconfig: an uninitialized member that
+            // is not in the config ignores it (SERVER-15740).
+            let in_config = net
+                .as_ref()
+                .is_some_and(|n| n.find_self(self, cfg).is_some());
             if !in_config {
                 return;
             }
@@ -68,6 +68,7 @@ impl Member {
             disk.config = Some(cfg.clone());
         }
         inner.heartbeat_now = true;
+        inner.self_check_due = true;
         inner.peers.retain(|h, _| cfg.member_by_host(h).is_some());
         inner.election_deadline = Instant::now() + randomized_election_timeout(&cfg);
         self.bump_topology(inner);
@@ -111,10 +112,11 @@ impl Member {
                 .collect();
             (due, my_host)
         };
-        if my_host.is_none() {
-            // REMOVED: nobody to heartbeat as a member; wait to be re-added.
-            return;
-        }
+        // REMOVED (no host of the config is this member) it still heartbeats
+        // every member, and each response makes it retry isSelf
+        // (TopologyCoordinator::processHeartbeatResponse: "Could not find self
+        // in current config, retrying DNS resolution of members").
+        let retry_self = my_host.is_none() && !due.is_empty();
         for host in due {
             let result = net.dial(self, &host).map(|peer| {
                 let view = peer.view();
@@ -162,6 +164,11 @@ impl Member {
                     peer.receive_config(mine);
                 }
             }
+        }
+        if retry_self {
+            let mut inner = self.lock();
+            inner.self_check_due = true;
+            self.refresh_role(&mut inner);
         }
     }
 

@@ -167,6 +167,11 @@ pub(crate) struct Inner {
     pub stepping_down: bool,
     pub takeover_since: Option<Instant>,
     pub heartbeat_now: bool,
+    /// The next role refresh runs the full isSelf check (findSelfInConfig):
+    /// set at start, on each config install and on each heartbeat response
+    /// while REMOVED (mongod's retry of isSelf); otherwise the member keeps the
+    /// host it already found.
+    pub self_check_due: bool,
     /// Incremented on every role change; writes waiting for write concern watch it.
     pub role_generation: u64,
     pub topology_counter: i64,
@@ -283,6 +288,7 @@ impl Member {
                 stepping_down: false,
                 takeover_since: None,
                 heartbeat_now: true,
+                self_check_due: true,
                 role_generation: 0,
                 topology_counter: 0,
                 initial_sync_failures: 0,
@@ -493,12 +499,11 @@ impl Member {
             }
             return;
         };
-        let me = cfg.members.iter().find(|m| {
-            net.as_ref()
-                .map(|n| n.is_self(&self.listen, &m.host))
-                .unwrap_or(m.host == self.listen)
-        });
-        let new_host = me.map(|m| m.host.clone());
+        let Some(me) = self.self_in_config(inner, &cfg, net.as_deref()) else {
+            // Starting up: not yet reachable, so the check waits.
+            return;
+        };
+        let new_host = me.as_ref().map(|m| m.host.clone());
         let new_state = match me {
             None => MemberState::Removed,
             Some(m) if m.arbiter_only => MemberState::Arbiter,
@@ -517,6 +522,34 @@ impl Member {
             inner.state = new_state;
             self.bump_topology(inner);
         }
+    }
+
+    /// This member's entry in `cfg`, as mongod finds it: the host it already
+    /// is when the config still has it (validateConfigForHeartbeatReconfig's
+    /// quick path), else, when a check is due, findSelfInConfig (dialing hosts
+    /// through the network); else none (REMOVED until the next check). `None`
+    /// when the check must wait: the member is not yet running on the network
+    /// (mongod's slow path waits for startup to complete).
+    fn self_in_config(
+        &self,
+        inner: &mut Inner,
+        cfg: &ReplSetConfig,
+        net: Option<&Network>,
+    ) -> Option<Option<crate::config::MemberConfig>> {
+        if let Some(m) = inner.self_host.as_ref().and_then(|h| cfg.member_by_host(h)) {
+            return Some(Some(m.clone()));
+        }
+        if !inner.self_check_due {
+            return Some(None);
+        }
+        let Some(net) = net else {
+            return Some(cfg.members.iter().find(|m| m.host == self.listen).cloned());
+        };
+        if !net.is_running(self) {
+            return None;
+        }
+        inner.self_check_due = false;
+        Some(net.find_self(self, cfg).cloned())
     }
 
     /// The member's own config entry.
