@@ -248,9 +248,22 @@ impl ClusterSimHandle {
         self.faults.send_modify(|f| f.vip_cut = true);
     }
 
-    /// Lifts every fault: pods are started again (same IP addresses), NodePorts reopen.
+    /// Whether a pod reaches itself through its own Service's `VIP:nodePort`
+    /// (hairpin traffic). With `false`, such connections are reset, as on a node
+    /// whose kubelet runs with `hairpinMode: none`.
+    pub fn set_hairpin(&self, hairpin: bool) {
+        self.faults.send_modify(|f| f.no_hairpin = !hairpin);
+    }
+
+    /// Lifts every fault: pods are started again (same IP addresses), NodePorts
+    /// reopen. The hairpin setting stays.
     pub fn heal(&self) {
-        self.faults.send_replace(Faults::default());
+        self.faults.send_modify(|f| {
+            *f = Faults {
+                no_hairpin: f.no_hairpin,
+                ..Faults::default()
+            }
+        });
     }
 
     /// Stops the containers, then every task, and waits for them.

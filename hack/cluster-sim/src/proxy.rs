@@ -100,6 +100,7 @@ impl NodePortProxy {
                                 listener,
                                 frontend,
                                 self.routes.subscribe(),
+                                self.faults.clone(),
                             ))),
                         );
                     }
@@ -119,18 +120,22 @@ impl NodePortProxy {
     }
 }
 
-/// Accepts connections on one `VIP:nodePort` and forwards each to the route current at accept time.
+/// Accepts connections on one `VIP:nodePort` and forwards each to the route
+/// current at accept time; without hairpin, not back to the pod that dialed.
 async fn serve(
     listener: TcpListener,
     frontend: SocketAddr,
     routes: watch::Receiver<NodePortRoutes>,
+    faults: watch::Receiver<Faults>,
 ) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((client, _)) = accepted else { continue };
+                let Ok((client, peer)) = accepted else { continue };
                 let backend = routes.borrow().get(&frontend).copied().flatten();
+                let no_hairpin = faults.borrow().no_hairpin;
+                let backend = backend.filter(|b| !(no_hairpin && b.ip() == peer.ip()));
                 match backend {
                     Some(backend) => {
                         connections.spawn(forward(client, backend));

@@ -187,6 +187,26 @@ impl Bench {
         }
     }
 
+    /// A one-pod StatefulSet `demo-mongodb-0` behind a NodePort Service on
+    /// `node_port`, Ready: the Service's front (`VIP:node_port`) and the pod's IP.
+    async fn one_member_behind_node_port(&self, node_port: u16) -> (SocketAddr, Ipv4Addr) {
+        create_secret(&self.client).await;
+        self.create_set(mongo_set("demo-mongodb-0", 1, json!({})))
+            .await;
+        create_node_port(&self.client, "demo-mongodb-0", "demo-mongodb-0", node_port).await;
+        self.wait_ready("demo-mongodb-0", 1).await;
+        let front = SocketAddr::from((self.vip, node_port));
+        let pod_ip = pod(self, "demo-mongodb-0-0")
+            .await
+            .status
+            .unwrap()
+            .pod_ip
+            .unwrap()
+            .parse()
+            .unwrap();
+        (front, pod_ip)
+    }
+
     fn cluster(&self) -> &ClusterSimHandle {
         self.cluster.as_ref().expect("running")
     }
@@ -355,6 +375,12 @@ async fn greet(address: SocketAddr) -> Option<String> {
         .await
         .ok()?
         .ok()?;
+    greet_over(stream).await
+}
+
+/// Reads the echo container's greeting on `stream` and checks that bytes come
+/// back unchanged.
+async fn greet_over(stream: TcpStream) -> Option<String> {
     let mut stream = BufReader::new(stream);
     let mut greeting = String::new();
     tokio::time::timeout(Duration::from_secs(3), stream.read_line(&mut greeting))
@@ -373,6 +399,17 @@ async fn greet(address: SocketAddr) -> Option<String> {
         .ok()?;
     assert_eq!(&echoed, payload, "bytes cross the proxy unchanged");
     Some(greeting.trim_end().to_string())
+}
+
+/// [`greet`] over a connection whose source address is `from` (e.g. a pod's IP).
+async fn greet_from(from: Ipv4Addr, address: SocketAddr) -> Option<String> {
+    let socket = tokio::net::TcpSocket::new_v4().ok()?;
+    socket.bind(SocketAddr::from((from, 0))).ok()?;
+    let stream = tokio::time::timeout(Duration::from_secs(3), socket.connect(address))
+        .await
+        .ok()?
+        .ok()?;
+    greet_over(stream).await
 }
 
 async fn pod(bench: &Bench, name: &str) -> Pod {
@@ -893,6 +930,38 @@ async fn cutting_the_vip_refuses_connections_until_healed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_hairpin_a_pod_cannot_reach_itself_through_its_node_port() {
+    let bench = Bench::start(116).await;
+    let (front, pod_ip) = bench.one_member_behind_node_port(30019).await;
+    let other = Ipv4Addr::new(127, 116, 2, 1);
+    eventually("the pod reaches itself through its nodePort", || async {
+        greet_from(pod_ip, front).await.is_some()
+    })
+    .await;
+
+    bench.cluster().set_hairpin(false);
+    eventually("the pod's own connections are reset", || async {
+        greet_from(pod_ip, front).await.is_none()
+    })
+    .await;
+    assert!(
+        greet_from(other, front).await.is_some(),
+        "other clients still reach the pod"
+    );
+    bench.cluster().heal();
+    assert!(
+        greet_from(pod_ip, front).await.is_none(),
+        "heal keeps the cluster's hairpin setting"
+    );
+    bench.cluster().set_hairpin(true);
+    eventually("hairpin again", || async {
+        greet_from(pod_ip, front).await.is_some()
+    })
+    .await;
+    bench.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_container_restarts_and_counts_the_restart() {
     let bench = Bench::start(68).await;
     create_secret(&bench.client).await;
@@ -931,21 +1000,7 @@ async fn a_killed_container_restarts_and_counts_the_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_cluster_stops_its_containers_and_healing_restarts_them_at_the_same_address() {
     let bench = Bench::start(69).await;
-    create_secret(&bench.client).await;
-    bench
-        .create_set(mongo_set("demo-mongodb-0", 1, json!({})))
-        .await;
-    create_node_port(&bench.client, "demo-mongodb-0", "demo-mongodb-0", 30019).await;
-    bench.wait_ready("demo-mongodb-0", 1).await;
-    let front = SocketAddr::from((bench.vip, 30019));
-    let pod_ip: Ipv4Addr = pod(&bench, "demo-mongodb-0-0")
-        .await
-        .status
-        .unwrap()
-        .pod_ip
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (front, pod_ip) = bench.one_member_behind_node_port(30019).await;
     let direct = SocketAddr::from((pod_ip, 27017));
     eventually("the nodePort answers", || async {
         greet(front).await.is_some()
