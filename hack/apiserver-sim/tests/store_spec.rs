@@ -637,6 +637,24 @@ fn garbage_collection_follows_owner_references() {
         s.get(&cm(), Some("default"), "owner3").unwrap()["metadata"]["finalizers"],
         json!(["foregroundDeletion"])
     );
+    // The garbage collector takes the dependents on after the call returned,
+    // as kube-controller-manager's does.
+    let secret = || {
+        s.get(&Gvr::core("secrets"), Some("default"), "blocked")
+            .unwrap()
+    };
+    assert!(
+        secret()["metadata"].get("deletionTimestamp").is_none(),
+        "the delete call itself leaves the dependents to the garbage collector"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while secret()["metadata"].get("deletionTimestamp").is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the garbage collector never deleted the dependent"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     s.patch(
         &Gvr::core("secrets"),
         Some("default"),

@@ -1,8 +1,15 @@
 //! Deletion: preconditions, graceful pod termination, finalizers, propagation
 //! (background and foreground garbage collection, orphaning), and the cleanup
 //! that follows a removal (a terminating namespace's contents, a CRD's objects).
+//!
+//! Foreground deletion is asynchronous, as kube-apiserver and the garbage
+//! collector controller do it: the delete call only sets `deletionTimestamp`
+//! and the `foregroundDeletion` finalizer; the collector
+//! ([`start_garbage_collector`]) deletes the dependents a moment later and
+//! removes the finalizer once none is left.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -15,7 +22,49 @@ use crate::clock;
 use crate::error::ApiError;
 use crate::registry::ResourceType;
 
+/// How long after a foreground delete the garbage collector takes on the
+/// owner's dependents (it learns of the owner's `deletionTimestamp` from its
+/// informers, then works through its queue).
+const FOREGROUND_GC_DELAY: Duration = Duration::from_millis(200);
+/// How often the garbage collector looks for work.
+const GC_PERIOD: Duration = Duration::from_millis(20);
+
+/// Runs the store's garbage collector on a thread of its own until the store
+/// is dropped: each owner deleted in the foreground has its dependents deleted
+/// once due, then loses its `foregroundDeletion` finalizer when none is left.
+pub(super) fn start_garbage_collector(inner: Weak<Mutex<Inner>>) {
+    std::thread::Builder::new()
+        .name("apiserver-sim-gc".into())
+        .spawn(move || loop {
+            std::thread::sleep(GC_PERIOD);
+            let Some(inner) = inner.upgrade() else {
+                return;
+            };
+            inner
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .collect_foreground_due();
+        })
+        .expect("spawning the garbage collector thread");
+}
+
 impl Inner {
+    /// Deletes the dependents of every foreground-deleted owner that is due.
+    fn collect_foreground_due(&mut self) {
+        let now = Instant::now();
+        let due: Vec<String> = self
+            .foreground_due
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in due {
+            self.foreground_due.remove(&uid);
+            self.delete_dependents(&uid);
+            self.finish_foreground(&uid);
+        }
+    }
+
     fn set_deleting(&mut self, key: &ObjKey, grace: i64, extra_finalizer: Option<&str>) -> Value {
         let Some(old) = self.objects.get(key).cloned() else {
             return Value::Null;
@@ -111,12 +160,9 @@ impl Inner {
             Propagation::Orphan => self.orphan_dependents(&uid),
             Propagation::Foreground if self.has_dependents(&uid) => {
                 let pending = self.set_deleting(key, 0, Some("foregroundDeletion"));
-                self.delete_dependents(&uid);
-                self.finish_foreground(&uid);
-                return Ok(match self.objects.get(key) {
-                    Some(_) => Deleted::Pending(pending),
-                    None => Deleted::Gone(pending),
-                });
+                let due = Instant::now() + FOREGROUND_GC_DELAY;
+                self.foreground_due.entry(uid).or_insert(due);
+                return Ok(Deleted::Pending(pending));
             }
             _ => {}
         }

@@ -192,6 +192,9 @@ struct Inner {
     rv: u64,
     objects: BTreeMap<ObjKey, Value>,
     by_uid: HashMap<String, ObjKey>,
+    /// Owners deleted with `propagationPolicy=Foreground` whose dependents the
+    /// garbage collector has not yet taken on, with when it does (uid → due).
+    foreground_due: BTreeMap<String, std::time::Instant>,
     registry: Registry,
     history: VecDeque<Arc<Change>>,
     /// Highest resourceVersion no longer in `history`.
@@ -242,12 +245,14 @@ impl Store {
                 rv: 0,
                 objects: BTreeMap::new(),
                 by_uid: HashMap::new(),
+                foreground_due: BTreeMap::new(),
                 registry: Registry::new(),
                 history: VecDeque::new(),
                 evicted_through: 0,
                 sender,
             })),
         };
+        deletion::start_garbage_collector(Arc::downgrade(&store.inner));
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let r = store.create(
                 &Gvr::core("namespaces"),
