@@ -8,6 +8,7 @@
 //! | `lose-cluster CLUSTER` | the cluster's containers and NodePorts stop, its members are cut off |
 //! | `cut-vip CLUSTER` | connections into the cluster's VIP and members fail; pods keep running |
 //! | `heal CLUSTER` | undo `lose-cluster` and `cut-vip` |
+//! | `no-hairpin CLUSTER` / `hairpin CLUSTER` | the cluster's pods cannot / can reach their own `VIP:nodePort` |
 //! | `lag CLUSTER POD MILLIS` | replication lag of the pod's member |
 //! | `api-errors CLUSTER COUNT` | the cluster's API server answers the next COUNT requests with 503 |
 //! | `drop-watches CLUSTER` | the cluster's API server ends every open watch |
@@ -99,6 +100,16 @@ async fn apply(lab: &Lab, words: &[&str]) -> Result<String> {
             lab.network().heal_site(name);
             lab.network().heal_site_ingress(name);
             Ok(format!("cluster {name} healed"))
+        }
+        ["no-hairpin", name] => {
+            lab.set_hairpin(name, false)?;
+            Ok(format!(
+                "the pods of {name} cannot reach their own VIP:nodePort"
+            ))
+        }
+        ["hairpin", name] => {
+            lab.set_hairpin(name, true)?;
+            Ok(format!("the pods of {name} reach their own VIP:nodePort"))
         }
         ["lag", name, pod, millis] => {
             let millis: u64 = millis.parse().context("MILLIS")?;

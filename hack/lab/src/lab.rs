@@ -194,6 +194,20 @@ impl Lab {
         &self.clusters
     }
 
+    /// Whether the pods of cluster `name` reach themselves through their own
+    /// `VIP:nodePort` (hairpin traffic), in both the cluster's proxy and the
+    /// members' network (mongod's isSelf dials its own host through it).
+    pub fn set_hairpin(&self, name: &str, hairpin: bool) -> Result<()> {
+        let cluster = self
+            .clusters
+            .iter()
+            .find(|c| c.name == name)
+            .with_context(|| format!("no cluster {name}"))?;
+        cluster.node.set_hairpin(hairpin);
+        self.network.set_hairpin(name, hairpin);
+        Ok(())
+    }
+
     /// The simulated MongoDB network (faults, primaries).
     pub fn network(&self) -> &Arc<Network> {
         &self.network
@@ -524,8 +538,9 @@ async fn render_operator_rbac() -> Result<OperatorRbac> {
     })
 }
 
-/// Keeps mongod-sim's self-aliases in step with kube-proxy's routes: the member
-/// behind `VIP:nodePort` recognises that host string as itself (mongod's isSelf).
+/// Keeps mongod-sim's routes in step with kube-proxy's: members dial
+/// `VIP:nodePort` through them, so a member finds itself at that host (mongod's
+/// isSelf slow path) only while kube-proxy routes it to the member's pod.
 async fn sync_aliases(
     network: Arc<Network>,
     mut routes: tokio::sync::watch::Receiver<cluster_sim::NodePortRoutes>,

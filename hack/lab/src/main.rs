@@ -139,7 +139,7 @@ enum Command {
     },
     /// Inject a fault into the running `lab up`: kill-mongod CLUSTER POD | lose-cluster CLUSTER |
     /// cut-vip CLUSTER | heal CLUSTER | lag CLUSTER POD MILLIS | api-errors CLUSTER COUNT |
-    /// drop-watches CLUSTER.
+    /// drop-watches CLUSTER | no-hairpin CLUSTER | hairpin CLUSTER.
     Fault {
         /// The fault and its arguments.
         #[arg(required = true, num_args = 1..)]
