@@ -239,6 +239,7 @@ pub(crate) mod fixtures {
                         pod_running: true,
                         pod_ready: true,
                         pod: None,
+                        deleting: false,
                     },
                 ),
                 (
@@ -249,6 +250,7 @@ pub(crate) mod fixtures {
                         pod_running: false,
                         pod_ready: false,
                         pod: None,
+                        deleting: false,
                     },
                 ),
                 (
@@ -259,6 +261,7 @@ pub(crate) mod fixtures {
                         pod_running: true,
                         pod_ready: true,
                         pod: None,
+                        deleting: false,
                     },
                 ),
             ]),

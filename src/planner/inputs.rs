@@ -66,6 +66,8 @@ pub struct LocalMemberFacts {
     pub address: Option<MemberAddress>,
     /// Whether its StatefulSet exists.
     pub stateful_set_exists: bool,
+    /// Whether its StatefulSet is being deleted (has a `deletionTimestamp`).
+    pub stateful_set_deleting: bool,
     /// Whether its pod is running.
     pub pod_running: bool,
     /// What it answered when asked directly at its address (`None`: no answer).
@@ -100,6 +102,10 @@ impl PlanInput {
                     probe: address.as_ref().and_then(|a| probes.get(a).cloned()),
                     address,
                     stateful_set_exists: validated.stateful_sets.contains_key(&slot),
+                    stateful_set_deleting: validated
+                        .stateful_sets
+                        .get(&slot)
+                        .is_some_and(|s| s.deleting),
                     pod_running: validated.pod_running(slot),
                     recorded: validated
                         .stateful_sets

@@ -293,6 +293,7 @@ impl World {
                     probe: node.running().then(|| self.probe(&address, node)),
                     address: Some(address),
                     stateful_set_exists: node.stateful_set,
+                    stateful_set_deleting: false,
                     pod_running: node.running(),
                     recorded: node.recorded.clone(),
                 })

@@ -308,6 +308,25 @@ fn holding_the_lease_for_the_primary_it_is_stepped_down_first() {
 }
 
 #[test]
+fn a_restarted_member_removed_until_it_finds_itself_is_waited_for_and_said_so() {
+    // mongod finds itself at its VIP:NodePort only once its Service routes to
+    // the re-created pod (Ready): until then it answers REMOVED.
+    let mut input = input();
+    input.lease = ours(address(1, 30001), false);
+    input.local[1].pod.as_mut().unwrap().revision = Some("new".into());
+    input.local[1].state = Some(MemberState::Removed);
+    let step = plan_roll(&input);
+    let RollStep::Renew { reason, .. } = &step else {
+        panic!("{step:?}");
+    };
+    let said = reason.to_string();
+    assert!(
+        said.contains("REMOVED") && said.contains("VIP:NodePort"),
+        "{said}"
+    );
+}
+
+#[test]
 fn the_lease_is_released_only_once_the_member_answers_healthy_on_its_revision() {
     let mut input = input();
     input.lease = ours(address(1, 30001), false);

@@ -35,6 +35,9 @@ pub struct MemberStatefulSetFacts {
     pub pod_ready: bool,
     /// Its pod (`<statefulset>-0`), when one exists.
     pub pod: Option<PodFacts>,
+    /// It has a `deletionTimestamp`: it is going (its pod first, as the
+    /// foreground garbage collection deletes it), and is not deleted again.
+    pub deleting: bool,
 }
 
 /// The propagated NodePort Services of this instance's members, by slot.
@@ -111,6 +114,7 @@ pub(super) fn member_stateful_sets(
                     pod_running,
                     pod_ready,
                     pod,
+                    deleting: stateful_set.metadata.deletion_timestamp.is_some(),
                 },
             ))
         })

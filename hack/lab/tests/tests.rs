@@ -24,4 +24,5 @@ mod roll_safety;
 mod rolling;
 mod scale;
 mod secret_scan;
+mod self_address;
 mod versions;

@@ -49,6 +49,7 @@ fn running(index: u32, probe: MemberProbe) -> LocalMemberFacts {
         slot: MemberSlot::Data(index),
         address: Some(local(index)),
         stateful_set_exists: true,
+        stateful_set_deleting: false,
         pod_running: true,
         probe: Some(probe),
         recorded: None,

@@ -282,6 +282,7 @@ prop_compose! {
                     slot,
                     address: address_known.then_some(address),
                     stateful_set_exists: sts,
+                    stateful_set_deleting: false,
                     pod_running: running,
                     probe: if running { Answer::from_roll(roll, fresh, in_config).probe() } else { None },
                     recorded,

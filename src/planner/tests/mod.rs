@@ -80,6 +80,7 @@ fn running(slot: MemberSlot, probe: Option<MemberProbe>) -> LocalMemberFacts {
         slot,
         address: Some(addr(VIP, port_of(slot))),
         stateful_set_exists: true,
+        stateful_set_deleting: false,
         pod_running: true,
         probe,
         recorded: None,

@@ -218,6 +218,18 @@ fn deletes_the_statefulset_only_after_the_member_left_the_config() {
 }
 
 #[test]
+fn never_deletes_a_statefulset_again_while_it_terminates() {
+    // Deleted in the foreground, a StatefulSet stays (deletionTimestamp set)
+    // until the garbage collector has removed its pod: no new delete.
+    let (mut facts, mut set) = three_local_in_sync(2);
+    set.config.members.retain(|m| m.host != local(2));
+    facts[2].probe = Some(member_probe(SET_ID, MemberState::Removed));
+    facts[2].stateful_set_deleting = true;
+    let step = plan(&input(2, facts, Observed::Configured(set)));
+    assert!(!matches!(step, Step::DeleteStatefulSet { .. }), "{step:?}");
+}
+
+#[test]
 fn waits_for_commit_before_deleting_a_statefulset() {
     let (facts, mut set) = three_local_in_sync(2);
     set.config.members.retain(|m| m.host != local(2));
@@ -237,6 +249,7 @@ fn never_deletes_a_statefulset_whose_address_is_unknown() {
         slot: MemberSlot::Data(5),
         address: None,
         stateful_set_exists: true,
+        stateful_set_deleting: false,
         pod_running: true,
         probe: None,
         recorded: None,
