@@ -27,11 +27,13 @@ use crate::replset::{
 
 /// Deletes the StatefulSet of an unwanted member once the primary's committed
 /// config shows it out of the set (`docs/replica-set-rules.md`,
-/// `never-delete-a-member-in-the-config`).
+/// `never-delete-a-member-in-the-config`), once: a StatefulSet already being
+/// deleted stays until the garbage collector has removed its pod.
 pub(super) fn delete_departed(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     let departed = input.local_members.iter().find(|m| {
         !input.is_wanted(m.slot)
             && m.stateful_set_exists
+            && !m.stateful_set_deleting
             && m.address.is_some()
             && m.entry_in(&set.config).is_none()
     });
