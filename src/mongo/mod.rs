@@ -48,6 +48,9 @@ pub mod codes {
     pub const AUTHENTICATION_FAILED: i32 = 18;
     /// replSetInitiate on a member that has a config.
     pub const ALREADY_INITIALIZED: i32 = 23;
+    /// No host of the config is the member itself (mongod's isSelf: it
+    /// connects to each host and compares instance ids).
+    pub const NODE_NOT_FOUND: i32 = 74;
     /// No replica-set config yet.
     pub const NOT_YET_INITIALIZED: i32 = 94;
     /// Reconfig validation failed (e.g. another operator changed the config first).
@@ -366,11 +369,17 @@ impl MongoGateway {
                     .map_err(|_| MongoError::Protocol("replSetGetConfig without config".into()))?;
                 let config = config_from_document(config_document)
                     .map_err(|e| MongoError::Protocol(e.to_string()))?;
-                let state = Self::ask(&client, doc! {"replSetGetStatus": 1}, &target)
-                    .await
-                    .ok()
-                    .and_then(|status| integer(status.get("myState")))
-                    .map(|code| MemberState::from_code(code as i32));
+                let state = match Self::ask(&client, doc! {"replSetGetStatus": 1}, &target).await
+                {
+                    Ok(status) => integer(status.get("myState"))
+                        .map(|code| MemberState::from_code(code as i32)),
+                    // REMOVED: it shows its config, but not a status ("Our
+                    // replica set config is invalid or we are not a member of it").
+                    Err(error) if error.code() == Some(codes::INVALID_REPLICA_SET_CONFIG) => {
+                        Some(MemberState::Removed)
+                    }
+                    Err(_) => None,
+                };
                 let me = hello
                     .get_str("me")
                     .ok()

@@ -331,6 +331,16 @@ pub enum RollWait {
     /// The restarted member is not back yet.
     #[error("{member} is restarting")]
     MemberRestarting { member: MemberAddress },
+    /// The restarted member runs but is REMOVED: mongod finds itself at its
+    /// `VIP:NodePort` only by connecting to it, which works once the member
+    /// Service routes to the re-created pod (Ready); a heartbeat re-checks.
+    #[error(
+        "{member} restarted and is REMOVED until it finds itself at its VIP:NodePort: mongod \
+         connects to that address, which the member Service routes to the pod once it is \
+         Ready; if it lasts, the pod cannot reach its own VIP:NodePort (hairpin traffic, \
+         docs/runbook.md)"
+    )]
+    MemberFindingItself { member: MemberAddress },
     /// The primary is restarted last, once every other member is up to date.
     #[error("the primary {primary} restarts last; {member} is not up to date yet")]
     PrimaryRestartsLast {
@@ -609,8 +619,15 @@ fn continue_restart(input: &RollInput, lease: &Lease, member: &LocalPod) -> Roll
             caveat,
         };
     }
-    let restarting = RollWait::MemberRestarting {
-        member: member.address.clone(),
+    let member_address = member.address.clone();
+    let restarting = if member.state == Some(MemberState::Removed) {
+        RollWait::MemberFindingItself {
+            member: member_address,
+        }
+    } else {
+        RollWait::MemberRestarting {
+            member: member_address,
+        }
     };
     let answers_healthy = matches!(
         member.state,
