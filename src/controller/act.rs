@@ -51,6 +51,24 @@ pub enum ActError {
         #[source]
         source: kube::Error,
     },
+    /// mongod found no host of the config to be itself (NodeNotFound, 74): it
+    /// proves a host is itself only by connecting to it, and the member could
+    /// not reach its own `VIP:NodePort`.
+    #[error(
+        "{on} could not find itself among {hosts} (NodeNotFound 74): mongod proves a host is \
+         itself by connecting to it, so the pod must reach its own VIP:NodePort through its \
+         member Service (hairpin traffic). Check from the pod that it connects to its own \
+         VIP:NodePort (docs/install-helm.md, \"Hairpin traffic\"); mongod said: {source}"
+    )]
+    SelfUnreachable {
+        /// The member the initiate was sent to.
+        on: MemberAddress,
+        /// The config's hosts.
+        hosts: String,
+        /// What mongod said.
+        #[source]
+        source: MongoError,
+    },
     /// A reconfig was planned without an observed config and primary (a planner bug).
     #[error("a reconfig was planned without an observed config and primary")]
     NoObservedConfig,
@@ -92,8 +110,12 @@ pub async fn act(
         Ok(outcome) => outcome,
         Err(error) => {
             let message = error.to_string();
+            let reason = match &error {
+                ActError::SelfUnreachable { .. } => Notice::MemberCannotReachItself.into(),
+                _ => step.reason(),
+            };
             ctx.events
-                .publish(EventType::Warning, step.reason(), message)
+                .publish(EventType::Warning, reason, message)
                 .await;
             return Err(error);
         }
@@ -193,11 +215,18 @@ async fn carry_out(
     };
     match step {
         Step::Initiate { config, on } => {
+            let hosts: Vec<String> = config.members.iter().map(|m| m.host.to_string()).collect();
             ctx.gateway
                 .initiate(on, config, credentials)
                 .await
-                .map_err(mongo)?;
-            let hosts: Vec<String> = config.members.iter().map(|m| m.host.to_string()).collect();
+                .map_err(|source| match source.code() {
+                    Some(codes::NODE_NOT_FOUND) => ActError::SelfUnreachable {
+                        on: on.clone(),
+                        hosts: hosts.join(", "),
+                        source,
+                    },
+                    _ => mongo(source),
+                })?;
             let message = format!(
                 "initiated replica set {} on {on} with {}",
                 config.set_name,
