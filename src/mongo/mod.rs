@@ -369,8 +369,7 @@ impl MongoGateway {
                     .map_err(|_| MongoError::Protocol("replSetGetConfig without config".into()))?;
                 let config = config_from_document(config_document)
                     .map_err(|e| MongoError::Protocol(e.to_string()))?;
-                let state = match Self::ask(&client, doc! {"replSetGetStatus": 1}, &target).await
-                {
+                let state = match Self::ask(&client, doc! {"replSetGetStatus": 1}, &target).await {
                     Ok(status) => integer(status.get("myState"))
                         .map(|code| MemberState::from_code(code as i32)),
                     // REMOVED: it shows its config, but not a status ("Our
