@@ -517,6 +517,10 @@ pub struct MongoDBStatus {
     /// The set's featureCompatibilityVersion, as last read from its primary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feature_compatibility_version: Option<String>,
+    /// The default write concern in force for writes that name none, and
+    /// where it comes from, as `getDefaultRWConcern` last told it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_write_concern: Option<DefaultWriteConcernStatus>,
     /// Revision of the spec last applied to the member StatefulSets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_revision: Option<String>,
@@ -553,6 +557,21 @@ pub struct MongoDBStatus {
     /// and how far it went. Kept until another request replaces it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<RecoveryStatus>,
+}
+
+/// The default write concern in force, and its source.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DefaultWriteConcernStatus {
+    /// `w`, e.g. `majority` or `1`; absent before mongod 5.0 when none is
+    /// set (each write's own, else `w: 1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub w: Option<String>,
+    /// `global`: set cluster-wide with `setDefaultRWConcern` (by this
+    /// operator right after initiate, or by a person); `implicit`: derived
+    /// from the config by mongod 5.0+, which then refuses any reconfig that
+    /// changes it; `none`: mongod before 5.0 with none set.
+    pub source: String,
 }
 
 /// A disaster recovery asked for by annotation, and how far it went.

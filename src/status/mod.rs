@@ -169,6 +169,7 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
             .feature_compatibility_version
             .clone()
             .or(previous.feature_compatibility_version),
+        default_write_concern: previous.default_write_concern,
         replset: view.replset,
         replica_set_observed_at: view.observed_at,
         current_revision: input.revision.clone().or(previous.current_revision),

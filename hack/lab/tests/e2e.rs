@@ -710,7 +710,7 @@ async fn a_missing_hostconf_is_reported_in_conditions_and_events() {
 // ------------------------------------------------------ FedState's own payloads
 
 /// `replset` states of a cluster's status: how many members, primaries, arbiters.
-fn set_shape(mongodb: &MongoDB) -> (usize, usize, usize) {
+pub(crate) fn set_shape(mongodb: &MongoDB) -> (usize, usize, usize) {
     let replset = mongodb
         .status
         .as_ref()
@@ -728,7 +728,7 @@ fn set_shape(mongodb: &MongoDB) -> (usize, usize, usize) {
 
 /// FedState's sample `MultiCloudMongoDB` over `members`, with a 4.4+ image (its
 /// default mongo:3.6 is refused) and the lab-only short timeouts.
-fn fedstate_sample(
+pub(crate) fn fedstate_sample(
     name: &str,
     members: &[(&str, i32)],
     arbiter: bool,

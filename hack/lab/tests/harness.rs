@@ -166,6 +166,37 @@ pub async fn make_primary(lab: &Lab, name: &str, host: &str) -> Outcome {
         .map_err(|error| format!("{error:#}"))
 }
 
+/// Cluster `index`'s own object (its status as its operator wrote it).
+async fn object_in(lab: &Lab, index: usize, name: &str) -> Result<MongoDB, String> {
+    let api: Api<MongoDB> = Api::namespaced(lab.clusters()[index].client.clone(), "default");
+    api.get(name).await.map_err(fail("MongoDB"))
+}
+
+/// Waits until cluster `index`'s object `name` satisfies `check` (the other
+/// clusters' objects are not looked at: their operators may be gone).
+pub async fn until_in(
+    lab: &Lab,
+    index: usize,
+    name: &str,
+    what: &str,
+    check: impl Fn(&MongoDB) -> bool,
+) -> Result<MongoDB, String> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let current = object_in(lab, index, name).await?;
+        if check(&current) {
+            return Ok(current);
+        }
+        if Instant::now() > deadline {
+            let conditions = current.status.map(|s| s.conditions).unwrap_or_default();
+            return Err(format!(
+                "cluster {index}: {what}: not after {READY_TIMEOUT:?}: {conditions:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// Every host in `status.replset` of the first cluster's object.
 pub async fn hosts_of(lab: &Lab, cluster: usize, name: &str) -> Result<Vec<String>, String> {
     let api: Api<MongoDB> = Api::namespaced(lab.clusters()[cluster].client.clone(), "default");

@@ -28,12 +28,6 @@ const NAME: &str = "ledger";
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
 const REASON: &str = "clusters b and c lost in the flood, ticket 4711";
 
-/// Cluster `index`'s own object (its status as its operator wrote it).
-async fn object(lab: &Lab, index: usize) -> Result<MongoDB, String> {
-    let api: Api<MongoDB> = Api::namespaced(lab.clusters()[index].client.clone(), "default");
-    api.get(NAME).await.map_err(fail("MongoDB"))
-}
-
 /// Waits until cluster `index`'s object satisfies `check`.
 async fn until(
     lab: &Lab,
@@ -41,20 +35,7 @@ async fn until(
     what: &str,
     check: impl Fn(&MongoDB) -> bool,
 ) -> Result<MongoDB, String> {
-    let deadline = Instant::now() + READY_TIMEOUT;
-    loop {
-        let current = object(lab, index).await?;
-        if check(&current) {
-            return Ok(current);
-        }
-        if Instant::now() > deadline {
-            let conditions = current.status.map(|s| s.conditions).unwrap_or_default();
-            return Err(format!(
-                "cluster {index}: {what}: not after {READY_TIMEOUT:?}: {conditions:?}"
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    until_in(lab, index, NAME, what, check).await
 }
 
 fn reason_is(mongodb: &MongoDB, type_: &str, reason: &str) -> bool {

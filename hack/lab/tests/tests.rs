@@ -26,3 +26,4 @@ mod scale;
 mod secret_scan;
 mod self_address;
 mod versions;
+mod write_concern;

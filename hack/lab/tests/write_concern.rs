@@ -1,0 +1,218 @@
+//! mongod 5.0+'s write-concern and PSA rules, met by FedState's arbiter
+//! topology. Without a cluster-wide write concern, mongod refuses every
+//! reconfig that changes the implicit default write concern (`{w: 1}` with
+//! arbiters and no more data-bearing voters than a majority, else
+//! `{w: "majority"}`), forced ones and its own `newlyAdded` clearing included;
+//! and it refuses to make a PSA set's secondary electable from a config with a
+//! single writable voter. The operator pins the implicit default as the
+//! cluster-wide one right after initiate, and re-adds a PSA member in two
+//! steps. A w:"majority" writer runs throughout and loses nothing.
+
+use std::time::Duration;
+
+use crate::e2e::{fedstate_sample, set_shape};
+use crate::harness::*;
+use lab::lab::Lab;
+use mongodb::bson::Document;
+use mongodb_member_operator::api::RecoveryPhase;
+
+/// The config's members as (host, arbiterOnly, priority).
+fn members_of(config: &Document) -> Vec<(String, bool, f64)> {
+    let mut members: Vec<(String, bool, f64)> = config
+        .get_array("members")
+        .map(|members| {
+            members
+                .iter()
+                .filter_map(|m| {
+                    let m = m.as_document()?;
+                    let priority = m
+                        .get_f64("priority")
+                        .ok()
+                        .or_else(|| m.get_i32("priority").ok().map(f64::from))?;
+                    Some((
+                        m.get_str("host").ok()?.to_owned(),
+                        m.get_bool("arbiterOnly").unwrap_or(false),
+                        priority,
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    members.sort_by(|a, b| a.0.cmp(&b.0));
+    members
+}
+
+/// Applies FedState's arbiter topology with `members` per cluster and waits
+/// for `data` data members and the arbiter, one primary, every member healthy.
+async fn shape(
+    lab: &Lab,
+    name: &str,
+    members: &[(&str, i32)],
+    data: usize,
+    clusters: usize,
+) -> Outcome {
+    let control_plane = lab.control_plane();
+    control_plane
+        .settled("default", name, READY_TIMEOUT)
+        .await
+        .map_err(fail("FedState's status"))?;
+    control_plane
+        .apply(&fedstate_sample(name, members, true).keep_unchanged_clusters_on_scale_up())
+        .await
+        .map_err(fail("apply"))?;
+    let what = format!("{members:?} and an arbiter");
+    wait_for(lab, name, &what, clusters, |m| {
+        set_shape(m) == (data + 1, 1, 1)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_arbiter_set_crosses_the_implicit_write_concern_both_ways_and_recovers_keeping_its_arbiter(
+) {
+    scenario(50, 3, async |lab| {
+        const NAME: &str = "flip";
+        lab.control_plane()
+            .apply(&fedstate_sample(
+                NAME,
+                &[("a", 2), ("b", 2), ("c", 1)],
+                true,
+            ))
+            .await
+            .map_err(fail("apply"))?;
+        wait_for(lab, NAME, "2+2+1 and an arbiter", 3, |m| {
+            set_shape(m) == (6, 1, 1)
+        })
+        .await?;
+        // Five data voters and an arbiter: {w: "majority"}, pinned.
+        let pinned = until_in(lab, 0, NAME, "the write concern pinned", |m| {
+            m.status
+                .as_ref()
+                .and_then(|s| s.default_write_concern.as_ref())
+                .is_some_and(|wc| wc.source == "global")
+        })
+        .await?;
+        let write_concern = pinned
+            .status
+            .and_then(|s| s.default_write_concern)
+            .ok_or("no write concern")?;
+        if write_concern.w.as_deref() != Some("majority") {
+            return Err(format!(
+                "pinned {write_concern:?}, not the implicit {{w: \"majority\"}}"
+            ));
+        }
+        let hosts = hosts_of(lab, 0, NAME).await?;
+        let writer = TimedMajorityWriter::start(lab, NAME, &hosts).await?;
+
+        // Three data voters and an arbiter: mongod's implicit default would be {w: 1}.
+        shape(lab, NAME, &[("a", 1), ("b", 1), ("c", 1)], 3, 3).await?;
+        // And back to five: mongod's own newlyAdded clearing crosses it again.
+        shape(lab, NAME, &[("a", 1), ("b", 2), ("c", 2)], 5, 3).await?;
+
+        // b and c are lost with four of the six voters; a0 is primary, so every
+        // acknowledged write is on it.
+        let a0 = member_host(lab, 0, NAME, 0).await?;
+        make_primary(lab, NAME, &a0).await?;
+        let before = config_on(lab, NAME, &a0).await?;
+        let arbiter = members_of(&before)
+            .into_iter()
+            .find(|m| m.1)
+            .map(|m| m.0)
+            .ok_or("no arbiter")?;
+        if let Some(writer) = &writer {
+            let acknowledged = writer.acknowledged().len();
+            writer
+                .wait_acknowledged(acknowledged + 5, Duration::from_secs(60))
+                .await?;
+        }
+        for index in [1, 2] {
+            let cluster = &lab.clusters()[index];
+            cluster.node.lose_cluster();
+            lab.network().cut_site(&cluster.name);
+        }
+        lab.kill_operator(1).await.map_err(fail("kill b"))?;
+        lab.kill_operator(2).await.map_err(fail("kill c"))?;
+        until_in(lab, 0, NAME, "VotingMajorityLost reported", |m| {
+            m.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.reason == "VotingMajorityLost")
+            })
+        })
+        .await?;
+        let annotation = format!(
+            "{}=flood",
+            mongodb_member_operator::api::RECOVERY_ANNOTATION
+        );
+        lab.kubectl("a", &["annotate", "mongodb", NAME, &annotation])
+            .await
+            .map_err(fail("annotate"))?;
+        let done = until_in(lab, 0, NAME, "recovery done", |m| {
+            m.status
+                .as_ref()
+                .and_then(|s| s.recovery.as_ref())
+                .is_some_and(|r| r.phase == RecoveryPhase::Done)
+        })
+        .await?;
+        let recovery = done.status.and_then(|s| s.recovery).ok_or("no recovery")?;
+        let mut kept = vec![a0.clone(), arbiter.clone()];
+        kept.sort();
+        let forced = config_on(lab, NAME, &a0).await?;
+        let forced_hosts: Vec<String> = members_of(&forced).into_iter().map(|m| m.0).collect();
+        if recovery.keeping != kept || forced_hosts != kept {
+            return Err(format!(
+                "the recovery did not keep a0 and the arbiter: {recovery:?}, config {forced}"
+            ));
+        }
+        if let Some(writer) = writer {
+            let acknowledged = writer.acknowledged().len();
+            writer
+                .wait_acknowledged(acknowledged + 5, Duration::from_secs(60))
+                .await?;
+            writer.stop_and_check().await?;
+        }
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_psa_member_removed_and_readded_gets_its_vote_then_its_priority() {
+    scenario(51, 2, async |lab| {
+        const NAME: &str = "psa";
+        lab.control_plane()
+            .apply(&fedstate_sample(NAME, &[("a", 1), ("b", 1)], true))
+            .await
+            .map_err(fail("apply"))?;
+        wait_for(lab, NAME, "1+1 and an arbiter", 2, |m| {
+            set_shape(m) == (3, 1, 1)
+        })
+        .await?;
+        let hosts = hosts_of(lab, 0, NAME).await?;
+        let writer = MajorityWriter::start(lab, NAME, &hosts).await?;
+        let first = config(lab, NAME, &hosts).await?;
+
+        // b's member leaves ({data, arbiter}) and comes back: mongod refuses
+        // it electable in one step.
+        shape(lab, NAME, &[("a", 1), ("b", 0)], 1, 1).await?;
+        shape(lab, NAME, &[("a", 1), ("b", 1)], 2, 2).await?;
+        let last = config(lab, NAME, &hosts).await?;
+        let electable = members_of(&last)
+            .iter()
+            .filter(|m| !m.1 && m.2 > 0.0)
+            .count();
+        if electable != 2 {
+            return Err(format!(
+                "both data members should be electable again: {last}"
+            ));
+        }
+        if replica_set_id(&first) != replica_set_id(&last) || version(&last) >= 10_000 {
+            return Err("second initiate or forced reconfig detected".into());
+        }
+        if let Some(writer) = writer {
+            writer.stop_and_check().await?;
+        }
+        Ok(())
+    })
+    .await;
+}
