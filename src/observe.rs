@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::api::MongoDB;
 use crate::hostconf::MemberAddress;
 use crate::member::{MemberSlot, Wanted};
-use crate::replset::{MemberState, MemberStatus, ReplicaSetConfig};
+use crate::replset::{ClusterWriteConcern, MemberState, MemberStatus, ReplicaSetConfig};
 use crate::validate::Validated;
 
 /// The members forced out of the set by disaster recoveries
@@ -69,8 +69,9 @@ pub enum Observed {
 /// The replica set's config and status.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ObservedSet {
-    /// The current config, read from the primary when there is one (with
-    /// `newlyAdded` flags included).
+    /// The current config, read from the primary when there is one, its
+    /// `newlyAdded` members marked as far as production mongod shows them
+    /// (`mongo::config_doc::mark_newly_added`).
     pub config: ReplicaSetConfig,
     /// The current primary.
     pub primary: Option<MemberAddress>,
@@ -79,6 +80,8 @@ pub struct ObservedSet {
     /// Whether the primary reports the current config majority-committed. Must
     /// be `false` when there is no primary to ask.
     pub config_committed: bool,
+    /// The default write concern `getDefaultRWConcern` reported.
+    pub write_concern: ClusterWriteConcern,
 }
 
 impl ObservedSet {

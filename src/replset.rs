@@ -277,6 +277,12 @@ pub enum ConfigProblem {
     ArbiterOnlyChanged { host: MemberAddress },
     #[error("{count} voting changes in one reconfig; at most one is allowed")]
     TooManyVotingChanges { count: usize },
+    #[error(
+        "the new config is primary-secondary-arbiter with both data members electable, \
+         but the old config has fewer writable voters than a majority (mongod's PSA rule: \
+         give the new voter priority 0 first, its priority in a second reconfig)"
+    )]
+    PsaSecondaryElectable,
 }
 
 impl ReplicaSetConfig {
@@ -455,10 +461,112 @@ pub fn cluster_holds_no_majority<'a>(
     of_vip * 2 <= total
 }
 
+/// A default write concern's `w`, as the operator chooses it: what mongod
+/// would choose implicitly for a config (`docs/replica-set-rules.md`,
+/// *Write concern and PSA*).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefaultW {
+    /// `{w: "majority"}`.
+    Majority,
+    /// `{w: 1}`.
+    One,
+}
+
+impl DefaultW {
+    /// `w` as mongod writes it: `majority` or `1`.
+    pub fn as_w(self) -> &'static str {
+        match self {
+            DefaultW::Majority => "majority",
+            DefaultW::One => "1",
+        }
+    }
+}
+
+impl fmt::Display for DefaultW {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DefaultW::Majority => "{w: \"majority\"}",
+            DefaultW::One => "{w: 1}",
+        })
+    }
+}
+
+/// The set's default write concern as `getDefaultRWConcern` tells it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum ClusterWriteConcern {
+    /// Not read (no answer, or the command failed).
+    #[default]
+    Unknown,
+    /// mongod before 5.0 (no `defaultWriteConcernSource`), with no
+    /// cluster-wide write concern: it has no implicit-default rule.
+    NotSetBefore50,
+    /// mongod 5.0 or later with no cluster-wide write concern: it applies the
+    /// config's implicit default and refuses any reconfig, forced or not,
+    /// that would change it.
+    Implicit,
+    /// Set with `setDefaultRWConcern` (`defaultWriteConcernSource: "global"`);
+    /// `w` as mongod wrote it.
+    Global { w: String },
+}
+
+impl ClusterWriteConcern {
+    /// Whether mongod refuses a reconfig from `old` to `new` because it
+    /// would change the implicit default write concern with none set
+    /// (`_doReplSetReconfig`; forced reconfigs included).
+    /// mongod compares the new config as it installs it: a data-bearing
+    /// voter with a new `_id` is `newlyAdded` there, so adding one changes
+    /// nothing until mongod's own reconfig clears the flag.
+    pub fn refuses_change(&self, old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> bool {
+        let mut installed = new.clone();
+        for m in installed.members.iter_mut() {
+            m.newly_added |=
+                m.votes > 0 && !m.arbiter_only && !old.members.iter().any(|o| o.id == m.id);
+        }
+        *self == ClusterWriteConcern::Implicit
+            && old.implicit_default_write_concern() != installed.implicit_default_write_concern()
+    }
+}
+
+impl ReplicaSetConfig {
+    /// The write concern mongod 5.0+ applies by default when no cluster-wide
+    /// one is set (`repl_set_config.cpp`, `isImplicitDefaultWriteConcernMajority`):
+    /// `{w: "majority"}` without arbiters, or when the data-bearing voters
+    /// are more than a majority of the voters; else `{w: 1}`. Voters are
+    /// counted as mongod does, `newlyAdded` members not among them, and every
+    /// arbiter is taken from them.
+    pub fn implicit_default_write_concern(&self) -> DefaultW {
+        let voters = self.members.iter().filter(|m| m.votes_now()).count();
+        let arbiters = self.members.iter().filter(|m| m.arbiter_only).count();
+        let writable = voters.saturating_sub(arbiters);
+        if arbiters == 0 || writable > voters / 2 + 1 {
+            DefaultW::Majority
+        } else {
+            DefaultW::One
+        }
+    }
+}
+
+/// mongod's PSA rule (`repl_set_config_checks.cpp`,
+/// `validateOldAndNewConfigsCompatible`, forced reconfigs included): a new
+/// config of three members, two of them data-bearing, with both electable
+/// (priority above 0) is refused when the old config's writable voters are
+/// fewer than a majority of its voters (`newlyAdded` voters counted): such a
+/// secondary could be elected by the arbiter without the latest majority
+/// writes. `rs.reconfigForPSASet` gives the new voter priority 0 first.
+pub fn psa_rule_refuses(old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> bool {
+    let voters = old.voting_member_count();
+    let arbiters = old.members.iter().filter(|m| m.arbiter_only).count();
+    let overlap = voters / 2 + 1 <= voters.saturating_sub(arbiters);
+    let data = new.members.iter().filter(|m| !m.arbiter_only).count();
+    let electable = new.members.iter().filter(|m| m.priority > 0.0).count();
+    !overlap && new.members.len() == 3 && data == 2 && electable > 1
+}
+
 /// What mongod would reject in a non-forced reconfig from `old` to `new`: the
 /// config rules on `new`, plus version + 1, the same set name and
 /// `replicaSetId`, kept hosts keeping their `_id` and `arbiterOnly`, and at most
-/// one voting change. (mongod only demands an increasing version; this operator
+/// one voting change, and mongod's PSA rule ([`psa_rule_refuses`]). (mongod
+/// only demands an increasing version; this operator
 /// always raises it by exactly one.) The planner sends only configs without
 /// problems (`docs/replica-set-rules.md`, `reconfig-accepted-without-force`).
 pub fn reconfig_problems(old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> Vec<ConfigProblem> {
@@ -497,6 +605,9 @@ pub fn reconfig_problems(old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> Vec<
     let count = voting_changes(old, new);
     if count > 1 {
         problems.push(ConfigProblem::TooManyVotingChanges { count });
+    }
+    if psa_rule_refuses(old, new) {
+        problems.push(ConfigProblem::PsaSecondaryElectable);
     }
     problems
 }
@@ -733,6 +844,79 @@ mod tests {
         assert!(!cluster_holds_no_majority(&voters[..1], "a", 3));
         assert!(cluster_holds_no_majority(&voters[..3], "a", 2));
         assert!(cluster_holds_no_majority(&voters[..0], "a", 3));
+    }
+
+    fn arbiter(id: i64, port: u16) -> ConfigMember {
+        ConfigMember {
+            arbiter_only: true,
+            priority: 0.0,
+            ..voter(id, port)
+        }
+    }
+
+    #[test]
+    fn the_implicit_default_is_w1_once_arbiters_leave_no_data_voter_beyond_a_majority() {
+        // mongod's isImplicitDefaultWriteConcernMajority, FedState's shapes.
+        let shape = |data: i64| {
+            let mut members: Vec<ConfigMember> =
+                (0..data).map(|i| voter(i, 1 + i as u16)).collect();
+            members.push(arbiter(data, 100));
+            config(members)
+        };
+        assert_eq!(
+            config(vec![voter(0, 1)]).implicit_default_write_concern(),
+            DefaultW::Majority
+        );
+        assert_eq!(
+            shape(2).implicit_default_write_concern(),
+            DefaultW::One,
+            "PSA"
+        );
+        assert_eq!(
+            shape(3).implicit_default_write_concern(),
+            DefaultW::One,
+            "3 data + arbiter"
+        );
+        assert_eq!(
+            shape(4).implicit_default_write_concern(),
+            DefaultW::Majority
+        );
+        assert_eq!(
+            shape(5).implicit_default_write_concern(),
+            DefaultW::Majority
+        );
+        let mut syncing = shape(4);
+        syncing.members[3].newly_added = true;
+        assert_eq!(
+            syncing.implicit_default_write_concern(),
+            DefaultW::One,
+            "a newlyAdded member is no voter"
+        );
+        let cwwc = ClusterWriteConcern::Implicit;
+        assert!(cwwc.refuses_change(&shape(3), &shape(4)));
+        assert!(!cwwc.refuses_change(&shape(4), &shape(5)));
+        let set = ClusterWriteConcern::Global {
+            w: "majority".into(),
+        };
+        assert!(!set.refuses_change(&shape(3), &shape(4)));
+        assert!(!ClusterWriteConcern::NotSetBefore50.refuses_change(&shape(3), &shape(4)));
+    }
+
+    #[test]
+    fn a_psa_secondary_becomes_electable_only_from_a_config_with_two_writable_voters() {
+        let pa = config(vec![voter(0, 1), arbiter(1, 100)]);
+        let mut readded = pa.clone();
+        readded.version = 2;
+        readded.members.push(voter(2, 2));
+        assert!(psa_rule_refuses(&pa, &readded));
+        assert!(reconfig_problems(&pa, &readded).contains(&ConfigProblem::PsaSecondaryElectable));
+        // rs.reconfigForPSASet: the vote with priority 0, then the priority.
+        let mut first = readded.clone();
+        first.members[2].priority = 0.0;
+        assert!(!psa_rule_refuses(&pa, &first));
+        let mut second = readded.clone();
+        second.version = 3;
+        assert!(!psa_rule_refuses(&first, &second));
     }
 
     #[test]

@@ -3,8 +3,12 @@
 //! StatefulSet — and, once the set is in sync, keeps the operator's users.
 //!
 //! A reconfig is sent to the primary with the observed config version + 1; the
-//! errors another cluster's concurrent change causes (10107, 103, 109, 308) are
-//! retried with exponential backoff and jitter (`backon`).
+//! errors another cluster's concurrent change causes (10107, 109, 308) are
+//! retried with exponential backoff and jitter (`backon`). mongod's 103 is a
+//! refusal of the config itself, retried that way only when a re-read shows
+//! the config moved meanwhile; otherwise it is reported (a Warning Event and
+//! the refusal in status, naming mongod's rule) and tried again after
+//! [`AFTER_REFUSAL`].
 
 use std::time::{Duration, Instant};
 
@@ -20,7 +24,7 @@ use crate::build::{self, names};
 use crate::hostconf::MemberAddress;
 use crate::mongo::{codes, MongoError, UserSpec};
 use crate::observe::ObservedSet;
-use crate::planner::{plan, PlanInput, Step};
+use crate::planner::{plan, Change, PlanInput, Refusal, Step};
 use crate::replset::MemberState;
 use crate::validate::{RootCredentials, Validated};
 
@@ -150,9 +154,10 @@ pub async fn act(
     if *step == Step::InSync && !leaving {
         ensure_users(ctx, mongodb, validated, answers).await;
     }
+    let refused = outcome.refused.map(|reason| Step::Refuse { reason });
     Ok(Acted {
         requeue: outcome.requeue,
-        replanned: replanned_after_refusal(ctx, input),
+        replanned: refused.or_else(|| replanned_after_refusal(ctx, input)),
     })
 }
 
@@ -179,6 +184,8 @@ struct Outcome {
     /// The step could not be done for a passing reason (another cluster's
     /// reconfig, no caught-up secondary): retried with a growing delay.
     retry: bool,
+    /// mongod refused the reconfig itself: what status reports this pass.
+    refused: Option<Refusal>,
 }
 
 impl Outcome {
@@ -189,6 +196,7 @@ impl Outcome {
             stepped_down: None,
             step_down_refused: None,
             retry: false,
+            refused: None,
         }
     }
 
@@ -263,8 +271,49 @@ async fn carry_out(
                         ..Outcome::after(conflict_backoff(attempt))
                     })
                 }
+                Err(MongoError::Command { code, message, .. })
+                    if code == codes::NEW_CONFIG_INCOMPATIBLE =>
+                {
+                    let now = ctx.gateway.config_version(primary, credentials).await;
+                    if now
+                        .as_ref()
+                        .map_or(true, |v| *v != reading.set.config.version)
+                    {
+                        tracing::info!(
+                            ?now,
+                            message,
+                            attempt,
+                            "reconfig refused after the config moved; retrying"
+                        );
+                        return Ok(Outcome {
+                            retry: true,
+                            ..Outcome::after(conflict_backoff(attempt))
+                        });
+                    }
+                    let refusal = refusal_of(change, &message);
+                    Ok(Outcome {
+                        event: Some((
+                            EventType::Warning,
+                            refusal.reason(),
+                            format!("refused: {refusal}"),
+                        )),
+                        refused: Some(refusal),
+                        ..Outcome::after(AFTER_REFUSAL)
+                    })
+                }
                 Err(error) => Err(mongo(error)),
             }
+        }
+        Step::SetClusterWriteConcern { primary, w } => {
+            ctx.gateway
+                .set_default_write_concern(primary, *w, credentials)
+                .await
+                .map_err(mongo)?;
+            let message = format!(
+                "the cluster-wide default write concern is now {w} (the implicit default of \
+                 the current config), so no reconfig is refused for changing it"
+            );
+            Ok(Outcome::done(step.reason(), message))
         }
         Step::StepDown {
             primary,
@@ -330,6 +379,23 @@ async fn carry_out(
             ..Outcome::after(AFTER_REFUSAL)
         }),
         Step::InSync => Ok(Outcome::after(IN_SYNC)),
+    }
+}
+
+/// The refusal a 103 on `change` stands for, by the rule mongod's message
+/// names (`replication_coordinator_impl.cpp` `_doReplSetReconfig`,
+/// `repl_set_config_checks.cpp` `validateOldAndNewConfigsCompatible`).
+fn refusal_of(change: &Change, message: &str) -> Refusal {
+    let change = change.to_string();
+    if message.contains("implicit default write concern") {
+        Refusal::ImplicitWriteConcernWouldChange { change }
+    } else if message.contains("PSA topology") {
+        Refusal::PsaSecondaryWouldBeElectable { change }
+    } else {
+        Refusal::ReconfigRefused {
+            change,
+            message: message.to_string(),
+        }
     }
 }
 
@@ -490,6 +556,25 @@ mod tests {
     use crate::build::fixtures;
 
     #[test]
+    fn a_refused_reconfig_names_mongods_rule() {
+        let change = Change::UpdateSettings;
+        let implicit = "Reconfig attempted to install a config that would change the implicit \
+                        default write concern. Use the setDefaultRWConcern command to set a \
+                        cluster-wide write concern and try the reconfig again.";
+        assert_eq!(
+            refusal_of(&change, implicit).reason(),
+            "ImplicitWriteConcernWouldChange"
+        );
+        let psa = "Rejecting reconfig where the new config has a PSA topology and the secondary \
+                   is electable, but the old config contains only one writable node.";
+        assert_eq!(
+            refusal_of(&change, psa).reason(),
+            "PsaSecondaryWouldBeElectable"
+        );
+        assert_eq!(refusal_of(&change, "other").reason(), "ReconfigRefused");
+    }
+
+    #[test]
     fn conflict_backoff_grows_and_stays_bounded() {
         let first = conflict_backoff(0);
         let later = conflict_backoff(8);
@@ -549,6 +634,7 @@ mod tests {
             .into_iter()
             .collect(),
             config_committed: true,
+            write_concern: Default::default(),
         };
         let message = step_down_refused(&host(30001), Some(&set), 10, Duration::from_secs(40));
         assert!(message.contains("10.0.0.1:30002 42 s behind"), "{message}");

@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use mongodb::bson::{doc, oid::ObjectId, Bson, Document};
 
 use crate::hostconf::MemberAddress;
-use crate::replset::{ConfigMember, ConfigSettings, ReplicaSetConfig};
+use crate::replset::{
+    ClusterWriteConcern, ConfigMember, ConfigSettings, MemberState, MemberStatus, ReplicaSetConfig,
+};
 
 /// Why a document could not be read as a replica-set configuration.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -185,6 +187,74 @@ fn settings_document(settings: &ConfigSettings, mut base: Document) -> Document 
     base
 }
 
+/// The default write concern of a `getDefaultRWConcern` reply: mongod 5.0+
+/// says where it comes from (`defaultWriteConcernSource`: `global` when set
+/// with `setDefaultRWConcern`, `implicit` when derived from the config);
+/// 4.4 only shows one that was set.
+pub fn cluster_write_concern(reply: &Document) -> ClusterWriteConcern {
+    let w = reply
+        .get_document("defaultWriteConcern")
+        .ok()
+        .and_then(|wc| wc.get("w"))
+        .map(|w| match w {
+            Bson::String(w) => w.clone(),
+            other => integer(Some(other)).map_or_else(|| other.to_string(), |n| n.to_string()),
+        });
+    match (reply.get_str("defaultWriteConcernSource").ok(), w) {
+        (Some("implicit"), _) => ClusterWriteConcern::Implicit,
+        (Some(_), Some(w)) | (None, Some(w)) => ClusterWriteConcern::Global { w },
+        (Some(_), None) => ClusterWriteConcern::Unknown,
+        (None, None) => ClusterWriteConcern::NotSetBefore50,
+    }
+}
+
+/// Marks the members mongod counts as `newlyAdded`, which `replSetGetConfig`
+/// hides outside test mode (`$_internalIncludeNewlyAdded` is refused with
+/// InvalidOptions unless test commands are enabled). What production mongod
+/// shows instead: `replSetGetStatus`'s `votingMembersCount` leaves them out
+/// (`isVoter()`), so the config's voters minus it is how many there are; and
+/// `hello` lists one whose priority in the config is above 0 among the
+/// `passives` (its effective priority is 0 until the flag goes). Those are
+/// marked first; if more remain (a hidden or priority-0 voter), the voting
+/// data members that are not primary are taken, the unhealthy ones first, so
+/// that the count of healthy voters is never made smaller than mongod's.
+pub fn mark_newly_added(
+    config: &mut ReplicaSetConfig,
+    voting_members_count: Option<i64>,
+    members: &BTreeMap<MemberAddress, MemberStatus>,
+    passives: &[MemberAddress],
+) {
+    let Some(counted) = voting_members_count.and_then(|c| usize::try_from(c).ok()) else {
+        return;
+    };
+    let mut left = config.voting_member_count().saturating_sub(counted);
+    let state = |host: &MemberAddress| members.get(host).map(|m| (m.healthy, m.state));
+    let rank = |m: &ConfigMember| {
+        let shown_passive = m.priority > 0.0 && !m.hidden && passives.contains(&m.host);
+        let (healthy, secondary) = match state(&m.host) {
+            Some((healthy, s)) => (healthy, s == MemberState::Secondary),
+            None => (false, false),
+        };
+        (!shown_passive, healthy, secondary)
+    };
+    let mut candidates: Vec<usize> = (0..config.members.len())
+        .filter(|&i| {
+            let m = &config.members[i];
+            m.votes > 0
+                && !m.arbiter_only
+                && state(&m.host).map(|(_, s)| s) != Some(MemberState::Primary)
+        })
+        .collect();
+    candidates.sort_by_key(|&i| rank(&config.members[i]));
+    for i in candidates {
+        if left == 0 {
+            break;
+        }
+        config.members[i].newly_added = true;
+        left -= 1;
+    }
+}
+
 /// An integer field, whatever numeric BSON type mongod chose for it.
 pub fn integer(value: Option<&Bson>) -> Option<i64> {
     match value? {
@@ -323,5 +393,85 @@ mod tests {
             config_from_document(&bad_host),
             Err(ConfigDocError::Host("nohost".into()))
         );
+    }
+
+    #[test]
+    fn the_default_write_concern_says_whether_it_was_set() {
+        let implicit = doc! {"defaultWriteConcern": {"w": "majority", "wtimeout": 0},
+        "defaultWriteConcernSource": "implicit", "ok": 1.0};
+        assert_eq!(
+            cluster_write_concern(&implicit),
+            ClusterWriteConcern::Implicit
+        );
+        let global = doc! {"defaultWriteConcern": {"w": 1, "wtimeout": 0},
+        "defaultWriteConcernSource": "global", "ok": 1.0};
+        assert_eq!(
+            cluster_write_concern(&global),
+            ClusterWriteConcern::Global { w: "1".into() }
+        );
+        let before_50 = doc! {"ok": 1.0};
+        assert_eq!(
+            cluster_write_concern(&before_50),
+            ClusterWriteConcern::NotSetBefore50
+        );
+        let set_on_44 = doc! {"defaultWriteConcern": {"w": "majority"}, "ok": 1.0};
+        assert_eq!(
+            cluster_write_concern(&set_on_44),
+            ClusterWriteConcern::Global {
+                w: "majority".into()
+            }
+        );
+    }
+
+    #[test]
+    fn newly_added_members_are_found_from_what_production_mongod_shows() {
+        let address = |port| MemberAddress {
+            host: "10.0.0.1".into(),
+            port,
+        };
+        let status = |state, healthy| MemberStatus {
+            id: 0,
+            healthy,
+            state,
+            sync_source: String::new(),
+            lag_secs: None,
+            config_version: None,
+        };
+        let mut document = current_document();
+        let three: Vec<Bson> = (0..3)
+            .map(|id| Bson::Document(doc! {"_id": id, "host": format!("10.0.0.1:{}", id + 1)}))
+            .collect();
+        document.insert("members", three);
+        let config = config_from_document(&document).unwrap();
+        let members: BTreeMap<MemberAddress, MemberStatus> = [
+            (address(1), status(MemberState::Primary, true)),
+            (address(2), status(MemberState::Secondary, true)),
+            (address(3), status(MemberState::Startup2, true)),
+        ]
+        .into_iter()
+        .collect();
+        let marked = |count, passives: &[MemberAddress]| {
+            let mut config = config.clone();
+            mark_newly_added(&mut config, count, &members, passives);
+            config
+                .members
+                .iter()
+                .filter(|m| m.newly_added)
+                .map(|m| m.host.port)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(marked(Some(3), &[]), Vec::<u16>::new());
+        assert_eq!(marked(None, &[]), Vec::<u16>::new(), "before 4.4");
+        assert_eq!(
+            marked(Some(2), &[address(2)]),
+            vec![2],
+            "hello shows it passive"
+        );
+        assert_eq!(
+            marked(Some(2), &[]),
+            vec![3],
+            "else not the secondary first"
+        );
+        assert_eq!(marked(Some(1), &[]), vec![2, 3], "never the primary");
     }
 }

@@ -36,9 +36,11 @@ use tokio::sync::watch;
 
 use crate::hostconf::MemberAddress;
 use crate::observe::{MemberProbe, ObservedSet};
-use crate::replset::{MemberState, MemberStatus, ReplicaSetConfig};
+use crate::replset::{ClusterWriteConcern, DefaultW, MemberState, MemberStatus, ReplicaSetConfig};
 use crate::validate::RootCredentials;
-use config_doc::{config_from_document, initiate_document, integer, reconfig_document};
+use config_doc::{
+    config_from_document, initiate_document, integer, mark_newly_added, reconfig_document,
+};
 
 /// Error codes the operator handles (`docs/replica-set-rules.md`).
 pub mod codes {
@@ -53,7 +55,9 @@ pub mod codes {
     pub const NODE_NOT_FOUND: i32 = 74;
     /// No replica-set config yet.
     pub const NOT_YET_INITIALIZED: i32 = 94;
-    /// Reconfig validation failed (e.g. another operator changed the config first).
+    /// mongod refused the new config: every validation failure of a
+    /// reconfig (5.0+: the implicit default write concern, the PSA rule, …).
+    /// A refusal, not a race, unless the config moved meanwhile.
     pub const NEW_CONFIG_INCOMPATIBLE: i32 = 103;
     /// An initiate or reconfig is already running.
     pub const CONFIGURATION_IN_PROGRESS: i32 = 109;
@@ -68,9 +72,8 @@ pub mod codes {
     /// A member answering that it was removed from its set's config.
     pub const INVALID_REPLICA_SET_CONFIG: i32 = 93;
     /// The reconfig errors another cluster's concurrent change causes: retried with backoff.
-    pub const RETRYABLE_RECONFIG: [i32; 4] = [
+    pub const RETRYABLE_RECONFIG: [i32; 3] = [
         NOT_WRITABLE_PRIMARY,
-        NEW_CONFIG_INCOMPATIBLE,
         CONFIGURATION_IN_PROGRESS,
         CURRENT_CONFIG_NOT_COMMITTED,
     ];
@@ -462,17 +465,63 @@ impl MongoGateway {
             .get_document("config")
             .map_err(|_| MongoError::Protocol("replSetGetConfig without config".into()))?
             .clone();
-        let config = config_from_document(&config_document)
+        let mut config = config_from_document(&config_document)
             .map_err(|e| MongoError::Protocol(e.to_string()))?;
+        let voting_members_count = integer(status.get("votingMembersCount"));
+        if voting_members_count.is_some_and(|c| (c as usize) < config.voting_member_count()) {
+            let passives = Self::passives(&client, &config, &target).await;
+            mark_newly_added(&mut config, voting_members_count, &members, &passives);
+        }
+        let write_concern = Self::run(
+            &client,
+            doc! {"getDefaultRWConcern": 1},
+            Some(SelectionCriteria::ReadPreference(
+                ReadPreference::PrimaryPreferred { options: None },
+            )),
+            &target,
+        )
+        .await
+        .map_or(ClusterWriteConcern::Unknown, |reply| {
+            config_doc::cluster_write_concern(&reply)
+        });
         Ok(SetReading {
             set: ObservedSet {
                 config,
                 primary,
                 members,
                 config_committed,
+                write_concern,
             },
             config_document,
         })
+    }
+
+    /// The `passives` a member's `hello` lists, when it answers with the
+    /// config version `config` has (a member that installed another config
+    /// could list others).
+    async fn passives(
+        client: &GatewayClient,
+        config: &ReplicaSetConfig,
+        target: &str,
+    ) -> Vec<MemberAddress> {
+        let criteria =
+            SelectionCriteria::ReadPreference(ReadPreference::PrimaryPreferred { options: None });
+        let Ok(hello) = Self::run(client, doc! {"hello": 1}, Some(criteria), target).await else {
+            return Vec::new();
+        };
+        if integer(hello.get("setVersion")) != Some(config.version) {
+            return Vec::new();
+        }
+        hello
+            .get_array("passives")
+            .map(|passives| {
+                passives
+                    .iter()
+                    .filter_map(Bson::as_str)
+                    .filter_map(|host| MemberAddress::parse(host).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// `replSetInitiate` on `member` (directly) with `config`.
@@ -493,6 +542,28 @@ impl MongoGateway {
         .map(drop)
     }
 
+    /// The config version `member` holds, asked directly: whether the config
+    /// moved since a plan was made.
+    pub async fn config_version(
+        &self,
+        member: &MemberAddress,
+        credentials: &RootCredentials,
+    ) -> Result<i64, MongoError> {
+        let client = self.client(std::slice::from_ref(member), true, None, credentials)?;
+        let reply = Self::run(
+            &client,
+            doc! {"replSetGetConfig": 1},
+            None,
+            &member.to_string(),
+        )
+        .await?;
+        reply
+            .get_document("config")
+            .ok()
+            .and_then(|config| integer(config.get("version")))
+            .ok_or_else(|| MongoError::Protocol("replSetGetConfig without a version".into()))
+    }
+
     /// `replSetReconfig` with `desired`, built from `current_document`, sent
     /// to `primary` directly: the primary the plan was made on. If it is no
     /// longer primary, mongod answers 10107 and the pass plans again. Never forced.
@@ -506,6 +577,29 @@ impl MongoGateway {
         let client = self.client(std::slice::from_ref(primary), true, None, credentials)?;
         let config = reconfig_document(current_document, desired);
         let command = doc! {"replSetReconfig": config, "force": false, "maxTimeMS": 10_000i64};
+        Self::run(&client, command, None, &primary.to_string())
+            .await
+            .map(drop)
+    }
+
+    /// `setDefaultRWConcern` with `w` as the cluster-wide default write
+    /// concern, sent to `primary` directly and written with `w: "majority"`.
+    pub async fn set_default_write_concern(
+        &self,
+        primary: &MemberAddress,
+        w: DefaultW,
+        credentials: &RootCredentials,
+    ) -> Result<(), MongoError> {
+        let client = self.client(std::slice::from_ref(primary), true, None, credentials)?;
+        let w = match w {
+            DefaultW::Majority => Bson::String("majority".into()),
+            DefaultW::One => Bson::Int32(1),
+        };
+        let command = doc! {
+            "setDefaultRWConcern": 1,
+            "defaultWriteConcern": {"w": w},
+            "writeConcern": {"w": "majority", "wtimeout": 10_000i32},
+        };
         Self::run(&client, command, None, &primary.to_string())
             .await
             .map(drop)

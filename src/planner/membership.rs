@@ -22,7 +22,8 @@ use crate::hostconf::MemberAddress;
 use crate::member::MemberSlot;
 use crate::observe::{DroppedMember, DroppedMembers, MemberProbe, ObservedSet};
 use crate::replset::{
-    cluster_holds_no_majority, ConfigMember, ConfigSettings, MemberState, MAX_MEMBERS, MAX_VOTERS,
+    cluster_holds_no_majority, psa_rule_refuses, ConfigMember, ConfigSettings, MemberState,
+    ReplicaSetConfig, MAX_MEMBERS, MAX_VOTERS,
 };
 
 /// Deletes the StatefulSet of an unwanted member once the primary's committed
@@ -134,7 +135,7 @@ pub(super) fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFl
         }));
     }
     Break(checked_reconfig(
-        &set.config,
+        set,
         config,
         Change::RemoveMember { host: host.clone() },
     ))
@@ -242,7 +243,7 @@ pub(super) fn readdress_members(input: &PlanInput, set: &ObservedSet) -> Control
         }
         check_healthy_majority(&config, set, Some(host))?;
         return Break(checked_reconfig(
-            &set.config,
+            set,
             config,
             Change::ReaddressMember {
                 from: entry.host.clone(),
@@ -333,9 +334,10 @@ pub(super) fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<St
             may_vote,
         );
         config.members.push(member);
+        hold_priority_for_psa(&set.config, &mut config, host);
         check_healthy_majority(&config, set, Some(host))?;
         return Break(checked_reconfig(
-            &set.config,
+            set,
             config,
             Change::AddMember { host: host.clone() },
         ));
@@ -447,11 +449,58 @@ pub(super) fn promote_non_voters(input: &PlanInput, set: &ObservedSet) -> Contro
             m.votes = 1;
             m.priority = voter_priority(1, m.hidden, hint);
         }
+        hold_priority_for_psa(&set.config, &mut config, host);
         check_healthy_majority(&config, set, Some(host))?;
         return Break(checked_reconfig(
-            &set.config,
+            set,
             config,
             Change::PromoteMember { host: host.clone() },
+        ));
+    }
+    raise_held_priority(input, set)
+}
+
+/// The first of `rs.reconfigForPSASet`'s two steps: when giving `host` its
+/// vote with its priority would make a primary-secondary-arbiter set whose
+/// secondary is electable from a config with a single writable voter (which
+/// mongod refuses, `replset::psa_rule_refuses`), it gets the vote with
+/// priority 0; [`raise_held_priority`] gives the priority once that config
+/// is in place (`docs/replica-set-rules.md`, `psa-voter-electable-in-two-steps`).
+fn hold_priority_for_psa(
+    old: &ReplicaSetConfig,
+    config: &mut ReplicaSetConfig,
+    host: &MemberAddress,
+) {
+    if psa_rule_refuses(old, config) {
+        for m in config.members.iter_mut().filter(|m| &m.host == host) {
+            m.priority = 0.0;
+        }
+    }
+}
+
+/// The second step: a wanted local voter that holds priority 0 while it
+/// should have one (hostconf's, or 1) gets it, once it no longer is
+/// `newlyAdded`.
+fn raise_held_priority(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+    for slot in input.wanted_slots() {
+        let Some(member) = input.facts(slot).and_then(|f| f.entry_in(&set.config)) else {
+            continue;
+        };
+        let host = &member.host;
+        let wanted = voter_priority(member.votes, member.hidden, input.hint(host));
+        if member.arbiter_only || member.votes == 0 || member.priority > 0.0 || wanted == 0.0 {
+            continue;
+        }
+        check_reconfig_allowed(set)?;
+        let mut config = next_version(&set.config);
+        for m in config.members.iter_mut().filter(|m| &m.host == host) {
+            m.priority = wanted;
+        }
+        check_healthy_majority(&config, set, None)?;
+        return Break(checked_reconfig(
+            set,
+            config,
+            Change::RaisePriority { host: host.clone() },
         ));
     }
     Continue(())
@@ -504,7 +553,7 @@ pub(super) fn rebalance_votes(input: &PlanInput, set: &ObservedSet) -> ControlFl
     check_reconfig_allowed(set)?;
     check_healthy_majority(&config, set, None)?;
     Break(checked_reconfig(
-        &set.config,
+        set,
         config,
         Change::DemoteMember {
             host: give_up.host.clone(),
@@ -527,11 +576,7 @@ pub(super) fn update_settings(input: &PlanInput, set: &ObservedSet) -> ControlFl
     config.settings =
         ConfigSettings::from_desired(&input.settings, set.config.settings.replica_set_id.clone());
     check_healthy_majority(&config, set, None)?;
-    Break(checked_reconfig(
-        &set.config,
-        config,
-        Change::UpdateSettings,
-    ))
+    Break(checked_reconfig(set, config, Change::UpdateSettings))
 }
 
 /// What this cluster cannot fix on its own: a local-VIP host in the config that

@@ -81,6 +81,8 @@ mod reconfig;
 mod steps;
 
 #[cfg(test)]
+mod mongod_rules;
+#[cfg(test)]
 mod properties;
 #[cfg(test)]
 mod tests;
@@ -98,7 +100,7 @@ use membership::{
     add_wanted, delete_departed, promote_non_voters, readdress_members, rebalance_votes,
     remove_unwanted, report_leftovers, update_settings,
 };
-use reconfig::check_voting_majority;
+use reconfig::{check_voting_majority, pin_cluster_write_concern};
 
 /// The one next step for this cluster.
 ///
@@ -148,6 +150,7 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
         }
     }
     check_voting_majority(set)?;
+    pin_cluster_write_concern(input, set)?;
     delete_departed(input, set)?;
     // A member whose address moved counts as down until its entry follows,
     // also one that is leaving: it takes part in the majority its removal and

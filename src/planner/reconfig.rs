@@ -1,14 +1,15 @@
 //! What every reconfig must satisfy: a voting majority that still answers, a
-//! primary, a committed config and no member still `newlyAdded` before it is
-//! planned; a version one above the observed config's, a healthy voting
-//! majority after it, and nothing mongod would refuse without `force`.
+//! cluster-wide write concern pinned (mongod 5.0+), a primary, a committed
+//! config and no member still `newlyAdded` before it is planned; a version one
+//! above the observed config's, a healthy voting majority after it, and
+//! nothing mongod would refuse without `force`.
 
 use std::ops::ControlFlow::{self, Break, Continue};
 
-use super::{refuse, wait, Change, Refusal, Step, WaitReason};
+use super::{refuse, wait, Change, PlanInput, Refusal, Step, WaitReason};
 use crate::hostconf::MemberAddress;
 use crate::observe::ObservedSet;
-use crate::replset::{reconfig_problems, MemberStatus, ReplicaSetConfig};
+use crate::replset::{reconfig_problems, ClusterWriteConcern, MemberStatus, ReplicaSetConfig};
 
 /// Without a primary, whether a majority of the voters still answers
 /// heartbeats: if not, no primary can be elected, and the loss is reported
@@ -38,6 +39,25 @@ pub(super) fn check_voting_majority(set: &ObservedSet) -> ControlFlow<Step> {
         lost,
         voters: voters.len(),
     }))
+}
+
+/// In the rsInit cluster, on mongod 5.0+ with no cluster-wide write concern:
+/// pins as the cluster-wide one the implicit default mongod applies to the
+/// current config, before anything else is changed. mongod refuses every
+/// reconfig that would change its implicit default while none is set (forced
+/// ones and its own `newlyAdded` clearing included), so once pinned no change
+/// of membership is refused for it (`docs/replica-set-rules.md`,
+/// `cluster-write-concern-pinned`).
+pub(super) fn pin_cluster_write_concern(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+    match (&set.primary, &set.write_concern) {
+        (Some(primary), ClusterWriteConcern::Implicit) if input.rs_init => {
+            Break(Step::SetClusterWriteConcern {
+                primary: primary.clone(),
+                w: set.config.implicit_default_write_concern(),
+            })
+        }
+        _ => Continue(()),
+    }
 }
 
 /// What must hold before any reconfig: a primary, a committed config, and no
@@ -104,12 +124,22 @@ pub(super) fn check_healthy_majority(
 
 /// The reconfig step, or a refusal naming what mongod would reject
 /// (`docs/replica-set-rules.md`: `reconfig-accepted-without-force`,
-/// `one-voting-change-per-reconfig`, `config-within-mongodb-limits`).
+/// `one-voting-change-per-reconfig`, `config-within-mongodb-limits`), or a
+/// wait while it would change the implicit default write concern with none
+/// pinned yet (`cluster-write-concern-pinned`).
 pub(super) fn checked_reconfig(
-    old: &ReplicaSetConfig,
+    set: &ObservedSet,
     config: ReplicaSetConfig,
     change: Change,
 ) -> Step {
+    let old = &set.config;
+    if set.write_concern.refuses_change(old, &config) {
+        return wait(WaitReason::ClusterWriteConcernNotSet {
+            change: change.to_string(),
+            from: old.implicit_default_write_concern(),
+            to: config.implicit_default_write_concern(),
+        });
+    }
     let problems = reconfig_problems(old, &config);
     if problems.is_empty() {
         Step::Reconfig { config, change }

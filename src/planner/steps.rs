@@ -7,7 +7,7 @@ use std::fmt;
 
 use crate::hostconf::MemberAddress;
 use crate::member::MemberSlot;
-use crate::replset::{ConfigProblem, ReplicaSetConfig, MAX_MEMBERS, MAX_VOTERS};
+use crate::replset::{ConfigProblem, DefaultW, ReplicaSetConfig, MAX_MEMBERS, MAX_VOTERS};
 
 /// `stepDownSecs` sent with `replSetStepDown`: how long the old primary stays
 /// unelectable.
@@ -31,6 +31,10 @@ pub enum Step {
         config: ReplicaSetConfig,
         change: Change,
     },
+    /// `setDefaultRWConcern` on `primary`: pins the implicit default write
+    /// concern mongod itself would apply to the current config as the
+    /// cluster-wide one, so that no reconfig is refused for changing it.
+    SetClusterWriteConcern { primary: MemberAddress, w: DefaultW },
     /// `replSetStepDown` on the primary.
     StepDown {
         primary: MemberAddress,
@@ -55,6 +59,10 @@ pub enum Change {
         host: MemberAddress,
     },
     PromoteMember {
+        host: MemberAddress,
+    },
+    /// A voter held at priority 0 (mongod's PSA rule) gets its priority.
+    RaisePriority {
         host: MemberAddress,
     },
     DemoteMember {
@@ -82,6 +90,7 @@ impl fmt::Display for Change {
         match self {
             Change::AddMember { host } => write!(f, "add {host}"),
             Change::PromoteMember { host } => write!(f, "give {host} a vote"),
+            Change::RaisePriority { host } => write!(f, "give voter {host} its priority"),
             Change::DemoteMember { host } => write!(
                 f,
                 "take {host}'s vote, so that another cluster can take one"
@@ -125,6 +134,10 @@ impl fmt::Display for Step {
             Step::Reconfig { config, change } => {
                 write!(f, "{change} (config version {})", config.version)
             }
+            Step::SetClusterWriteConcern { primary, w } => write!(
+                f,
+                "set the cluster-wide default write concern to {w} on {primary}"
+            ),
             Step::StepDown { primary, .. } => write!(f, "step primary {primary} down"),
             Step::DeleteStatefulSet { slot, delete_pvc } => write!(
                 f,
@@ -198,6 +211,16 @@ pub enum WaitReason {
     VotingMajorityLost {
         lost: Vec<MemberAddress>,
         voters: usize,
+    },
+    #[error(
+        "{change} would change the implicit default write concern from {from} to {to}, \
+         which mongod refuses while no cluster-wide write concern is set: waiting for the \
+         rsInit cluster's operator to set it"
+    )]
+    ClusterWriteConcernNotSet {
+        change: String,
+        from: DefaultW,
+        to: DefaultW,
     },
     #[error("replica set {replica_set_id} exists but no member answered")]
     ReplicaSetUnreachable { replica_set_id: String },
@@ -322,6 +345,25 @@ pub enum Refusal {
         host: MemberAddress,
         recovery: String,
     },
+    #[error(
+        "mongod refused to {change} (103): the new config would change the implicit default \
+         write concern and no cluster-wide write concern is set. The rsInit cluster's \
+         operator sets one once the set has a primary; to do it by hand, run \
+         setDefaultRWConcern on the primary (docs/replica-set-rules.md, Write concern and PSA)"
+    )]
+    ImplicitWriteConcernWouldChange { change: String },
+    #[error(
+        "mongod refused to {change} (103): the new config is primary-secondary-arbiter with \
+         both data members electable while the old one has a single writable voter (mongod's \
+         PSA rule); the operator gives the new voter priority 0 first and its priority in a \
+         second reconfig (docs/replica-set-rules.md, Write concern and PSA)"
+    )]
+    PsaSecondaryWouldBeElectable { change: String },
+    #[error(
+        "mongod refused to {change} (103: {message}); the config did not move meanwhile, so \
+         this is no race with another cluster: the change is tried again in 30 s"
+    )]
+    ReconfigRefused { change: String, message: String },
 }
 
 impl Refusal {

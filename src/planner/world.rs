@@ -15,13 +15,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub(super) use super::mongod_rules::{
+    config_rule_breaks, electable, lists, reconfig_rule_breaks, voting_hosts, voting_ids,
+};
+use super::mongod_rules::{implicit_majority, votes_now};
 use super::tests::{member_status, port_of, SET};
 use super::*;
 use crate::api::{PvcPolicy, ReplicaSetSettings};
 use crate::hostconf::{HostConf, HostConfMember, MemberAddress};
 use crate::member::{MemberSlot, RecordedEntry};
 use crate::observe::{DroppedMembers, MemberProbe, Observed, ObservedSet};
-use crate::replset::{ConfigMember, MemberState, ReplicaSetConfig};
+use crate::replset::{ClusterWriteConcern, ConfigMember, DefaultW, MemberState, ReplicaSetConfig};
 
 /// A member: its cluster and slot.
 pub(super) type NodeKey = (usize, MemberSlot);
@@ -72,6 +76,10 @@ pub(super) struct LiveSet {
     /// Which node each entry (`_id`) stands for: the node its host reached
     /// when it was added. Mongod does not know this; the model does.
     pub owners: BTreeMap<i64, NodeKey>,
+    /// The cluster-wide default write concern set with `setDefaultRWConcern`
+    /// (the model is mongod 5.0+: without one, the config's implicit default
+    /// may not change).
+    pub cluster_write_concern: Option<DefaultW>,
 }
 
 /// Something that happens outside the planner.
@@ -418,6 +426,10 @@ impl World {
             primary: set.primary.clone(),
             members,
             config_committed: set.committed && set.primary.is_some(),
+            write_concern: match set.cluster_write_concern {
+                Some(w) => ClusterWriteConcern::Global { w: w.to_string() },
+                None => ClusterWriteConcern::Implicit,
+            },
         })
     }
 
@@ -482,6 +494,14 @@ impl World {
                 }
                 Ok(())
             }
+            Step::SetClusterWriteConcern { primary, w } => {
+                let set = self.set.as_mut().ok_or("no replica set")?;
+                if set.primary.as_ref() != Some(primary) {
+                    return Err(format!("10107: {primary} is not primary"));
+                }
+                set.cluster_write_concern = Some(*w);
+                Ok(())
+            }
             Step::Wait { .. } | Step::Refuse { .. } | Step::InSync => Ok(()),
         }
     }
@@ -524,6 +544,7 @@ impl World {
             primary,
             committed: true,
             owners,
+            cluster_write_concern: None,
         });
         Ok(())
     }
@@ -547,11 +568,15 @@ impl World {
         }
         let mut installed = new.clone();
         for m in installed.members.iter_mut() {
-            // By `_id`, as mongod: a member whose host changed is not new. An
-            // arbiter never is (mongod's `member_config.cpp`: "Arbiter cannot
-            // have newlyAdded field set"): it votes at once.
+            // By `_id`, as mongod: a member whose host changed is not new.
+            // Never an arbiter (`processReplSetReconfig`).
             m.newly_added |=
                 m.votes > 0 && !m.arbiter_only && !set.config.members.iter().any(|o| o.id == m.id);
+        }
+        if set.cluster_write_concern.is_none()
+            && implicit_majority(&set.config) != implicit_majority(&installed)
+        {
+            return Err("103: the implicit default write concern would change".to_owned());
         }
         let (running, needed) = self.running_voters(&installed);
         if running < needed {
@@ -589,11 +614,13 @@ impl World {
                 node.holds = id.clone();
             }
         }
+        let cluster_write_concern = set.cluster_write_concern;
         self.set = Some(LiveSet {
             config: installed,
             primary: Some(primary),
             committed: false,
             owners,
+            cluster_write_concern,
         });
         Ok(())
     }
@@ -658,13 +685,21 @@ impl World {
                     _ => Vec::new(),
                 };
                 if let (Some(set), false) = (self.set.as_mut(), caught_up.is_empty()) {
-                    for m in set.config.members.iter_mut() {
+                    let mut cleared = set.config.clone();
+                    for m in cleared.members.iter_mut() {
                         if caught_up.contains(&m.host) {
                             m.newly_added = false;
                         }
                     }
-                    set.config.version += 1;
-                    set.committed = false;
+                    // mongod's own reconfig meets the write-concern rule too;
+                    // refused, it is tried again on the next heartbeat.
+                    if set.cluster_write_concern.is_some()
+                        || implicit_majority(&set.config) == implicit_majority(&cleared)
+                    {
+                        set.config = cleared;
+                        set.config.version += 1;
+                        set.committed = false;
+                    }
                 }
             }
             Event::StepDownPeriodEnds => {
@@ -843,140 +878,4 @@ impl World {
         self.apply_event(&Event::ClearNewlyAdded);
         self.apply_event(&Event::Commit);
     }
-}
-
-// ------------------------------------------- mongod's rules, written again here
-
-// The model accepts or rejects a step by these, and the property checkers judge
-// by them: they restate the rules of `docs/replica-set-rules.md` (Part 1)
-// without the code under test (`ReplicaSetConfig::validate`,
-// `replset::reconfig_problems`, `voting_changes`, `voters`, `majority` …).
-
-/// The hosts that have a vote in `config` (`newlyAdded` voters included).
-pub(super) fn voting_hosts(config: &ReplicaSetConfig) -> BTreeSet<&MemberAddress> {
-    config
-        .members
-        .iter()
-        .filter(|m| m.votes > 0)
-        .map(|m| &m.host)
-        .collect()
-}
-
-/// The `_id`s of the members that have a vote in `config` (`newlyAdded`
-/// voters included): what mongod compares to count voting changes.
-pub(super) fn voting_ids(config: &ReplicaSetConfig) -> BTreeSet<i64> {
-    config
-        .members
-        .iter()
-        .filter(|m| m.votes > 0)
-        .map(|m| m.id)
-        .collect()
-}
-
-/// Whether `config` lists `host`.
-pub(super) fn lists(config: &ReplicaSetConfig, host: &MemberAddress) -> bool {
-    config.members.iter().any(|m| &m.host == host)
-}
-
-/// Whether a member can be elected: it holds data, votes, is visible and has a
-/// priority above 0.
-pub(super) fn electable(m: &ConfigMember) -> bool {
-    !m.arbiter_only && m.votes == 1 && !m.hidden && m.priority > 0.0
-}
-
-/// Whether a member votes in elections now (a `newlyAdded` voter does not).
-fn votes_now(m: &ConfigMember) -> bool {
-    m.votes > 0 && !m.newly_added
-}
-
-/// What in `config` breaks MongoDB's config rules (empty: mongod accepts it).
-pub(super) fn config_rule_breaks(config: &ReplicaSetConfig) -> Vec<String> {
-    let mut breaks = Vec::new();
-    let mut check = |ok: bool, why: String| {
-        if !ok {
-            breaks.push(why);
-        }
-    };
-    let members = &config.members;
-    check(!config.set_name.is_empty(), "no set name".to_owned());
-    check(config.version >= 1, format!("version {}", config.version));
-    check(
-        (1..=50).contains(&members.len()),
-        format!("{} members", members.len()),
-    );
-    let voters = members.iter().filter(|m| m.votes > 0).count();
-    check((1..=7).contains(&voters), format!("{voters} voters"));
-    check(
-        members.iter().any(|m| !m.arbiter_only && m.priority > 0.0),
-        "no member can become primary".to_owned(),
-    );
-    let ids: BTreeSet<i64> = members.iter().map(|m| m.id).collect();
-    check(
-        ids.len() == members.len(),
-        "an _id is used twice".to_owned(),
-    );
-    let hosts: BTreeSet<&MemberAddress> = members.iter().map(|m| &m.host).collect();
-    check(
-        hosts.len() == members.len(),
-        "a host is listed twice".to_owned(),
-    );
-    let loopback =
-        |h: &MemberAddress| h.host == "localhost" || h.host.starts_with("127.") || h.host == "::1";
-    let loopbacks = members.iter().filter(|m| loopback(&m.host)).count();
-    check(
-        loopbacks == 0 || loopbacks == members.len(),
-        "loopback and other hosts mixed".to_owned(),
-    );
-    for m in members {
-        let host = &m.host;
-        check(m.id >= 0, format!("{host} has _id {}", m.id));
-        check(m.votes <= 1, format!("{host} has {} votes", m.votes));
-        check(
-            (0.0..=1000.0).contains(&m.priority),
-            format!("{host} has priority {}", m.priority),
-        );
-        if m.arbiter_only {
-            check(m.votes == 1, format!("arbiter {host} does not vote"));
-            check(m.priority == 0.0, format!("arbiter {host} has a priority"));
-        } else if m.priority > 0.0 {
-            check(m.votes == 1, format!("non-voter {host} has a priority"));
-            check(!m.hidden, format!("hidden {host} has a priority"));
-        }
-    }
-    breaks
-}
-
-/// What mongod would reject in `new` as a non-forced reconfig of `old`: the
-/// config rules, then version + 1 (mongod asks only for a higher version; the
-/// operator always sends exactly the next), the same set name and
-/// replicaSetId, the same `_id` and `arbiterOnly` for every host kept, and at
-/// most one member (by `_id`) that gains or loses a vote.
-pub(super) fn reconfig_rule_breaks(old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> Vec<String> {
-    let mut breaks = config_rule_breaks(new);
-    if new.version != old.version + 1 {
-        breaks.push(format!("version {} after {}", new.version, old.version));
-    }
-    if new.set_name != old.set_name {
-        breaks.push(format!("set name {} after {}", new.set_name, old.set_name));
-    }
-    if new.settings.replica_set_id != old.settings.replica_set_id {
-        breaks.push("another replicaSetId".to_owned());
-    }
-    for m in &new.members {
-        if let Some(before) = old.members.iter().find(|b| b.host == m.host) {
-            if before.id != m.id {
-                breaks.push(format!("{} changed _id {} to {}", m.host, before.id, m.id));
-            }
-            if before.arbiter_only != m.arbiter_only {
-                breaks.push(format!("{} changed arbiterOnly", m.host));
-            }
-        }
-    }
-    let changes = voting_ids(old)
-        .symmetric_difference(&voting_ids(new))
-        .count();
-    if changes > 1 {
-        breaks.push(format!("{changes} voting changes"));
-    }
-    breaks
 }

@@ -7,7 +7,9 @@
 //!
 //! 1. **Report** — the forced config is planned from the config a surviving
 //!    member holds: it keeps the members that still answer heartbeats and
-//!    drops the others. The plan goes to status (`recovery`, phase
+//!    drops the others — and the arbiter, when keeping it would change the
+//!    implicit default write concern with no cluster-wide one set, which
+//!    mongod 5.0+ refuses even forced. The plan goes to status (`recovery`, phase
 //!    `Planned`) and to an Event *before* anything is done.
 //! 2. **Force** — on a later pass, if the set still lacks a voting majority
 //!    and the plan is the one reported, a forced `replSetReconfig` is sent to
@@ -27,7 +29,7 @@ use crate::api::{RecoveryPhase, RecoveryStatus};
 use crate::hostconf::MemberAddress;
 use crate::observe::ObservedSet;
 use crate::planner::{Step, WaitReason};
-use crate::replset::ReplicaSetConfig;
+use crate::replset::{ClusterWriteConcern, ConfigMember, DefaultW, ReplicaSetConfig};
 
 /// What the recovery stage looks at.
 #[derive(Clone, Debug)]
@@ -110,6 +112,12 @@ pub enum RecoveryRefusal {
         list(keeping)
     )]
     NothingElectable { keeping: Vec<MemberAddress> },
+    #[error(
+        "the forced config of the surviving members would change the implicit default write \
+         concern from {from} to {to}, and no cluster-wide write concern is set: mongod 5.0+ \
+         refuses that even forced (docs/disaster-recovery.md, Arbiters)"
+    )]
+    WriteConcernWouldChange { from: DefaultW, to: DefaultW },
 }
 
 impl RecoveryRefusal {
@@ -192,9 +200,10 @@ fn forced_recovery(
     else {
         return Err(RecoveryRefusal::MajorityNotLost);
     };
-    let survives = |host: &MemberAddress| set.members.get(host).is_some_and(|m| m.healthy);
-    let (kept, dropped): (Vec<_>, Vec<_>) =
-        set.config.members.iter().partition(|m| survives(&m.host));
+    let healthy = |host: &MemberAddress| set.members.get(host).is_some_and(|m| m.healthy);
+    let arbiter_flips = arbiter_would_change_write_concern(set, &healthy);
+    let survives = |m: &ConfigMember| healthy(&m.host) && !(m.arbiter_only && arbiter_flips);
+    let (kept, dropped): (Vec<_>, Vec<_>) = set.config.members.iter().partition(|m| survives(m));
     let keeping: Vec<MemberAddress> = kept.iter().map(|m| m.host.clone()).collect();
     let dropping: Vec<MemberAddress> = dropped.iter().map(|m| m.host.clone()).collect();
     let Some(on) = input
@@ -214,9 +223,16 @@ fn forced_recovery(
     let mut config = set.config.clone();
     config.version += 1;
     config.term = None;
-    config.members.retain(|m| survives(&m.host));
+    config.members.retain(|m| survives(m));
     for member in &mut config.members {
         member.newly_added = false;
+    }
+    let (from, to) = (
+        set.config.implicit_default_write_concern(),
+        config.implicit_default_write_concern(),
+    );
+    if no_cluster_write_concern(set) && from != to {
+        return Err(RecoveryRefusal::WriteConcernWouldChange { from, to });
     }
     let plan = ForcedRecovery {
         from_version: set.config.version,
@@ -225,6 +241,35 @@ fn forced_recovery(
         dropping,
     };
     Ok((plan, on))
+}
+
+/// Whether keeping the surviving arbiters in the forced config would change
+/// the implicit default write concern while no cluster-wide one is set: mongod
+/// 5.0+ refuses such a config, forced or not (`_doReplSetReconfig`), so the
+/// arbiters are dropped then; without them the implicit default stays
+/// `{w: "majority"}` if it was (no arbiter left).
+fn arbiter_would_change_write_concern(
+    set: &ObservedSet,
+    healthy: &impl Fn(&MemberAddress) -> bool,
+) -> bool {
+    let mut keeping_all = set.config.clone();
+    keeping_all.members.retain(|m| healthy(&m.host));
+    for member in &mut keeping_all.members {
+        member.newly_added = false;
+    }
+    no_cluster_write_concern(set)
+        && keeping_all.members.iter().any(|m| m.arbiter_only)
+        && ClusterWriteConcern::Implicit.refuses_change(&set.config, &keeping_all)
+}
+
+/// Whether mongod may refuse a forced config for changing its implicit
+/// default write concern: 5.0+ with none set, or not known to be set (it
+/// could not be read without a primary).
+fn no_cluster_write_concern(set: &ObservedSet) -> bool {
+    matches!(
+        set.write_concern,
+        ClusterWriteConcern::Implicit | ClusterWriteConcern::Unknown
+    )
 }
 
 /// The status a step leaves, given the one recorded (`now`: this pass's time).

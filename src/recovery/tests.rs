@@ -7,7 +7,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::*;
 use crate::api::ReplicaSetSettings;
-use crate::replset::{ConfigMember, ConfigSettings, MemberState, MemberStatus};
+use crate::replset::{
+    ClusterWriteConcern, ConfigMember, ConfigSettings, MemberState, MemberStatus,
+};
 
 fn host(vip: &str, port: u16) -> MemberAddress {
     MemberAddress::parse(&format!("{vip}:{port}")).unwrap()
@@ -76,6 +78,9 @@ fn lost_set() -> ObservedSet {
         primary: None,
         members: statuses,
         config_committed: false,
+        write_concern: ClusterWriteConcern::Global {
+            w: "majority".into(),
+        },
     }
 }
 
@@ -260,4 +265,46 @@ fn a_force_whose_status_was_not_written_is_recognised_and_not_repeated() {
     assert_eq!(case.pass(), RecoveryStep::AwaitPrimary);
     case.set.primary = Some(a(30001));
     assert!(matches!(case.pass(), RecoveryStep::Record { .. }));
+}
+
+#[test]
+fn without_a_cluster_write_concern_an_arbiter_that_would_change_the_default_is_dropped() {
+    // a0, a1 and b's arbiter answer: keeping the arbiter would take the
+    // implicit default from {w: "majority"} (4 data voters of 5) to {w: 1}
+    // (2 of 3), which mongod refuses even forced while none is set.
+    let mut case = Case::lost();
+    let arbiter = case.set.members.get_mut(&b(30010)).unwrap();
+    arbiter.healthy = true;
+    arbiter.state = MemberState::Arbiter;
+    let RecoveryStep::Report { plan } = case.pass() else {
+        panic!("reported");
+    };
+    assert!(plan.keeping.contains(&b(30010)), "kept with one pinned");
+    for unpinned in [ClusterWriteConcern::Implicit, ClusterWriteConcern::Unknown] {
+        let mut case = Case::lost();
+        case.set.write_concern = unpinned;
+        let arbiter = case.set.members.get_mut(&b(30010)).unwrap();
+        arbiter.healthy = true;
+        arbiter.state = MemberState::Arbiter;
+        let RecoveryStep::Report { plan } = case.pass() else {
+            panic!("reported");
+        };
+        assert_eq!(plan.keeping, vec![a(30001), a(30002)]);
+        assert!(plan.dropping.contains(&b(30010)));
+    }
+}
+
+#[test]
+fn a_forced_config_that_would_change_the_default_anyway_is_refused_not_forced_forever() {
+    // {a0, a1, b0, b's arbiter} is {w: 1} (3 data voters of 4); a0 and a1
+    // survive without the arbiter, {w: "majority"}: mongod would refuse the
+    // forced config, so it is refused here, once.
+    let mut case = Case::lost();
+    case.set.write_concern = ClusterWriteConcern::Implicit;
+    case.set.config.members.retain(|m| m.host != b(30002));
+    case.set.members.remove(&b(30002));
+    let RecoveryStep::Refuse { reason } = case.pass() else {
+        panic!("refused");
+    };
+    assert_eq!(reason.reason(), "WriteConcernWouldChange");
 }

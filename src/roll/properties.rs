@@ -201,6 +201,7 @@ impl Model {
                 primary: self.primary.map(|p| self.nodes[p].address.clone()),
                 members,
                 config_committed: true,
+                write_concern: Default::default(),
             },
             lease: self.lease.clone().map_or(LeaseView::Free, LeaseView::Held),
             reports: self.reports.clone(),

@@ -66,6 +66,7 @@ fn set() -> ObservedSet {
             })
             .collect(),
         config_committed: true,
+        write_concern: Default::default(),
     }
 }
 

@@ -169,7 +169,10 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
             .feature_compatibility_version
             .clone()
             .or(previous.feature_compatibility_version),
-        default_write_concern: previous.default_write_concern,
+        default_write_concern: input
+            .observation
+            .and_then(|o| replica_set::default_write_concern(o))
+            .or(previous.default_write_concern),
         replset: view.replset,
         replica_set_observed_at: view.observed_at,
         current_revision: input.revision.clone().or(previous.current_revision),

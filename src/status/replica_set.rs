@@ -4,8 +4,9 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::StatusInput;
-use crate::api::{MongoDBStatus, ReplSetMemberStatus};
+use crate::api::{DefaultWriteConcernStatus, MongoDBStatus, ReplSetMemberStatus};
 use crate::observe::ObservedSet;
+use crate::replset::ClusterWriteConcern;
 
 /// The replica set as status shows it to the control plane.
 pub(super) struct ReplicaSetView {
@@ -48,6 +49,26 @@ pub(super) fn view(
 }
 
 /// Whether this pass saw a primary in the set.
+/// `status.defaultWriteConcern`: the write concern in force and its source,
+/// when it could be read (`None` keeps the last one).
+pub(super) fn default_write_concern(
+    observation: &ObservedSet,
+) -> Option<DefaultWriteConcernStatus> {
+    let status = |w: Option<String>, source: &str| DefaultWriteConcernStatus {
+        w,
+        source: source.to_string(),
+    };
+    match &observation.write_concern {
+        ClusterWriteConcern::Unknown => None,
+        ClusterWriteConcern::NotSetBefore50 => Some(status(None, "none")),
+        ClusterWriteConcern::Implicit => {
+            let w = observation.config.implicit_default_write_concern();
+            Some(status(Some(w.as_w().to_string()), "implicit"))
+        }
+        ClusterWriteConcern::Global { w } => Some(status(Some(w.clone()), "global")),
+    }
+}
+
 pub(super) fn has_primary(input: &StatusInput) -> bool {
     input.observation.is_some_and(|o| o.primary.is_some())
 }

@@ -64,6 +64,7 @@ fn observation(states: &[(u16, MemberState, bool)]) -> ObservedSet {
             .map(|(p, _, _)| host(*p)),
         members,
         config_committed: true,
+        write_concern: Default::default(),
     }
 }
 

@@ -216,7 +216,18 @@ pub(super) fn reconfig_accepted_without_force(
     let breaks = reconfig_rule_breaks(&set.config, config);
     ensure(breaks.is_empty(), || {
         format!("mongod would reject it without force: {breaks:?}")
-    })
+    })?;
+    // As mongod installs it: a voter with a new `_id` is `newlyAdded`.
+    let mut installed = config.clone();
+    for m in installed.members.iter_mut() {
+        m.newly_added |=
+            m.votes > 0 && !m.arbiter_only && !set.config.members.iter().any(|o| o.id == m.id);
+    }
+    ensure(
+        set.write_concern != ClusterWriteConcern::Implicit
+            || implicit_majority(&set.config) == implicit_majority(&installed),
+        || "103: it changes the implicit default write concern and none is set".to_owned(),
+    )
 }
 
 /// `never-initiate-twice`: initiate only in the rsInit cluster, with no

@@ -119,6 +119,7 @@ fn fixture() -> PlanInput {
             primary: Some(local(0)),
             members,
             config_committed: true,
+            write_concern: Default::default(),
         }),
         stepped_down_recently: None,
         step_down_held: None,

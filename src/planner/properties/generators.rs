@@ -230,6 +230,12 @@ prop_compose! {
         new_timeout in prop::bool::weighted(0.2),
         pvc_delete in any::<bool>(),
         hidden_in_hostconf in prop::option::weighted(0.1, 0u32..9),
+        write_concern in prop::sample::select(vec![
+            ClusterWriteConcern::Implicit,
+            ClusterWriteConcern::Global { w: "majority".into() },
+            ClusterWriteConcern::Global { w: "majority".into() },
+            ClusterWriteConcern::NotSetBefore50,
+        ]),
     ) -> PlanInput {
         let (config, mut members) = build_config(&members);
         let vip = VIPS[0];
@@ -329,6 +335,7 @@ prop_compose! {
             Observed::Configured(ObservedSet {
                 config,
                 config_committed: committed && primary.is_some(),
+                write_concern,
                 primary,
                 members,
             })

@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 
+use super::mongod_rules::implicit_majority;
 use super::tests::{addr, member_status, port_of, SET, SET_ID};
 use super::world::{
     config_rule_breaks, electable, lists, reconfig_rule_breaks, voting_hosts, voting_ids, Event,
@@ -34,7 +35,9 @@ use crate::api::{PvcPolicy, ReplicaSetSettings};
 use crate::hostconf::{HostConf, HostConfMember, MemberAddress};
 use crate::member::{MemberSlot, RecordedEntry};
 use crate::observe::{DroppedMembers, MemberProbe, Observed, ObservedSet};
-use crate::replset::{ConfigMember, ConfigSettings, MemberState, MemberStatus, ReplicaSetConfig};
+use crate::replset::{
+    ClusterWriteConcern, ConfigMember, ConfigSettings, MemberState, MemberStatus, ReplicaSetConfig,
+};
 use checkers::*;
 use generators::*;
 use runner::*;

@@ -113,6 +113,7 @@ fn an_observed_set_is_handed_over_as_configured() {
         primary: None,
         members: BTreeMap::new(),
         config_committed: false,
+        write_concern: Default::default(),
     };
     let input = PlanInput::from_observation(
         &fixtures::mongodb(),
@@ -150,6 +151,7 @@ fn a_member_entry_is_recorded_once_and_again_when_it_changes() {
         primary,
         members: BTreeMap::new(),
         config_committed: true,
+        write_concern: Default::default(),
     };
     let mut validated = validated();
     let input = |validated: &Validated, set: ObservedSet| {

@@ -10,6 +10,7 @@ mod readdress;
 mod removals;
 mod steps;
 mod votes;
+mod write_concern;
 
 use std::collections::BTreeMap;
 
@@ -148,6 +149,7 @@ fn healthy(config: ReplicaSetConfig, primary: &MemberAddress) -> ObservedSet {
         primary: Some(primary.clone()),
         members,
         config_committed: true,
+        write_concern: Default::default(),
     }
 }
 

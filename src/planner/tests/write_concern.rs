@@ -1,0 +1,105 @@
+//! mongod 5.0+'s implicit default write concern and PSA rules: the
+//! cluster-wide write concern pinned once, changes that would flip the
+//! implicit default waited on until it is, and a PSA voter made electable in
+//! two steps.
+
+use super::*;
+use crate::replset::{ClusterWriteConcern, DefaultW};
+
+fn arbiter(id: i64, host: MemberAddress) -> ConfigMember {
+    ConfigMember {
+        arbiter_only: true,
+        priority: 0.0,
+        ..voter(id, host)
+    }
+}
+
+/// Local a0 (primary) and a remote arbiter; local slot 1 answers empty.
+fn primary_and_arbiter() -> (Vec<LocalMemberFacts>, ObservedSet) {
+    let members = vec![voter(0, local(0)), arbiter(1, remote(9))];
+    let facts = vec![
+        data(0, Some(member_probe(SET_ID, MemberState::Primary))),
+        data(1, Some(empty_probe())),
+    ];
+    (facts, healthy(config(members), &local(0)))
+}
+
+#[test]
+fn the_rs_init_cluster_pins_the_implicit_default_before_anything_else() {
+    let (mut facts, mut set) = three_local_in_sync(0);
+    facts.push(data(3, Some(empty_probe())));
+    set.write_concern = ClusterWriteConcern::Implicit;
+    let step = plan(&input(4, facts.clone(), Observed::Configured(set.clone())));
+    assert_eq!(
+        step,
+        Step::SetClusterWriteConcern {
+            primary: local(0),
+            w: DefaultW::Majority
+        }
+    );
+    // Elsewhere, or once pinned, or before 5.0: nothing to pin.
+    let mut elsewhere = input(4, facts.clone(), Observed::Configured(set.clone()));
+    elsewhere.rs_init = false;
+    assert!(matches!(plan(&elsewhere), Step::Reconfig { .. }));
+    for known in [
+        ClusterWriteConcern::Global { w: "1".into() },
+        ClusterWriteConcern::NotSetBefore50,
+    ] {
+        set.write_concern = known;
+        let step = plan(&input(4, facts.clone(), Observed::Configured(set.clone())));
+        assert!(matches!(step, Step::Reconfig { .. }), "{step:?}");
+    }
+}
+
+#[test]
+fn a_change_that_flips_the_implicit_default_waits_until_it_is_pinned() {
+    // {a0, a1, a2, arbiter, b0}: four data voters of five, {w: "majority"};
+    // removing a2 leaves three of four, {w: 1}.
+    let (facts, mut set) = three_local_in_sync(0);
+    set.config.members.push(arbiter(5, remote(9)));
+    set.config.members.push(voter(6, remote(0)));
+    set = healthy(set.config, &local(0));
+    set.write_concern = ClusterWriteConcern::Implicit;
+    let mut elsewhere = input(2, facts, Observed::Configured(set.clone()));
+    elsewhere.rs_init = false;
+    assert!(matches!(
+        plan(&elsewhere),
+        Step::Wait {
+            reason: WaitReason::ClusterWriteConcernNotSet {
+                from: DefaultW::Majority,
+                to: DefaultW::One,
+                ..
+            }
+        }
+    ));
+    if let Observed::Configured(set) = &mut elsewhere.observed {
+        set.write_concern = ClusterWriteConcern::Global {
+            w: "majority".into(),
+        };
+    }
+    let (_, change) = expect_reconfig(plan(&elsewhere));
+    assert_eq!(change, Change::RemoveMember { host: local(2) });
+}
+
+#[test]
+fn a_data_member_rejoining_a_data_and_arbiter_set_votes_first_and_is_electable_after() {
+    let (facts, set) = primary_and_arbiter();
+    let (added, change) =
+        expect_reconfig(plan(&input(2, facts.clone(), Observed::Configured(set))));
+    assert_eq!(change, Change::AddMember { host: local(1) });
+    let joined = added.member(&local(1)).unwrap();
+    assert_eq!(
+        (joined.votes, joined.priority),
+        (1, 0.0),
+        "mongod's PSA rule"
+    );
+
+    // mongod cleared newlyAdded: now its priority.
+    let mut set = healthy(added, &local(0));
+    set.config.version += 1;
+    let mut facts = facts;
+    facts[1] = data(1, Some(member_probe(SET_ID, MemberState::Secondary)));
+    let (raised, change) = expect_reconfig(plan(&input(2, facts, Observed::Configured(set))));
+    assert_eq!(change, Change::RaisePriority { host: local(1) });
+    assert_eq!(raised.member(&local(1)).unwrap().priority, 1.0);
+}
