@@ -1,5 +1,5 @@
 //! mongod 5.0+'s write-concern and PSA rules, met by FedState's arbiter
-//! topology. Without a cluster-wide write concern, mongod refuses every
+//! topology (the arbiter and rsInit with the first largest cluster). Without a cluster-wide write concern, mongod refuses every
 //! reconfig that changes the implicit default write concern (`{w: 1}` with
 //! arbiters and no more data-bearing voters than a majority, else
 //! `{w: "majority"}`), forced ones and its own `newlyAdded` clearing included;
@@ -106,12 +106,15 @@ async fn an_arbiter_set_crosses_the_implicit_write_concern_both_ways_and_recover
 
         // Three data voters and an arbiter: mongod's implicit default would be {w: 1}.
         shape(lab, NAME, &[("a", 1), ("b", 1), ("c", 1)], 3, 3).await?;
-        // And back to five: mongod's own newlyAdded clearing crosses it again.
-        shape(lab, NAME, &[("a", 1), ("b", 2), ("c", 2)], 5, 3).await?;
+        // And back to five (the arbiter stays with a, FedState's first
+        // largest cluster): mongod's own newlyAdded clearing crosses it again.
+        shape(lab, NAME, &[("a", 2), ("b", 2), ("c", 1)], 5, 3).await?;
 
-        // b and c are lost with four of the six voters; a0 is primary, so every
-        // acknowledged write is on it.
+        // b and c are lost with three of the six voters; a0 is primary, so
+        // every acknowledged write is on it. The forced config of a0, a1 and
+        // the arbiter has the implicit default {w: 1}.
         let a0 = member_host(lab, 0, NAME, 0).await?;
+        let a1 = member_host(lab, 0, NAME, 1).await?;
         make_primary(lab, NAME, &a0).await?;
         let before = config_on(lab, NAME, &a0).await?;
         let arbiter = members_of(&before)
@@ -154,14 +157,15 @@ async fn an_arbiter_set_crosses_the_implicit_write_concern_both_ways_and_recover
                 .is_some_and(|r| r.phase == RecoveryPhase::Done)
         })
         .await?;
-        let recovery = done.status.and_then(|s| s.recovery).ok_or("no recovery")?;
-        let mut kept = vec![a0.clone(), arbiter.clone()];
+        let mut recovery = done.status.and_then(|s| s.recovery).ok_or("no recovery")?;
+        recovery.keeping.sort();
+        let mut kept = vec![a0.clone(), a1, arbiter];
         kept.sort();
         let forced = config_on(lab, NAME, &a0).await?;
         let forced_hosts: Vec<String> = members_of(&forced).into_iter().map(|m| m.0).collect();
         if recovery.keeping != kept || forced_hosts != kept {
             return Err(format!(
-                "the recovery did not keep a0 and the arbiter: {recovery:?}, config {forced}"
+                "the recovery did not keep a0, a1 and the arbiter: {recovery:?}, config {forced}"
             ));
         }
         if let Some(writer) = writer {
