@@ -556,7 +556,8 @@ impl ReplicaSetConfig {
 pub fn psa_rule_refuses(old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> bool {
     let voters = old.voting_member_count();
     let arbiters = old.members.iter().filter(|m| m.arbiter_only).count();
-    let overlap = voters / 2 + 1 <= voters.saturating_sub(arbiters);
+    let majority = voters / 2 + 1;
+    let overlap = majority <= voters.saturating_sub(arbiters);
     let data = new.members.iter().filter(|m| !m.arbiter_only).count();
     let electable = new.members.iter().filter(|m| m.priority > 0.0).count();
     !overlap && new.members.len() == 3 && data == 2 && electable > 1

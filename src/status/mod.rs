@@ -171,7 +171,7 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
             .or(previous.feature_compatibility_version),
         default_write_concern: input
             .observation
-            .and_then(|o| replica_set::default_write_concern(o))
+            .and_then(replica_set::default_write_concern)
             .or(previous.default_write_concern),
         replset: view.replset,
         replica_set_observed_at: view.observed_at,
