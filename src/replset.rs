@@ -537,12 +537,19 @@ impl ReplicaSetConfig {
     pub fn implicit_default_write_concern(&self) -> DefaultW {
         let voters = self.members.iter().filter(|m| m.votes_now()).count();
         let arbiters = self.members.iter().filter(|m| m.arbiter_only).count();
-        let writable = voters.saturating_sub(arbiters);
-        if arbiters == 0 || writable > voters / 2 + 1 {
-            DefaultW::Majority
-        } else {
-            DefaultW::One
-        }
+        implicit_default_for(voters.saturating_sub(arbiters), arbiters)
+    }
+}
+
+/// mongod's implicit default for a set of `data_voters` data-bearing voters
+/// and `arbiters` arbiters: `{w: "majority"}` without arbiters or when the
+/// data-bearing voters are more than a majority of all voters.
+pub fn implicit_default_for(data_voters: usize, arbiters: usize) -> DefaultW {
+    let voters = data_voters + arbiters;
+    if arbiters == 0 || data_voters > voters / 2 + 1 {
+        DefaultW::Majority
+    } else {
+        DefaultW::One
     }
 }
 

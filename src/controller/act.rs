@@ -310,8 +310,8 @@ async fn carry_out(
                 .await
                 .map_err(mongo)?;
             let message = format!(
-                "the cluster-wide default write concern is now {w} (the implicit default of \
-                 the current config), so no reconfig is refused for changing it"
+                "the cluster-wide default write concern is now {w} (mongod's implicit default \
+                 for the set hostconf lists), so no reconfig is refused for changing it"
             );
             Ok(Outcome::done(step.reason(), message))
         }

@@ -9,7 +9,10 @@ use std::ops::ControlFlow::{self, Break, Continue};
 use super::{refuse, wait, Change, PlanInput, Refusal, Step, WaitReason};
 use crate::hostconf::MemberAddress;
 use crate::observe::ObservedSet;
-use crate::replset::{reconfig_problems, ClusterWriteConcern, MemberStatus, ReplicaSetConfig};
+use crate::replset::{
+    implicit_default_for, reconfig_problems, ClusterWriteConcern, DefaultW, MemberStatus,
+    ReplicaSetConfig, MAX_VOTERS,
+};
 
 /// Without a primary, whether a majority of the voters still answers
 /// heartbeats: if not, no primary can be elected, and the loss is reported
@@ -42,22 +45,37 @@ pub(super) fn check_voting_majority(set: &ObservedSet) -> ControlFlow<Step> {
 }
 
 /// In the rsInit cluster, on mongod 5.0+ with no cluster-wide write concern:
-/// pins as the cluster-wide one the implicit default mongod applies to the
-/// current config, before anything else is changed. mongod refuses every
-/// reconfig that would change its implicit default while none is set (forced
-/// ones and its own `newlyAdded` clearing included), so once pinned no change
-/// of membership is refused for it (`docs/replica-set-rules.md`,
-/// `cluster-write-concern-pinned`).
+/// pins as the cluster-wide one the implicit default mongod would apply to
+/// the set as hostconf lists it, before anything else is changed. mongod
+/// refuses every reconfig that would change its implicit default while none
+/// is set (forced ones and its own `newlyAdded` clearing included), so once
+/// pinned no change of membership is refused for it
+/// (`docs/replica-set-rules.md`, `cluster-write-concern-pinned`).
 pub(super) fn pin_cluster_write_concern(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     match (&set.primary, &set.write_concern) {
         (Some(primary), ClusterWriteConcern::Implicit) if input.rs_init => {
             Break(Step::SetClusterWriteConcern {
                 primary: primary.clone(),
-                w: set.config.implicit_default_write_concern(),
+                w: listed_implicit_default(input),
             })
         }
         _ => Continue(()),
     }
+}
+
+/// The implicit default of the set hostconf lists — every arbiter and every
+/// data member it does not pin to 0 votes, seven voters at most — rather than
+/// of the config of the moment, which right after initiate may lack the
+/// members that had not answered yet: the set the clients will write to.
+fn listed_implicit_default(input: &PlanInput) -> DefaultW {
+    let arbiters = input.hostconf.members.iter().filter(|m| m.arbiter).count();
+    let arbiters = arbiters.min(MAX_VOTERS);
+    let data = input
+        .hostconf
+        .data_members()
+        .filter(|m| m.votes != Some(0))
+        .count();
+    implicit_default_for(data.min(MAX_VOTERS - arbiters), arbiters)
 }
 
 /// What must hold before any reconfig: a primary, a committed config, and no

@@ -32,7 +32,7 @@ pub enum Step {
         change: Change,
     },
     /// `setDefaultRWConcern` on `primary`: pins the implicit default write
-    /// concern mongod itself would apply to the current config as the
+    /// concern mongod itself would apply to the set hostconf lists as the
     /// cluster-wide one, so that no reconfig is refused for changing it.
     SetClusterWriteConcern { primary: MemberAddress, w: DefaultW },
     /// `replSetStepDown` on the primary.

@@ -103,3 +103,33 @@ fn a_data_member_rejoining_a_data_and_arbiter_set_votes_first_and_is_electable_a
     assert_eq!(change, Change::RaisePriority { host: local(1) });
     assert_eq!(raised.member(&local(1)).unwrap().priority, 1.0);
 }
+
+#[test]
+fn the_pinned_default_is_that_of_the_set_hostconf_lists_not_of_the_first_config() {
+    // Initiated as {a0, a1, a2, arbiter} ({w: 1}: three data voters of
+    // four) while hostconf lists two more data members: five of six is
+    // {w: "majority"}, the set the clients will write to.
+    let (facts, set) = three_local_in_sync(0);
+    let mut config = set.config.clone();
+    config.members.push(arbiter(5, remote(9)));
+    let mut set = healthy(config, &local(0));
+    set.write_concern = ClusterWriteConcern::Implicit;
+    assert_eq!(set.config.implicit_default_write_concern(), DefaultW::One);
+    let mut pinning = input(3, facts, Observed::Configured(set));
+    pinning.hostconf = hostconf(&[
+        local(0),
+        local(1),
+        local(2),
+        remote(9),
+        remote(0),
+        remote(1),
+    ]);
+    pinning.hostconf.members[3].arbiter = true;
+    assert_eq!(
+        plan(&pinning),
+        Step::SetClusterWriteConcern {
+            primary: local(0),
+            w: DefaultW::Majority
+        }
+    );
+}
