@@ -183,6 +183,7 @@ impl MongodRuntime {
             keyfile,
             root_user,
             version: server_version_of_image(&container.image),
+            ..MemberSpec::new(listen, repl_set)
         };
         let volume = self.volume_of(container);
         // mongod's startup check of the data's featureCompatibilityVersion: the

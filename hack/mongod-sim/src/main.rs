@@ -12,14 +12,19 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 const USAGE: &str = "usage: mongod-sim --member ADDR [--member ADDR ...] [--repl-set NAME] \
 [--root-user NAME --root-password-file FILE] [--keyfile FILE] [--lag-ms N] [--control ADDR] \
-[--server-version X.Y[.Z]]
+[--server-version X.Y[.Z]] [--oplog-entries N] [--initial-sync-ms N]
   The root user/password may also come from MONGO_INITDB_ROOT_USERNAME / MONGO_INITDB_ROOT_PASSWORD.
   --server-version: the mongod version every member runs (default 7.0.14).
+  --oplog-entries: the capped oplog's size in entries (default: never truncated).
+  --initial-sync-ms: how long an initial sync takes (default 0).
   Control commands (stdin lines, or HTTP GET/POST /<command>/<args...>):
     stop HOST | start HOST | cut HOST | heal HOST | heal-all | lag HOST MS | state
     | version HOST X.Y[.Z]   (the version HOST runs from its next start)
     | route ALIAS HOST | unroute ALIAS   (ALIAS, e.g. VIP:nodePort, reaches HOST or nothing)
-    | site HOST SITE | hairpin SITE on|off   (off: SITE's members cannot reach their own ALIAS)";
+    | site HOST SITE | hairpin SITE on|off   (off: SITE's members cannot reach their own ALIAS)
+    | wipe HOST              (a stopped member's data is deleted: it starts empty)
+    | oplog-window N|none    (every member's oplog size in entries, from now on)
+    | initial-sync-ms MS     (how long every initial sync that starts takes)";
 
 struct Options {
     members: Vec<SocketAddr>,
@@ -29,6 +34,8 @@ struct Options {
     lag: Duration,
     control: Option<SocketAddr>,
     version: ServerVersion,
+    oplog_max_entries: Option<usize>,
+    initial_sync_duration: Duration,
 }
 
 fn parse_args() -> Result<Options> {
@@ -41,6 +48,8 @@ fn parse_args() -> Result<Options> {
     let mut lag = Duration::ZERO;
     let mut control = None;
     let mut version = ServerVersion::DEFAULT;
+    let mut oplog_max_entries = None;
+    let mut initial_sync_duration = Duration::ZERO;
     while let Some(flag) = args.next() {
         let mut value = || {
             args.next()
@@ -75,6 +84,20 @@ fn parse_args() -> Result<Options> {
                     .map_err(|e: String| anyhow::anyhow!(e))
                     .context("--server-version")?
             }
+            "--oplog-entries" => {
+                oplog_max_entries = Some(
+                    value()?
+                        .parse()
+                        .context("--oplog-entries must be a number")?,
+                )
+            }
+            "--initial-sync-ms" => {
+                initial_sync_duration = Duration::from_millis(
+                    value()?
+                        .parse()
+                        .context("--initial-sync-ms must be a number")?,
+                )
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -98,6 +121,8 @@ fn parse_args() -> Result<Options> {
         lag,
         control,
         version,
+        oplog_max_entries,
+        initial_sync_duration,
     })
 }
 
@@ -147,6 +172,24 @@ impl Sim {
         Ok(format!("{host} runs {version} from its next start"))
     }
 
+    /// Deletes a stopped member's data: its next start is on an empty volume.
+    fn wipe(&self, host: &str) -> Result<String> {
+        if self.net.member(host).is_some() {
+            bail!("{host} is running; stop it first");
+        }
+        let mut volumes = self.volumes.lock().unwrap_or_else(|p| p.into_inner());
+        if !self
+            .specs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(host)
+        {
+            bail!("unknown member {host}");
+        }
+        volumes.insert(host.to_string(), Volume::new());
+        Ok(format!("{host} starts on an empty volume"))
+    }
+
     /// Runs one control command and returns its answer (JSON or a short message).
     async fn control(&self, line: &str) -> String {
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -158,6 +201,26 @@ impl Sim {
             }),
             ["start", host] => self.start(host).await.map(|_| "started".into()),
             ["version", host, version] => self.set_version(host, version),
+            ["wipe", host] => self.wipe(host),
+            ["oplog-window", "none"] => {
+                self.net.set_oplog_window(None);
+                Ok("oplog never truncated".into())
+            }
+            ["oplog-window", entries] => entries
+                .parse::<usize>()
+                .map(|n| {
+                    self.net.set_oplog_window(Some(n));
+                    format!("oplog window {n} entries")
+                })
+                .context("oplog-window needs a number of entries or none"),
+            ["initial-sync-ms", ms] => ms
+                .parse::<u64>()
+                .map(|ms| {
+                    self.net
+                        .set_initial_sync_duration(Duration::from_millis(ms));
+                    "initial sync duration set".to_string()
+                })
+                .context("initial-sync-ms needs milliseconds"),
             ["cut", host] => {
                 self.net.isolate(host);
                 Ok("cut".into())
@@ -256,6 +319,8 @@ async fn main() -> Result<()> {
                 keyfile: opts.keyfile.clone(),
                 root_user: opts.root_user.clone(),
                 version: opts.version,
+                oplog_max_entries: opts.oplog_max_entries,
+                initial_sync_duration: opts.initial_sync_duration,
             };
             (addr.to_string(), spec)
         })

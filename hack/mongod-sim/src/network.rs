@@ -46,6 +46,10 @@ struct Registry {
     /// host string → listen address of the member it reaches.
     aliases: HashMap<String, String>,
     faults: Faults,
+    /// Overrides every member's [`MemberSpec::oplog_max_entries`](crate::MemberSpec).
+    oplog_window: Option<Option<usize>>,
+    /// Overrides every member's [`MemberSpec::initial_sync_duration`](crate::MemberSpec).
+    initial_sync_duration: Option<Duration>,
 }
 
 /// One member stop, as [`Network::stops`] records it: what the member was at
@@ -374,6 +378,27 @@ impl Network {
             .get(listen)
             .copied()
             .unwrap_or_default()
+    }
+
+    /// The capped oplog's size, in entries, of every member from now on
+    /// (`None`: never truncated), whatever its [`MemberSpec`](crate::MemberSpec)
+    /// says: how a lab gives running members a tiny oplog window.
+    pub fn set_oplog_window(&self, max_entries: Option<usize>) {
+        self.reg().oplog_window = Some(max_entries);
+    }
+
+    pub(crate) fn oplog_window(&self) -> Option<Option<usize>> {
+        self.reg().oplog_window
+    }
+
+    /// How long every initial sync that starts from now on takes, whatever
+    /// the member's [`MemberSpec`](crate::MemberSpec) says.
+    pub fn set_initial_sync_duration(&self, duration: Duration) {
+        self.reg().initial_sync_duration = Some(duration);
+    }
+
+    pub(crate) fn initial_sync_duration(&self) -> Option<Duration> {
+        self.reg().initial_sync_duration
     }
 
     /// mongod's findSelfInConfig: the member whose host is this member's listen

@@ -249,6 +249,11 @@ pub(crate) fn get_status(member: &Member) -> CmdResult {
                 inner.sync_source.clone().unwrap_or_default(),
             );
             d.insert("syncSourceId", sync_source_id(&inner.sync_source));
+            if inner.too_stale {
+                // `TopologyCoordinator::prepareStatusResponse`: the
+                // maintenance-mode count of a too-stale member.
+                d.insert("maintenanceMode", 1);
+            }
             d.insert("infoMessage", "");
             if inner.state == MemberState::Primary {
                 d.insert(
@@ -320,11 +325,17 @@ pub(crate) fn get_status(member: &Member) -> CmdResult {
     }
     let commit = inner.commit_point;
     let voters = cfg.voters().count() as i32;
-    Ok(doc! {
+    let mut status = doc! {
         "set": cfg.set_name.clone(),
         "date": DateTime::now(),
         "myState": inner.state.code(),
         "term": disk.term,
+    };
+    if inner.too_stale {
+        // `ReplicationCoordinatorImpl::processReplSetGetStatus` (`tooStale`).
+        status.insert("tooStale", true);
+    }
+    status.extend(doc! {
         "syncSourceHost": inner.sync_source.clone().unwrap_or_default(),
         "syncSourceId": sync_source_id(&inner.sync_source),
         "heartbeatIntervalMillis": cfg.settings.heartbeat_interval_millis,
@@ -341,7 +352,8 @@ pub(crate) fn get_status(member: &Member) -> CmdResult {
             "lastDurableWallTime": DateTime::from_millis(disk.last_wall_ms()),
         },
         "members": members,
-    })
+    });
+    Ok(status)
 }
 
 /// mongod's two conditions before a primary may reconfig again

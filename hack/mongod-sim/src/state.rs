@@ -128,6 +128,10 @@ pub struct DurableState {
     pub data: BTreeMap<String, Vec<Document>>,
     /// Set while the member must (re)do an initial sync before serving as SECONDARY.
     pub initial_sync_pending: bool,
+    /// The last entry the capped oplog dropped (its effect is in `base`): a
+    /// member whose last optime is older cannot sync from this one.
+    #[serde(default)]
+    pub truncated_through: Option<OpTime>,
 }
 
 impl DurableState {
@@ -177,6 +181,33 @@ impl DurableState {
     pub fn append(&mut self, entry: OplogEntry) {
         apply(&mut self.data, &entry.op);
         self.oplog.push(entry);
+    }
+
+    /// Drops the oldest entries beyond `max_entries`, as the capped oplog does,
+    /// but never one at or after `keep_from` (the majority commit point: mongod
+    /// lets the oplog grow past its size rather than delete it). Their effect
+    /// moves into `base`.
+    pub fn cap_oplog(&mut self, max_entries: usize, keep_from: OpTime) {
+        let excess = self.oplog.len().saturating_sub(max_entries.max(1));
+        let drop = self
+            .oplog
+            .iter()
+            .take(excess)
+            .take_while(|e| e.optime < keep_from)
+            .count();
+        for e in self.oplog.drain(..drop) {
+            apply(&mut self.base, &e.op);
+            self.truncated_through = Some(e.optime);
+        }
+    }
+
+    /// Whether a member whose last applied optime is `last` can no longer
+    /// sync from this oplog: its next entry was dropped. Timestamps only, as
+    /// mongod's sync source resolver compares them (the terms may come from
+    /// another config).
+    pub fn too_far_ahead_of(&self, last: OpTime) -> bool {
+        self.truncated_through
+            .is_some_and(|t| (last.ts.time, last.ts.increment) < (t.ts.time, t.ts.increment))
     }
 
     /// Drops every entry after `keep` and rebuilds the data (rollback).

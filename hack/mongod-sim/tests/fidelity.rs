@@ -131,27 +131,44 @@ fn pymongo_initiates_reconfigures_steps_down_authenticates_and_sees_documented_c
     run_script(cmd, "PYMONGO FIDELITY OK");
 }
 
-#[test]
-fn pymongo_updates_deletes_feature_compatibility_version_and_server_versions() {
+/// Runs a pymongo script against three members on 127.`range`.0.1–3 started
+/// with `flags` and a control interface (`MMO_HOSTS`, `MMO_CONTROL`).
+fn pymongo_with_control(range: u8, flags: &[&str], name: &str, expect: &str) {
     let Some(python) = tool("MMO_PYTHON") else {
         return;
     };
-    let hosts: Vec<String> = (1..=3).map(|i| format!("127.75.0.{i}:27017")).collect();
-    let control = "127.75.0.100:18080".to_string();
-    let _sim = start_sim(
-        &hosts,
-        &[
-            "--server-version".into(),
-            "8.0.3".into(),
-            "--control".into(),
-            control.clone(),
-        ],
-    );
+    let hosts: Vec<String> = (1..=3)
+        .map(|i| format!("127.{range}.0.{i}:27017"))
+        .collect();
+    let control = format!("127.{range}.0.100:18080");
+    let mut args: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+    args.extend(["--control".to_string(), control.clone()]);
+    let _sim = start_sim(&hosts, &args);
     let mut cmd = Command::new(python);
-    cmd.arg(script("pymongo_writes_and_fcv.py"))
+    cmd.arg(script(name))
         .env("MMO_HOSTS", hosts.join(","))
         .env("MMO_CONTROL", &control);
-    run_script(cmd, "PYMONGO WRITES AND FCV OK");
+    run_script(cmd, expect);
+}
+
+#[test]
+fn pymongo_updates_deletes_feature_compatibility_version_and_server_versions() {
+    pymongo_with_control(
+        75,
+        &["--server-version", "8.0.3"],
+        "pymongo_writes_and_fcv.py",
+        "PYMONGO WRITES AND FCV OK",
+    );
+}
+
+#[test]
+fn pymongo_sees_a_too_stale_member_recovering_until_its_data_is_wiped() {
+    pymongo_with_control(
+        115,
+        &["--oplog-entries", "5", "--initial-sync-ms", "3000"],
+        "pymongo_too_stale.py",
+        "PYMONGO TOO STALE OK",
+    );
 }
 
 #[test]

@@ -37,6 +37,7 @@ pub enum MemberState {
     Startup = 0,
     Primary = 1,
     Secondary = 2,
+    Recovering = 3,
     Startup2 = 5,
     Arbiter = 7,
     Down = 8,
@@ -52,6 +53,7 @@ impl MemberState {
             MemberState::Startup => "STARTUP",
             MemberState::Primary => "PRIMARY",
             MemberState::Secondary => "SECONDARY",
+            MemberState::Recovering => "RECOVERING",
             MemberState::Startup2 => "STARTUP2",
             MemberState::Arbiter => "ARBITER",
             MemberState::Down => "(not reachable/healthy)",
@@ -93,6 +95,14 @@ pub struct MemberSpec {
     /// featureCompatibilityVersions it can run. [`MemberSpec::new`] uses
     /// [`ServerVersion::DEFAULT`] (7.0.14).
     pub version: ServerVersion,
+    /// The capped oplog's size, in entries (mongod sizes it in bytes:
+    /// `--oplogSize` / `replication.oplogSizeMB`, by default 5 % of the free
+    /// disk and at least 990 MB). `None`: never truncated.
+    /// [`Network::set_oplog_window`] overrides it for every member.
+    pub oplog_max_entries: Option<usize>,
+    /// How long an initial sync takes (copying the data); zero: at once.
+    /// [`Network::set_initial_sync_duration`] overrides it for every member.
+    pub initial_sync_duration: Duration,
 }
 
 impl std::fmt::Debug for MemberSpec {
@@ -103,6 +113,8 @@ impl std::fmt::Debug for MemberSpec {
             .field("keyfile", &self.keyfile.as_ref().map(|_| "<redacted>"))
             .field("root_user", &self.root_user)
             .field("version", &self.version)
+            .field("oplog_max_entries", &self.oplog_max_entries)
+            .field("initial_sync_duration", &self.initial_sync_duration)
             .finish()
     }
 }
@@ -115,6 +127,8 @@ impl MemberSpec {
             keyfile: None,
             root_user: None,
             version: ServerVersion::DEFAULT,
+            oplog_max_entries: None,
+            initial_sync_duration: Duration::ZERO,
         }
     }
 }
@@ -179,6 +193,12 @@ pub(crate) struct Inner {
     pub initial_sync_failures: u32,
     /// No initial sync attempt before this instant (1 s between attempts).
     pub next_initial_sync: Option<Instant>,
+    /// When the running initial sync began copying from its source.
+    pub initial_sync_started: Option<Instant>,
+    /// Every sync source's oplog starts after this member's last optime
+    /// (mongod's `BackgroundSync::_tooStale`): it stays RECOVERING in
+    /// maintenance mode until a source has its next entry again.
+    pub too_stale: bool,
 }
 
 /// A running member. Obtain through [`Network::member`].
@@ -293,6 +313,8 @@ impl Member {
                 topology_counter: 0,
                 initial_sync_failures: 0,
                 next_initial_sync: None,
+                initial_sync_started: None,
+                too_stale: false,
             }),
             topology,
             process_id: ObjectId::new(),
@@ -509,6 +531,7 @@ impl Member {
             Some(m) if m.arbiter_only => MemberState::Arbiter,
             Some(_) if pending => MemberState::Startup2,
             Some(_) if inner.state == MemberState::Primary => MemberState::Primary,
+            Some(_) if inner.too_stale => MemberState::Recovering,
             Some(_) => MemberState::Secondary,
         };
         if new_host != inner.self_host || new_state != inner.state {
@@ -590,10 +613,12 @@ impl Member {
                 }
                 self.maybe_elect(&net, &cfg);
             }
+            MemberState::Recovering => self.replicate(&net, &cfg),
             MemberState::Primary => {
                 self.primary_duties(&net, &cfg);
             }
             _ => {}
         }
+        self.cap_oplog(&net);
     }
 }

@@ -1,7 +1,10 @@
-//! Replication: initial sync from a member with data, pulling oplog entries
-//! from the primary (or, with chaining, a secondary ahead of this one) with
-//! the network's lag and `secondaryDelaySecs`, the commit point travelling
-//! with them, and rollback of entries the source does not have.
+//! Replication: initial sync from a member with data (taking
+//! `initial_sync_duration`), pulling oplog entries from the primary (or, with
+//! chaining, a secondary ahead of this one) with the network's lag and
+//! `secondaryDelaySecs`, the commit point travelling with them, rollback of
+//! entries the source does not have, the capped oplog, and the member too
+//! stale to catch up (RECOVERING) when every source's oplog starts after its
+//! last optime.
 
 use std::time::{Duration, Instant};
 
@@ -16,7 +19,7 @@ impl Member {
     pub(crate) fn entries_after(&self, after: OpTime) -> Option<(Vec<OplogEntry>, OpTime)> {
         let commit = self.lock().commit_point;
         let disk = self.disk();
-        let start = if after == OpTime::NULL {
+        let start = if after == OpTime::NULL || disk.truncated_through == Some(after) {
             0
         } else {
             disk.oplog.binary_search_by(|e| e.optime.cmp(&after)).ok()? + 1
@@ -46,8 +49,19 @@ impl Member {
 
     pub(super) fn initial_sync(&self, net: &Network, cfg: &ReplSetConfig) {
         let my_host = {
-            let inner = self.lock();
-            if inner.next_initial_sync.is_some_and(|t| Instant::now() < t) {
+            let mut inner = self.lock();
+            let now = Instant::now();
+            if inner.next_initial_sync.is_some_and(|t| now < t) {
+                return;
+            }
+            // Cloning takes time; the copy is taken when it ends, which is
+            // where mongod's syncer stands once it applied the oplog fetched
+            // meanwhile. The member stays STARTUP2 (and votes) until then.
+            let duration = net
+                .initial_sync_duration()
+                .unwrap_or(self.spec.initial_sync_duration);
+            let started = *inner.initial_sync_started.get_or_insert(now);
+            if now < started + duration {
                 return;
             }
             inner.self_host.clone()
@@ -81,6 +95,7 @@ impl Member {
                 disk.base = copy.base;
                 disk.oplog = copy.oplog;
                 disk.data = copy.data;
+                disk.truncated_through = copy.truncated_through;
                 disk.initial_sync_pending = false;
                 if copy.term > disk.term {
                     disk.term = copy.term;
@@ -89,6 +104,7 @@ impl Member {
             inner.sync_source = Some(m.host.clone());
             inner.initial_sync_failures = 0;
             inner.next_initial_sync = None;
+            inner.initial_sync_started = None;
             self.refresh_role(&mut inner);
             tracing::info!(member = %self.listen, source = %m.host, "initial sync done");
             return;
@@ -104,6 +120,7 @@ impl Member {
             let mut inner = self.lock();
             inner.initial_sync_failures += 1;
             inner.next_initial_sync = Some(Instant::now() + Duration::from_secs(1));
+            inner.initial_sync_started = None;
             inner.initial_sync_failures
         };
         tracing::error!(member = %self.listen, id = 21200, attemptsLeft = ATTEMPTS - failures.min(ATTEMPTS), error = %reason, "Initial sync attempt failed");
@@ -138,6 +155,7 @@ impl Member {
             }
             (c, inner.self_host.clone())
         };
+        let mut too_stale_for = None;
         for host in candidates {
             if Some(&host) == my_host.as_ref() {
                 continue;
@@ -152,6 +170,13 @@ impl Member {
             ) {
                 continue;
             }
+            // mongod's `SyncSourceResolver`: a source whose oplog starts after
+            // our last optime cannot be used.
+            if source.disk().too_far_ahead_of(my_last) {
+                too_stale_for.get_or_insert(host);
+                continue;
+            }
+            self.no_longer_too_stale(&host);
             match source.entries_after(my_last) {
                 // Diverged from the primary, or from a secondary that is ahead of us
                 // on another branch: roll back. A secondary merely behind us is skipped.
@@ -175,7 +200,42 @@ impl Member {
                 }
             }
         }
-        self.lock().sync_source = None;
+        let earliest = too_stale_for.as_ref().map(|source| {
+            net.dial(self, source)
+                .and_then(|s| s.disk().oplog.first().map(|e| e.optime))
+        });
+        let mut inner = self.lock();
+        inner.sync_source = None;
+        if let (Some(earliest), false) = (earliest, inner.too_stale) {
+            // `BackgroundSync::_produce`: every reachable source is too far
+            // ahead; maintenance mode and RECOVERING until one is not.
+            inner.too_stale = true;
+            self.refresh_role(&mut inner);
+            tracing::error!(member = %self.listen, id = 21126, "too stale to catch up -- entering maintenance mode");
+            tracing::info!(member = %self.listen, id = 21084, lastOpTimeFetched = ?my_last, "Our newest OpTime");
+            tracing::info!(member = %self.listen, id = 21085, earliestOpTimeSeen = ?earliest, "Earliest OpTime available");
+        }
+    }
+
+    /// A source has our next entry again: out of maintenance mode.
+    fn no_longer_too_stale(&self, source: &str) {
+        let mut inner = self.lock();
+        if inner.too_stale {
+            inner.too_stale = false;
+            self.refresh_role(&mut inner);
+            tracing::info!(member = %self.listen, id = 21091, %source, "No longer too stale. Able to sync from source");
+        }
+    }
+
+    /// The capped oplog drops its oldest entries beyond its size, in the
+    /// background as mongod's oplog cap maintainer does, never the majority
+    /// commit point or what follows it.
+    pub(super) fn cap_oplog(&self, net: &Network) {
+        let max = net.oplog_window().unwrap_or(self.spec.oplog_max_entries);
+        if let Some(max) = max {
+            let keep_from = self.lock().commit_point;
+            self.disk().cap_oplog(max, keep_from);
+        }
     }
 
     fn apply_entries(
