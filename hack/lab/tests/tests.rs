@@ -17,6 +17,7 @@ mod demo;
 mod e2e;
 mod faults;
 mod lab_lifecycle;
+mod member_data;
 mod operations;
 mod override_policy;
 mod recovery;

@@ -1,0 +1,143 @@
+//! Members whose data is gone or too old: a member whose volume is lost
+//! rejoins empty and resyncs, and must not vote before it is SECONDARY again
+//! (an empty member grants its vote to any candidate, so a lagging one could
+//! be elected without a majority-acknowledged write); a member the oplog
+//! window left behind is reported and resynced.
+
+use std::time::{Duration, Instant};
+
+use crate::harness::*;
+use lab::lab::Lab;
+use mongod_sim::MemberState;
+use mongodb::bson::{doc, Document};
+
+/// The pod address of the running member that answers at `host`, if any.
+fn listen_of(lab: &Lab, host: &str) -> Option<String> {
+    let network = lab.network();
+    network
+        .running()
+        .into_iter()
+        .find(|listen| network.aliases_of(listen).iter().any(|a| a == host))
+}
+
+/// The state of the member answering at `host`, if one runs.
+fn state_of(lab: &Lab, host: &str) -> Option<MemberState> {
+    listen_of(lab, host).and_then(|listen| lab.network().member(&listen).map(|m| m.state()))
+}
+
+/// The primary's config with `newlyAdded` flags visible.
+async fn config_with_newly_added(
+    lab: &Lab,
+    name: &str,
+    hosts: &[String],
+) -> Result<Document, String> {
+    let client = mongo(lab, name, hosts, false).await?;
+    let reply = client
+        .database("admin")
+        .run_command(doc! {"replSetGetConfig": 1, "$_internalIncludeNewlyAdded": true})
+        .await
+        .map_err(fail("replSetGetConfig"))?;
+    reply
+        .get_document("config")
+        .cloned()
+        .map_err(fail("config"))
+}
+
+/// Whether `host`'s entry in `config` votes: votes above 0 and no `newlyAdded`.
+fn entry_votes(config: &Document, host: &str) -> bool {
+    let members = config.get_array("members").cloned().unwrap_or_default();
+    members
+        .iter()
+        .filter_map(|m| m.as_document())
+        .filter(|m| m.get_str("host").ok() == Some(host))
+        .any(|m| {
+            let votes = m
+                .get_i32("votes")
+                .map(i64::from)
+                .or_else(|_| m.get_i64("votes"))
+                .unwrap_or(1);
+            votes > 0 && !m.get_bool("newlyAdded").unwrap_or(false)
+        })
+}
+
+/// Deletes the PVC and the pod of `<name>-mongodb-<index>` in `cluster`, as
+/// when a disk is lost: the pod comes back on a new, empty volume.
+async fn lose_volume(lab: &Lab, context: &str, name: &str, index: u32) -> Outcome {
+    let claim = format!("data-{name}-mongodb-{index}-0");
+    let pod = format!("{name}-mongodb-{index}-0");
+    lab.kubectl(context, &["delete", "pvc", &claim, "--wait=false"])
+        .await
+        .map_err(fail("delete the PVC"))?;
+    lab.kubectl(context, &["delete", "pod", &pod, "--wait=false"])
+        .await
+        .map_err(fail("delete the pod"))?;
+    Ok(())
+}
+
+/// How long the operator may take to see an emptied member and take its vote
+/// away: the new mongod installs the config from the primary's heartbeat
+/// before any operator can act, so a short window is unavoidable.
+const REACTION: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_volume_is_lost_does_not_vote_before_it_is_secondary() {
+    scenario(58, 3, async |lab| {
+        let control_plane = lab.control_plane();
+        let passes = ControlPlanePasses::start(lab);
+        control_plane
+            .apply(&request("wiped", "a=1,b=1,c=1"))
+            .await
+            .map_err(fail("apply"))?;
+        ready(lab, "wiped", "a=1,b=1,c=1").await?;
+        let hosts = hosts_of(lab, 0, "wiped").await?;
+        let a0 = member_host(lab, 0, "wiped", 0).await?;
+        let b0 = member_host(lab, 1, "wiped", 0).await?;
+        make_primary(lab, "wiped", &a0).await?;
+        let writer = MajorityWriter::start(lab, "wiped", &hosts).await?;
+
+        // An initial sync that lasts: the window in which an empty member
+        // with a vote could elect a candidate that lacks acknowledged writes.
+        lab.network()
+            .set_initial_sync_duration(Duration::from_secs(25));
+        lose_volume(lab, "b", "wiped", 0).await?;
+
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut syncing_since = None;
+        loop {
+            let state = state_of(lab, &b0);
+            if state == Some(MemberState::Startup2) {
+                let since = *syncing_since.get_or_insert_with(Instant::now);
+                let config = config_with_newly_added(lab, "wiped", &hosts).await?;
+                if since.elapsed() > REACTION && entry_votes(&config, &b0) {
+                    return Err(format!(
+                        "{b0} still votes {:?} into its initial sync: an empty member \
+                         can elect a candidate that lacks acknowledged writes",
+                        since.elapsed()
+                    ));
+                }
+            }
+            if syncing_since.is_some() && state == Some(MemberState::Secondary) {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("{b0} is not back as SECONDARY (now {state:?})"));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+
+        // Once SECONDARY it votes again.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !entry_votes(&config_with_newly_added(lab, "wiped", &hosts).await?, &b0) {
+            if Instant::now() > deadline {
+                return Err(format!("{b0} does not vote again once SECONDARY"));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        drop(passes);
+        match writer {
+            Some(writer) => writer.stop_and_check().await,
+            None => Ok(()),
+        }
+    })
+    .await;
+}
