@@ -237,11 +237,18 @@ pub(super) fn readdress_members(input: &PlanInput, set: &ObservedSet) -> Control
                 now_at: host.clone(),
             }));
         }
+        // An empty mongod at the new address (its volume was lost too) takes
+        // the entry without its vote (`an-emptied-member-never-votes`).
+        let emptied = !probe.has_config && !entry.arbiter_only;
         let mut config = next_version(&set.config);
         for m in config.members.iter_mut().filter(|m| m.id == entry.id) {
             m.host = host.clone();
+            if emptied {
+                m.votes = 0;
+                m.priority = 0.0;
+            }
         }
-        check_healthy_majority(&config, set, Some(host))?;
+        check_healthy_majority(&config, set, (!emptied).then_some(host))?;
         return Break(checked_reconfig(
             set,
             config,

@@ -75,6 +75,7 @@ use crate::observe::{Observed, ObservedSet};
 mod initiate;
 mod inputs;
 mod joining;
+mod member_data;
 mod member_settings;
 mod membership;
 mod reconfig;
@@ -95,6 +96,7 @@ pub use steps::{
 };
 
 use initiate::plan_initiate;
+use member_data::silence_emptied_members;
 use member_settings::update_member_settings;
 use membership::{
     add_wanted, delete_departed, promote_non_voters, readdress_members, rebalance_votes,
@@ -156,6 +158,7 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     // also one that is leaving: it takes part in the majority its removal and
     // the others' need.
     readdress_members(input, set)?;
+    silence_emptied_members(input, set)?;
     remove_unwanted(input, set)?;
     // A wanted member that is not ready yet, or refused, holds up neither
     // the next one, nor promotions, nor settings; its refusal or wait is

@@ -68,6 +68,11 @@ pub enum Change {
     DemoteMember {
         host: MemberAddress,
     },
+    /// The member answers empty (a lost volume) while its entry votes: its
+    /// vote goes until it is SECONDARY again.
+    SilenceEmptiedMember {
+        host: MemberAddress,
+    },
     RemoveMember {
         host: MemberAddress,
     },
@@ -94,6 +99,11 @@ impl fmt::Display for Change {
             Change::DemoteMember { host } => write!(
                 f,
                 "take {host}'s vote, so that another cluster can take one"
+            ),
+            Change::SilenceEmptiedMember { host } => write!(
+                f,
+                "take {host}'s vote until it is SECONDARY: it lost its data and \
+                 would vote for any candidate while it resyncs"
             ),
             Change::RemoveMember { host } => write!(f, "remove {host}"),
             Change::ReaddressMember { from, to } => {

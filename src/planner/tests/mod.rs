@@ -5,6 +5,7 @@ mod additions;
 mod existing_set;
 mod initiate;
 mod inputs;
+mod member_data;
 mod member_settings;
 mod readdress;
 mod removals;

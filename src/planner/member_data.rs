@@ -1,0 +1,70 @@
+//! Members whose data is gone: a local member whose volume was lost (a new
+//! PVC, a disk replaced) comes back empty at the same address and, through
+//! the primary's heartbeat, installs the config with its old entry. mongod
+//! flags `newlyAdded` only for a new `_id`, and an empty member in initial
+//! sync (STARTUP2, null last optime) grants its vote to any candidate: with
+//! it, a candidate lacking a majority-acknowledged write can win, and the
+//! write is rolled back when the old primary returns. Its vote is taken away
+//! (votes 0, priority 0) until it is SECONDARY again; promotion gives it back.
+
+use std::ops::ControlFlow::{self, Continue};
+
+use super::reconfig::{
+    check_healthy_majority, check_reconfig_allowed, checked_reconfig, next_version,
+};
+use super::{Change, LocalMemberFacts, PlanInput, Step};
+use crate::observe::ObservedSet;
+use crate::replset::{ConfigMember, MemberState};
+
+/// Whether a local member answers as an empty mongod: no config (it has not
+/// heard from the set yet), or in initial sync.
+pub(super) fn answers_empty(
+    facts: &LocalMemberFacts,
+    set: &ObservedSet,
+    host: &ConfigMember,
+) -> bool {
+    let probe_empty = facts
+        .probe
+        .as_ref()
+        .is_some_and(|p| !p.has_config || p.state == Some(MemberState::Startup2));
+    let seen_syncing = set
+        .members
+        .get(&host.host)
+        .is_some_and(|s| s.healthy && s.state == MemberState::Startup2);
+    probe_empty || seen_syncing
+}
+
+/// Takes the vote of the first local member that answers empty while its
+/// entry votes (`docs/replica-set-rules.md`, `an-emptied-member-never-votes`).
+/// One voting change, a healthy voting majority kept; never the primary's
+/// entry (a primary holds data).
+pub(super) fn silence_emptied_members(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+    for facts in &input.local_members {
+        let Some(entry) = facts.entry_in(&set.config) else {
+            continue;
+        };
+        if entry.votes == 0
+            || entry.newly_added
+            || entry.arbiter_only
+            || set.primary.as_ref() == Some(&entry.host)
+            || !answers_empty(facts, set, entry)
+        {
+            continue;
+        }
+        check_reconfig_allowed(set)?;
+        let mut config = next_version(&set.config);
+        for m in config.members.iter_mut().filter(|m| m.id == entry.id) {
+            m.votes = 0;
+            m.priority = 0.0;
+        }
+        check_healthy_majority(&config, set, None)?;
+        return ControlFlow::Break(checked_reconfig(
+            &set.config,
+            config,
+            Change::SilenceEmptiedMember {
+                host: entry.host.clone(),
+            },
+        ));
+    }
+    Continue(())
+}

@@ -1,0 +1,96 @@
+//! A member whose data is gone votes no more until it is SECONDARY again.
+
+use super::*;
+
+/// Three local voters in sync (0 primary) and two remote ones, where local
+/// member 2 answers as `probe` and the primary sees it as `state`.
+fn member_2_answers(probe: MemberProbe, state: MemberState) -> PlanInput {
+    let (mut facts, mut set) = three_local_in_sync(2);
+    facts[2].probe = Some(probe);
+    set.members
+        .insert(local(2), member_status(state, true, None));
+    input(3, facts, Observed::Configured(set))
+}
+
+fn vote_of(config: &ReplicaSetConfig, host: &MemberAddress) -> (u8, f64) {
+    let m = config.member(host).expect("entry kept");
+    (m.votes, m.priority)
+}
+
+#[test]
+fn a_voter_that_answers_empty_loses_its_vote_first() {
+    for (probe, state) in [
+        (empty_probe(), MemberState::Startup),
+        (
+            member_probe(SET_ID, MemberState::Startup2),
+            MemberState::Startup2,
+        ),
+        (
+            member_probe(SET_ID, MemberState::Secondary),
+            MemberState::Startup2,
+        ),
+    ] {
+        let input = member_2_answers(probe, state);
+        let old = match &input.observed {
+            Observed::Configured(set) => set.config.clone(),
+            Observed::Unreachable => unreachable!(),
+        };
+        let (config, change) = expect_reconfig(plan(&input));
+        assert_eq!(change, Change::SilenceEmptiedMember { host: local(2) });
+        assert_eq!(vote_of(&config, &local(2)), (0, 0.0));
+        assert_eq!(voting_changes(&old, &config), 1);
+        assert_eq!(hosts(&config).len(), old.members.len(), "nobody removed");
+    }
+}
+
+#[test]
+fn an_emptied_member_gets_its_vote_back_once_secondary() {
+    let (facts, mut set) = three_local_in_sync(2);
+    for m in set.config.members.iter_mut().filter(|m| m.host == local(2)) {
+        m.votes = 0;
+        m.priority = 0.0;
+    }
+    let (_, change) = expect_reconfig(plan(&input(3, facts, Observed::Configured(set))));
+    assert_eq!(change, Change::PromoteMember { host: local(2) });
+}
+
+#[test]
+fn an_emptied_member_keeps_its_vote_while_taking_it_would_break_the_majority() {
+    let mut input = member_2_answers(empty_probe(), MemberState::Startup);
+    if let Observed::Configured(set) = &mut input.observed {
+        for host in [remote(0), remote(1)] {
+            set.members
+                .insert(host, member_status(MemberState::Down, false, None));
+        }
+    }
+    assert!(matches!(
+        plan(&input),
+        Step::Wait {
+            reason: WaitReason::NotEnoughHealthyVoters { .. }
+        }
+    ));
+}
+
+#[test]
+fn a_newly_added_member_in_initial_sync_is_left_to_mongod() {
+    let mut input = member_2_answers(
+        member_probe(SET_ID, MemberState::Startup2),
+        MemberState::Startup2,
+    );
+    if let Observed::Configured(set) = &mut input.observed {
+        for m in set.config.members.iter_mut().filter(|m| m.host == local(2)) {
+            m.newly_added = true;
+        }
+    }
+    let step = plan(&input);
+    assert!(
+        !matches!(
+            step,
+            Step::Reconfig {
+                change: Change::SilenceEmptiedMember { .. },
+                ..
+            }
+        ),
+        "{step:?}"
+    );
+}
