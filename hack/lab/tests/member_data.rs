@@ -141,3 +141,65 @@ async fn a_member_whose_volume_is_lost_does_not_vote_before_it_is_secondary() {
     })
     .await;
 }
+
+/// Waits until the member answering at `host` is in `state`.
+async fn wait_state(lab: &Lab, host: &str, state: MemberState, timeout: Duration) -> Outcome {
+    let deadline = Instant::now() + timeout;
+    while state_of(lab, host) != Some(state) {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{host} is not {state:?} after {timeout:?} (now {:?})",
+                state_of(lab, host)
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_the_oplog_window_left_behind_is_reported_and_resynced() {
+    scenario(59, 3, async |lab| {
+        let control_plane = lab.control_plane();
+        let passes = ControlPlanePasses::start(lab);
+        control_plane
+            .apply(&request("stale", "a=1,b=1,c=1"))
+            .await
+            .map_err(fail("apply"))?;
+        ready(lab, "stale", "a=1,b=1,c=1").await?;
+        let hosts = hosts_of(lab, 0, "stale").await?;
+        let a0 = member_host(lab, 0, "stale", 0).await?;
+        let c0 = member_host(lab, 2, "stale", 0).await?;
+        make_primary(lab, "stale", &a0).await?;
+        let writer = TimedMajorityWriter::start(lab, "stale", &hosts).await?;
+        let Some(writer) = writer else {
+            return Ok(());
+        };
+        writer.wait_acknowledged(5, Duration::from_secs(60)).await?;
+
+        // A tiny oplog window; c0 is cut off while the writer moves it on.
+        lab.network().set_oplog_window(Some(20));
+        let listen = listen_of(lab, &c0).ok_or("c0 does not run")?;
+        lab.network().isolate(&listen);
+        let now = writer.acknowledged().len();
+        writer
+            .wait_acknowledged(now + 60, Duration::from_secs(60))
+            .await?;
+        lab.network().heal(&listen);
+
+        // It comes back too stale, is reported, resynced from scratch, and
+        // is a SECONDARY that votes again.
+        wait_state(lab, &c0, MemberState::Recovering, Duration::from_secs(30)).await?;
+        wait_state(lab, &c0, MemberState::Secondary, Duration::from_secs(90)).await?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !entry_votes(&config_with_newly_added(lab, "stale", &hosts).await?, &c0) {
+            if Instant::now() > deadline {
+                return Err(format!("{c0} does not vote again once resynced"));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        drop(passes);
+        writer.stop_and_check().await.map(drop)
+    })
+    .await;
+}
