@@ -52,6 +52,10 @@ pub struct MemberProbe {
     /// itself there: mongod keeps that entry until it installs a new config,
     /// even after its address changed.
     pub me: Option<MemberAddress>,
+    /// It reports itself too stale to catch up (`replSetGetStatus`'s
+    /// `tooStale`): every sync source's oplog starts after its last optime, and
+    /// only a resync from scratch brings it back.
+    pub too_stale: bool,
 }
 
 /// The replica set as observed through the seed list.
@@ -205,6 +209,7 @@ pub(crate) mod fixtures {
             set_name: Some("replset-0".into()),
             state: None,
             me: None,
+            too_stale: false,
         }
     }
 

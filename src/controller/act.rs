@@ -369,6 +369,20 @@ async fn carry_out(
             let message = format!("{slot} left the replica set; {step}");
             Ok(Outcome::done(step.reason(), message))
         }
+        Step::ResyncMember { slot, .. } => {
+            let instance = &ctx.instance;
+            let stateful_set = names::slot(&instance.name, *slot);
+            apply::wipe_member_data(&ctx.client, &instance.namespace, &stateful_set)
+                .await
+                .map_err(|source| ActError::Kube {
+                    step: step.to_string(),
+                    source,
+                })?;
+            Ok(Outcome {
+                event: Some((EventType::Warning, step.reason(), step.to_string())),
+                ..Outcome::after(AFTER_CHANGE)
+            })
+        }
         Step::Wait { .. } => Ok(Outcome::after(WHILE_WAITING)),
         Step::Refuse { reason } => Ok(Outcome {
             event: Some((

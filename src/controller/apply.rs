@@ -13,7 +13,7 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
@@ -177,20 +177,47 @@ pub async fn delete_member(
     delete_pvc: bool,
 ) -> Result<(), kube::Error> {
     if delete_pvc {
-        let claim = names::data_claim(stateful_set);
-        let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace);
-        ignore_not_found(
-            claims
-                .delete(&claim, &DeleteParams::default())
-                .await
-                .map(drop),
-        )?;
+        delete_data_claim(client, namespace, stateful_set).await?;
     }
     let stateful_sets = Api::<StatefulSet>::namespaced(client.clone(), namespace);
     let deleted = stateful_sets
         .delete(stateful_set, &DeleteParams::foreground())
         .await;
     ignore_not_found(deleted.map(drop))
+}
+
+/// Deletes a member's PVC, then its pod: the StatefulSet recreates both, and
+/// the member comes back on an empty volume to resync from scratch. The PVC's
+/// protection finalizer keeps it until the pod is gone; a crash in between
+/// repeats the step while the member still reports itself too stale.
+pub async fn wipe_member_data(
+    client: &Client,
+    namespace: &str,
+    stateful_set: &str,
+) -> Result<(), kube::Error> {
+    delete_data_claim(client, namespace, stateful_set).await?;
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+    ignore_not_found(
+        pods.delete(&format!("{stateful_set}-0"), &DeleteParams::default())
+            .await
+            .map(drop),
+    )
+}
+
+/// Deletes the data PVC of a member's StatefulSet; one already gone is fine.
+async fn delete_data_claim(
+    client: &Client,
+    namespace: &str,
+    stateful_set: &str,
+) -> Result<(), kube::Error> {
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace);
+    let claim = names::data_claim(stateful_set);
+    ignore_not_found(
+        claims
+            .delete(&claim, &DeleteParams::default())
+            .await
+            .map(drop),
+    )
 }
 
 fn ignore_not_found(result: Result<(), kube::Error>) -> Result<(), kube::Error> {

@@ -372,16 +372,20 @@ impl MongoGateway {
                     .map_err(|_| MongoError::Protocol("replSetGetConfig without config".into()))?;
                 let config = config_from_document(config_document)
                     .map_err(|e| MongoError::Protocol(e.to_string()))?;
-                let state = match Self::ask(&client, doc! {"replSetGetStatus": 1}, &target).await {
-                    Ok(status) => integer(status.get("myState"))
-                        .map(|code| MemberState::from_code(code as i32)),
-                    // REMOVED: it shows its config, but not a status ("Our
-                    // replica set config is invalid or we are not a member of it").
-                    Err(error) if error.code() == Some(codes::INVALID_REPLICA_SET_CONFIG) => {
-                        Some(MemberState::Removed)
-                    }
-                    Err(_) => None,
-                };
+                let (state, too_stale) =
+                    match Self::ask(&client, doc! {"replSetGetStatus": 1}, &target).await {
+                        Ok(status) => (
+                            integer(status.get("myState"))
+                                .map(|code| MemberState::from_code(code as i32)),
+                            status.get_bool("tooStale").unwrap_or(false),
+                        ),
+                        // REMOVED: it shows its config, but not a status ("Our
+                        // replica set config is invalid or we are not a member of it").
+                        Err(error) if error.code() == Some(codes::INVALID_REPLICA_SET_CONFIG) => {
+                            (Some(MemberState::Removed), false)
+                        }
+                        Err(_) => (None, false),
+                    };
                 let me = hello
                     .get_str("me")
                     .ok()
@@ -392,6 +396,7 @@ impl MongoGateway {
                     set_name: Some(config.set_name),
                     state,
                     me,
+                    too_stale,
                 })
             }
             Err(error) if error.code() == Some(codes::NOT_YET_INITIALIZED) => Ok(MemberProbe {
@@ -400,6 +405,7 @@ impl MongoGateway {
                 set_name,
                 state: None,
                 me: None,
+                too_stale: false,
             }),
             // A member that is not in its own config any more: it holds one,
             // but not one it can show.
@@ -410,6 +416,7 @@ impl MongoGateway {
                     set_name,
                     state: Some(MemberState::Removed),
                     me: None,
+                    too_stale: false,
                 })
             }
             Err(error) => Err(error),

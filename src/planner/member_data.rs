@@ -6,15 +6,20 @@
 //! it, a candidate lacking a majority-acknowledged write can win, and the
 //! write is rolled back when the old primary returns. Its vote is taken away
 //! (votes 0, priority 0) until it is SECONDARY again; promotion gives it back.
+//!
+//! A member away longer than the oplog window says it is too stale to catch
+//! up and stays RECOVERING until its data is wiped; it is resynced (PVC and
+//! pod deleted) once the set keeps a healthy voting majority without it, and
+//! then comes back empty as above.
 
-use std::ops::ControlFlow::{self, Continue};
+use std::ops::ControlFlow::{self, Break, Continue};
 
 use super::reconfig::{
     check_healthy_majority, check_reconfig_allowed, checked_reconfig, next_version,
 };
-use super::{Change, LocalMemberFacts, PlanInput, Step};
+use super::{wait, Change, LocalMemberFacts, PlanInput, Step, WaitReason};
 use crate::observe::ObservedSet;
-use crate::replset::{ConfigMember, MemberState};
+use crate::replset::{ConfigMember, MemberState, MemberStatus};
 
 /// Whether a local member answers as an empty mongod: no config (it has not
 /// heard from the set yet), or in initial sync.
@@ -58,13 +63,53 @@ pub(super) fn silence_emptied_members(input: &PlanInput, set: &ObservedSet) -> C
             m.priority = 0.0;
         }
         check_healthy_majority(&config, set, None)?;
-        return ControlFlow::Break(checked_reconfig(
+        return Break(checked_reconfig(
             &set.config,
             config,
             Change::SilenceEmptiedMember {
                 host: entry.host.clone(),
             },
         ));
+    }
+    Continue(())
+}
+
+/// Resyncs the first local member that reports itself too stale to catch up
+/// (`docs/replica-set-rules.md`, `a-too-stale-member-is-resynced`): its PVC
+/// and pod go, so that it comes back empty. Only while the healthy voters
+/// other than it are a majority of the voters: it counts for nothing while
+/// RECOVERING, and the resync must not be what leaves the set without a
+/// primary should another member fail meanwhile.
+pub(super) fn resync_too_stale_members(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+    for facts in &input.local_members {
+        if !facts.probe.as_ref().is_some_and(|p| p.too_stale) {
+            continue;
+        }
+        let Some(entry) = facts.entry_in(&set.config) else {
+            continue;
+        };
+        let healthy = set
+            .config
+            .voters()
+            .filter(|m| m.host != entry.host)
+            .filter(|m| {
+                set.members
+                    .get(&m.host)
+                    .is_some_and(MemberStatus::counts_towards_majority)
+            })
+            .count();
+        let needed = set.config.majority();
+        if set.primary.is_none() || healthy < needed {
+            return Break(wait(WaitReason::TooStaleMemberWaitsForMajority {
+                host: entry.host.clone(),
+                healthy,
+                needed,
+            }));
+        }
+        return Break(Step::ResyncMember {
+            slot: facts.slot,
+            host: entry.host.clone(),
+        });
     }
     Continue(())
 }

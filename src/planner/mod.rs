@@ -96,7 +96,7 @@ pub use steps::{
 };
 
 use initiate::plan_initiate;
-use member_data::silence_emptied_members;
+use member_data::{resync_too_stale_members, silence_emptied_members};
 use member_settings::update_member_settings;
 use membership::{
     add_wanted, delete_departed, promote_non_voters, readdress_members, rebalance_votes,
@@ -159,6 +159,7 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     // the others' need.
     readdress_members(input, set)?;
     silence_emptied_members(input, set)?;
+    resync_too_stale_members(input, set)?;
     remove_unwanted(input, set)?;
     // A wanted member that is not ready yet, or refused, holds up neither
     // the next one, nor promotions, nor settings; its refusal or wait is

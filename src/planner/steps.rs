@@ -44,6 +44,12 @@ pub enum Step {
     /// Delete the StatefulSet of a member that is out of the config; delete its
     /// PVC as well when `delete_pvc`.
     DeleteStatefulSet { slot: MemberSlot, delete_pvc: bool },
+    /// Delete the PVC and the pod of a member too stale to catch up, so that
+    /// it comes back empty and resyncs from scratch (its StatefulSet stays).
+    ResyncMember {
+        slot: MemberSlot,
+        host: MemberAddress,
+    },
     /// Nothing can safely be done now; plan again later.
     Wait { reason: WaitReason },
     /// The desired change is unsafe or impossible without a human.
@@ -158,6 +164,11 @@ impl fmt::Display for Step {
                     ", keeping its PVC"
                 }
             ),
+            Step::ResyncMember { slot, host } => write!(
+                f,
+                "resync {slot} ({host}) from scratch: it is too stale to catch up, \
+                 so its PVC and pod are deleted"
+            ),
             Step::Wait { reason } => write!(f, "waiting: {reason}"),
             Step::Refuse { reason } => write!(f, "refused: {reason}"),
             Step::InSync => f.write_str("the replica set is in sync"),
@@ -211,6 +222,15 @@ pub enum WaitReason {
     NoElectableSecondary { primary: MemberAddress },
     #[error("only {healthy} healthy voters, {needed} needed for a majority after the change")]
     NotEnoughHealthyVoters { healthy: usize, needed: usize },
+    #[error(
+        "{host} is too stale to catch up; it is resynced once {needed} healthy voters \
+         answer without it ({healthy} now)"
+    )]
+    TooStaleMemberWaitsForMajority {
+        host: MemberAddress,
+        healthy: usize,
+        needed: usize,
+    },
     #[error(
         "{} of {voters} voters do not answer ({}): no primary can be elected; the operator \
          changes nothing until a majority is back (restore the lost members, or recover the \

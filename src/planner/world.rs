@@ -390,6 +390,7 @@ impl World {
             set_name: node.holds.as_ref().map(|_| SET.to_owned()),
             state,
             me,
+            too_stale: false,
         }
     }
 
@@ -500,6 +501,14 @@ impl World {
                     return Err(format!("10107: {primary} is not primary"));
                 }
                 set.cluster_write_concern = Some(*w);
+                Ok(())
+            }
+            Step::ResyncMember { slot, .. } => {
+                let node = self
+                    .nodes
+                    .get_mut(&(cluster, *slot))
+                    .ok_or("no such StatefulSet")?;
+                node.holds = None;
                 Ok(())
             }
             Step::Wait { .. } | Step::Refuse { .. } | Step::InSync => Ok(()),

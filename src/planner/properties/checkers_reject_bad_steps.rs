@@ -31,6 +31,7 @@ fn this_set() -> MemberProbe {
         set_name: Some(SET.to_owned()),
         state: Some(MemberState::Secondary),
         me: None,
+        too_stale: false,
     }
 }
 
@@ -41,6 +42,7 @@ fn empty() -> MemberProbe {
         set_name: None,
         state: None,
         me: None,
+        too_stale: false,
     }
 }
 
@@ -391,6 +393,7 @@ fn adding_a_member_of_another_set_is_rejected() {
         replica_set_id: None,
         state: None,
         me: None,
+        too_stale: false,
     });
     rejects(never_add_a_member_of_another_set, &input, &add);
 }

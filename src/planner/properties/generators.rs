@@ -135,6 +135,7 @@ impl Answer {
             set_name: Some(SET.to_owned()),
             state: Some(state),
             me: None,
+            too_stale: false,
         };
         match self {
             Answer::Nothing => None,
@@ -144,6 +145,7 @@ impl Answer {
                 set_name: None,
                 state: None,
                 me: None,
+                too_stale: false,
             }),
             Answer::ThisSet(state) => Some(this(state)),
             Answer::AnotherReplicaSetId => Some(MemberProbe {

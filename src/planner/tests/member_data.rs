@@ -94,3 +94,50 @@ fn a_newly_added_member_in_initial_sync_is_left_to_mongod() {
         "{step:?}"
     );
 }
+
+fn too_stale_member_2() -> PlanInput {
+    let mut probe = member_probe(SET_ID, MemberState::Recovering);
+    probe.too_stale = true;
+    member_2_answers(probe, MemberState::Recovering)
+}
+
+#[test]
+fn a_too_stale_member_is_resynced_while_the_others_are_a_majority() {
+    assert_eq!(
+        plan(&too_stale_member_2()),
+        Step::ResyncMember {
+            slot: MemberSlot::Data(2),
+            host: local(2)
+        }
+    );
+}
+
+#[test]
+fn a_too_stale_member_keeps_its_data_while_the_others_are_no_majority() {
+    let mut input = too_stale_member_2();
+    if let Observed::Configured(set) = &mut input.observed {
+        for host in [remote(0), remote(1)] {
+            set.members
+                .insert(host, member_status(MemberState::Down, false, None));
+        }
+    }
+    assert_eq!(
+        plan(&input),
+        Step::Wait {
+            reason: WaitReason::TooStaleMemberWaitsForMajority {
+                host: local(2),
+                healthy: 2,
+                needed: 3
+            }
+        }
+    );
+}
+
+#[test]
+fn a_member_merely_recovering_keeps_its_data() {
+    let input = member_2_answers(
+        member_probe(SET_ID, MemberState::Recovering),
+        MemberState::Recovering,
+    );
+    assert!(!matches!(plan(&input), Step::ResyncMember { .. }));
+}

@@ -64,6 +64,7 @@ fn empty_probe() -> MemberProbe {
         set_name: None,
         state: None,
         me: None,
+        too_stale: false,
     }
 }
 
@@ -74,6 +75,7 @@ fn member_probe(replica_set_id: &str, state: MemberState) -> MemberProbe {
         set_name: Some(SET.to_owned()),
         state: Some(state),
         me: None,
+        too_stale: false,
     }
 }
 
