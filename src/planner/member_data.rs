@@ -23,11 +23,7 @@ use crate::replset::{ConfigMember, MemberState, MemberStatus};
 
 /// Whether a local member answers as an empty mongod: no config (it has not
 /// heard from the set yet), or in initial sync.
-pub(super) fn answers_empty(
-    facts: &LocalMemberFacts,
-    set: &ObservedSet,
-    host: &ConfigMember,
-) -> bool {
+fn answers_empty(facts: &LocalMemberFacts, set: &ObservedSet, host: &ConfigMember) -> bool {
     let probe_empty = facts
         .probe
         .as_ref()
@@ -112,4 +108,25 @@ pub(super) fn resync_too_stale_members(input: &PlanInput, set: &ObservedSet) -> 
         });
     }
     Continue(())
+}
+
+/// The wait to report once nothing else is left to do while a local member
+/// whose vote was taken resyncs (it answers empty and hostconf does not pin
+/// it to 0 votes): promotion gives the vote back once it is SECONDARY, so the
+/// set is not in sync before.
+pub(super) fn member_resyncing(input: &PlanInput, set: &ObservedSet) -> Option<Step> {
+    input.local_members.iter().find_map(|facts| {
+        let entry = facts.entry_in(&set.config)?;
+        let pinned = input.hint(&entry.host).and_then(|h| h.votes) == Some(0);
+        (input.is_wanted(facts.slot)
+            && entry.votes == 0
+            && !entry.arbiter_only
+            && !pinned
+            && answers_empty(facts, set, entry))
+        .then(|| {
+            wait(WaitReason::MemberResyncing {
+                host: entry.host.clone(),
+            })
+        })
+    })
 }

@@ -89,6 +89,8 @@ mod properties;
 mod tests;
 #[cfg(test)]
 mod world;
+#[cfg(test)]
+mod world_volumes;
 
 pub use inputs::{entries_to_record, LocalMemberFacts, PlanInput};
 pub use steps::{
@@ -96,7 +98,7 @@ pub use steps::{
 };
 
 use initiate::plan_initiate;
-use member_data::{resync_too_stale_members, silence_emptied_members};
+use member_data::{member_resyncing, resync_too_stale_members, silence_emptied_members};
 use member_settings::update_member_settings;
 use membership::{
     add_wanted, delete_departed, promote_non_voters, readdress_members, rebalance_votes,
@@ -170,7 +172,7 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     update_member_settings(input, set)?;
     update_settings(input, set)?;
     report_leftovers(input, set)?;
-    match waiting_member {
+    match waiting_member.or_else(|| member_resyncing(input, set)) {
         Some(wait) => Break(wait),
         None => Continue(()),
     }

@@ -222,6 +222,8 @@ pub enum WaitReason {
     NoElectableSecondary { primary: MemberAddress },
     #[error("only {healthy} healthy voters, {needed} needed for a majority after the change")]
     NotEnoughHealthyVoters { healthy: usize, needed: usize },
+    #[error("{host} resyncs from scratch without its vote; it gets it back once SECONDARY")]
+    MemberResyncing { host: MemberAddress },
     #[error(
         "{host} is too stale to catch up; it is resynced once {needed} healthy voters \
          answer without it ({healthy} now)"

@@ -59,10 +59,12 @@ pub(super) struct Node {
     pub holds: Option<String>,
     /// The config entry recorded on its StatefulSet.
     pub recorded: Option<RecordedEntry>,
+    /// Its volume was lost and it has not resynced yet (STARTUP2 in the set).
+    pub emptied: bool,
 }
 
 impl Node {
-    fn running(&self) -> bool {
+    pub fn running(&self) -> bool {
         self.stateful_set && self.pod_up
     }
 }
@@ -133,6 +135,11 @@ pub(super) enum Event {
     /// A cluster's VIP changes (its VIP label, and hostconf with it).
     MoveVip {
         cluster: usize,
+    },
+    /// A member's PVC is lost: it comes back empty (`world_volumes`).
+    LoseVolume {
+        cluster: usize,
+        slot: MemberSlot,
     },
     /// A cluster's object is recreated: its status and the controller's
     /// memory are lost; StatefulSets and PVCs stay.
@@ -239,6 +246,7 @@ impl World {
                 pod_up: false,
                 holds: None,
                 recorded: None,
+                emptied: false,
             });
             if !node.stateful_set {
                 node.stateful_set = true;
@@ -273,7 +281,7 @@ impl World {
     fn candidates(&self, config: &ReplicaSetConfig) -> Vec<MemberAddress> {
         self.electable_running(config)
             .into_iter()
-            .filter(|h| !self.frozen.contains(h))
+            .filter(|h| !self.frozen.contains(h) && !self.emptied(h))
             .collect()
     }
 
@@ -368,7 +376,7 @@ impl World {
         let state = match member {
             Some((s, _)) if s.primary.as_ref() == Some(host) => Some(MemberState::Primary),
             Some((_, m)) if m.arbiter_only => Some(MemberState::Arbiter),
-            Some((_, m)) if m.newly_added => Some(MemberState::Startup2),
+            Some((_, m)) if m.newly_added || node.emptied => Some(MemberState::Startup2),
             Some(_) => Some(MemberState::Secondary),
             None => node.holds.as_ref().map(|_| MemberState::Removed),
         };
@@ -413,7 +421,7 @@ impl World {
                     MemberState::Primary
                 } else if m.arbiter_only {
                     MemberState::Arbiter
-                } else if m.newly_added {
+                } else if m.newly_added || self.emptied(&m.host) {
                     MemberState::Startup2
                 } else {
                     MemberState::Secondary
@@ -503,14 +511,7 @@ impl World {
                 set.cluster_write_concern = Some(*w);
                 Ok(())
             }
-            Step::ResyncMember { slot, .. } => {
-                let node = self
-                    .nodes
-                    .get_mut(&(cluster, *slot))
-                    .ok_or("no such StatefulSet")?;
-                node.holds = None;
-                Ok(())
-            }
+            Step::ResyncMember { slot, .. } => self.lose_volume(cluster, *slot),
             Step::Wait { .. } | Step::Refuse { .. } | Step::InSync => Ok(()),
         }
     }
@@ -683,6 +684,7 @@ impl World {
                 }
             }
             Event::ClearNewlyAdded => {
+                self.finish_resyncs();
                 let caught_up: Vec<MemberAddress> = match &self.set {
                     Some(set) if set.primary.is_some() && set.committed => set
                         .config
@@ -711,6 +713,7 @@ impl World {
                     }
                 }
             }
+            Event::LoseVolume { cluster, slot } => drop(self.lose_volume(cluster, slot)),
             Event::StepDownPeriodEnds => {
                 self.frozen.clear();
                 for cluster in &mut self.clusters {

@@ -8,7 +8,11 @@ use super::*;
 pub(super) type Invariant = fn(&PlanInput, &Step) -> Result<(), String>;
 
 /// Every invariant of `docs/replica-set-rules.md`, by its name there.
-pub(super) const INVARIANTS: [(&str, Invariant); 13] = [
+pub(super) const INVARIANTS: [(&str, Invariant); 14] = [
+    (
+        "an-emptied-member-never-votes",
+        an_emptied_member_never_votes,
+    ),
     (
         "one-voting-change-per-reconfig",
         one_voting_change_per_reconfig,
@@ -609,6 +613,58 @@ pub(super) fn only_local_members_change(input: &PlanInput, step: &Step) -> Resul
 pub(super) fn same_input_same_step(input: &PlanInput, step: &Step) -> Result<(), String> {
     let again = plan(&input.clone());
     ensure(&again == step, || format!("{step:?} then {again:?}"))
+}
+
+/// `an-emptied-member-never-votes`: while local voters answer empty (no
+/// config, or in initial sync by their own answer or the set's), every
+/// reconfig but a readdress takes the vote of one of them (one voting change
+/// per reconfig) and gives none back.
+pub(super) fn an_emptied_member_never_votes(input: &PlanInput, step: &Step) -> Result<(), String> {
+    let (Some(config), Ok(set)) = (config_sent(step), observed_set(input)) else {
+        return Ok(());
+    };
+    if matches!(
+        step,
+        Step::Reconfig {
+            change: Change::ReaddressMember { .. },
+            ..
+        }
+    ) {
+        return Ok(());
+    }
+    let mut emptied_voters = Vec::new();
+    for member in &input.local_members {
+        let Some(entry) = member.entry_in(&set.config) else {
+            continue;
+        };
+        let empty = member
+            .probe
+            .as_ref()
+            .is_some_and(|p| !p.has_config || p.state == Some(MemberState::Startup2))
+            || set
+                .members
+                .get(&entry.host)
+                .is_some_and(|s| s.healthy && s.state == MemberState::Startup2);
+        if empty && !entry.arbiter_only && set.primary.as_ref() != Some(&entry.host) {
+            emptied_voters.push((entry.id, entry.votes > 0 && !entry.newly_added));
+        }
+    }
+    let votes_now = |id: i64| config.members.iter().any(|m| m.id == id && m.votes > 0);
+    if let Some((id, _)) = emptied_voters
+        .iter()
+        .find(|(id, voted)| !voted && votes_now(*id))
+    {
+        return Err(format!("_id {id} answers empty and is given a vote"));
+    }
+    let voting: Vec<i64> = emptied_voters
+        .iter()
+        .filter(|(_, v)| *v)
+        .map(|(id, _)| *id)
+        .collect();
+    ensure(
+        voting.is_empty() || voting.iter().any(|id| !votes_now(*id)),
+        || format!("_ids {voting:?} answer empty and keep their votes"),
+    )
 }
 
 pub(super) fn check_all(input: &PlanInput, step: &Step) -> Result<(), String> {

@@ -402,6 +402,7 @@ pub(super) fn arb_op() -> impl Strategy<Value = Op> {
         1 => (cluster.clone(), prop::sample::select(vec![10_000i64, 20_000])).prop_map(|(cluster, millis)| Op::Event(Event::SetElectionTimeout { cluster, millis })),
         1 => (cluster.clone(), arb_slot(), 32_000u16..32_004).prop_map(|(cluster, slot, port)| Op::Event(Event::MoveNodePort { cluster, slot, port })),
         1 => cluster.clone().prop_map(|cluster| Op::Event(Event::MoveVip { cluster })),
+        1 => (cluster.clone(), arb_slot()).prop_map(|(cluster, slot)| Op::Event(Event::LoseVolume { cluster, slot })),
         1 => cluster.prop_map(|cluster| Op::Event(Event::Recreate { cluster })),
     ]
 }

@@ -121,6 +121,12 @@ proptest! {
     }
 
     #[test]
+    fn invariant_an_emptied_member_never_votes(input in arb_input()) {
+        let step = plan(&input);
+        prop_assert_eq!(an_emptied_member_never_votes(&input, &step), Ok(()));
+    }
+
+    #[test]
     fn invariant_same_input_same_step(input in arb_input()) {
         let step = plan(&input);
         prop_assert_eq!(same_input_same_step(&input, &step), Ok(()));

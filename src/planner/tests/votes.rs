@@ -25,7 +25,13 @@ fn does_not_promote_a_member_pinned_to_zero_votes_or_not_secondary() {
     }
     let mut input = input(3, facts, Observed::Configured(set));
     input.hostconf.members[1].votes = Some(0);
-    assert_eq!(plan(&input), Step::InSync);
+    // Nothing to promote; the member in initial sync is waited on.
+    assert_eq!(
+        plan(&input),
+        Step::Wait {
+            reason: WaitReason::MemberResyncing { host: local(2) }
+        }
+    );
 }
 
 /// An initiate input: `local_count` local members and the `remote` members,
