@@ -46,9 +46,9 @@ struct Registry {
     /// host string → listen address of the member it reaches.
     aliases: HashMap<String, String>,
     faults: Faults,
-    /// Overrides every member's [`MemberSpec::oplog_max_entries`](crate::MemberSpec).
+    /// Overrides every member's [`MemberSpec::oplog_max_entries`](crate::MemberSpec::oplog_max_entries).
     oplog_window: Option<Option<usize>>,
-    /// Overrides every member's [`MemberSpec::initial_sync_duration`](crate::MemberSpec).
+    /// Overrides every member's [`MemberSpec::initial_sync_duration`](crate::MemberSpec::initial_sync_duration).
     initial_sync_duration: Option<Duration>,
 }
 
@@ -381,7 +381,7 @@ impl Network {
     }
 
     /// The capped oplog's size, in entries, of every member from now on
-    /// (`None`: never truncated), whatever its [`MemberSpec`](crate::MemberSpec)
+    /// (`None`: never truncated), whatever its [`MemberSpec`]
     /// says: how a lab gives running members a tiny oplog window.
     pub fn set_oplog_window(&self, max_entries: Option<usize>) {
         self.reg().oplog_window = Some(max_entries);
@@ -392,7 +392,7 @@ impl Network {
     }
 
     /// How long every initial sync that starts from now on takes, whatever
-    /// the member's [`MemberSpec`](crate::MemberSpec) says.
+    /// the member's [`MemberSpec`] says.
     pub fn set_initial_sync_duration(&self, duration: Duration) {
         self.reg().initial_sync_duration = Some(duration);
     }
