@@ -60,7 +60,7 @@ pub(super) fn silence_emptied_members(input: &PlanInput, set: &ObservedSet) -> C
         }
         check_healthy_majority(&config, set, None)?;
         return Break(checked_reconfig(
-            &set.config,
+            set,
             config,
             Change::SilenceEmptiedMember {
                 host: entry.host.clone(),

@@ -60,7 +60,7 @@ pub(super) fn update_member_settings(input: &PlanInput, set: &ObservedSet) -> Co
     }
     check_healthy_majority(&config, set, None)?;
     Break(checked_reconfig(
-        &set.config,
+        set,
         config,
         Change::UpdateMember { host: host.clone() },
     ))

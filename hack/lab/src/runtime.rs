@@ -178,12 +178,10 @@ impl MongodRuntime {
         };
         let listen = SocketAddr::from((container.pod_ip, port));
         let spec = MemberSpec {
-            listen,
-            repl_set,
             keyfile,
             root_user,
             version: server_version_of_image(&container.image),
-            ..MemberSpec::new(listen, repl_set)
+            ..MemberSpec::new(listen, &repl_set)
         };
         let volume = self.volume_of(container);
         // mongod's startup check of the data's featureCompatibilityVersion: the
