@@ -1,0 +1,245 @@
+use super::*;
+use mongodb::bson::{DateTime, Timestamp};
+
+#[test]
+fn status_members_give_primary_health_and_lag() {
+    let status = doc! {
+        "set": "replset-0", "myState": 1, "ok": 1.0,
+        "members": [
+            {"_id": 0, "name": "127.0.10.1:30001", "health": 1.0, "state": 1, "stateStr": "PRIMARY",
+             "optimeDate": DateTime::from_millis(100_000), "configVersion": 4},
+            {"_id": 1, "name": "127.0.11.1:30001", "health": 1.0, "state": 2, "stateStr": "SECONDARY",
+             "optimeDate": DateTime::from_millis(97_000), "syncSourceHost": "127.0.10.1:30001", "configVersion": 4},
+            {"_id": 2, "name": "127.0.12.1:30001", "health": 0.0, "state": 8, "stateStr": "(not reachable/healthy)"},
+        ]
+    };
+    let (primary, members) = members_from_status(&status);
+    assert_eq!(primary.unwrap().to_string(), "127.0.10.1:30001");
+    let secondary = &members[&MemberAddress::parse("127.0.11.1:30001").unwrap()];
+    assert_eq!(secondary.lag_secs, Some(3));
+    assert!(secondary.healthy);
+    assert_eq!(secondary.config_version, Some(4));
+    let down = &members[&MemberAddress::parse("127.0.12.1:30001").unwrap()];
+    assert!(!down.healthy);
+    assert_eq!(down.state, MemberState::Down);
+}
+
+#[test]
+fn an_unreachable_member_has_no_lag_rather_than_seconds_since_the_epoch() {
+    // mongod reports optimeDate 1970-01-01 for a member it cannot reach.
+    let status = doc! {
+        "set": "replset-0", "myState": 1, "ok": 1.0,
+        "members": [
+            {"_id": 0, "name": "127.0.10.1:30001", "health": 1.0, "state": 1,
+             "optime": {"ts": Timestamp { time: 1_700_000_000, increment: 1 }, "t": 3_i64},
+             "optimeDate": DateTime::from_millis(1_700_000_000_000)},
+            {"_id": 1, "name": "127.0.11.1:30001", "health": 0.0, "state": 8,
+             "optime": {"ts": Timestamp { time: 0, increment: 0 }, "t": -1_i64},
+             "optimeDate": DateTime::from_millis(0)},
+        ]
+    };
+    let (_, members) = members_from_status(&status);
+    let down = &members[&MemberAddress::parse("127.0.11.1:30001").unwrap()];
+    assert_eq!(down.lag_secs, None);
+}
+
+#[test]
+fn of_two_members_shown_primary_the_one_of_the_highest_term_is_the_primary() {
+    // A stale primary (term 4) still seen as PRIMARY, listed after the new one (term 5).
+    let member = |id: i32, host: &str, term: i64, secs: u32| {
+        doc! {"_id": id, "name": host, "health": 1.0, "state": 1,
+        "optime": {"ts": Timestamp { time: secs, increment: 1 }, "t": term},
+        "optimeDate": DateTime::from_millis(i64::from(secs) * 1000)}
+    };
+    for members in [
+        vec![
+            member(0, "127.0.10.1:30001", 5, 200),
+            member(1, "127.0.11.1:30001", 4, 100),
+        ],
+        vec![
+            member(1, "127.0.11.1:30001", 4, 100),
+            member(0, "127.0.10.1:30001", 5, 200),
+        ],
+    ] {
+        let status = doc! {"set": "replset-0", "ok": 1.0, "members": members};
+        let (primary, members) = members_from_status(&status);
+        assert_eq!(primary.unwrap().to_string(), "127.0.10.1:30001");
+        let stale = &members[&MemberAddress::parse("127.0.11.1:30001").unwrap()];
+        assert_eq!(
+            stale.lag_secs,
+            Some(100),
+            "measured against the primary of term 5"
+        );
+    }
+}
+
+#[test]
+fn credentials_never_show_in_debug_output() {
+    let credentials = RootCredentials {
+        username: "root".into(),
+        password: "s3cr3t-value".into(),
+    };
+    assert!(!format!("{credentials:?}").contains("s3cr3t-value"));
+    let user = UserSpec {
+        database: "admin".into(),
+        name: "u".into(),
+        password: "s3cr3t-value".into(),
+        roles: vec![],
+    };
+    assert!(!format!("{user:?}").contains("s3cr3t-value"));
+}
+
+/// Three mongod-sim members with a root user, initiated through the gateway,
+/// once one of them is primary: (gateway, members, credentials, primary).
+async fn running_set(
+    range: u8,
+) -> (
+    MongoGateway,
+    Vec<MemberAddress>,
+    RootCredentials,
+    MemberAddress,
+    std::sync::Arc<mongod_sim::Network>,
+) {
+    use crate::replset::{ConfigMember, ConfigSettings};
+    let credentials = RootCredentials {
+        username: "root".into(),
+        password: "root-Pa55word".into(),
+    };
+    let network = mongod_sim::Network::new();
+    let members: Vec<MemberAddress> = (1..=3)
+        .map(|i| MemberAddress {
+            host: format!("127.{range}.{}.{i}", std::process::id() % 250),
+            port: 27017,
+        })
+        .collect();
+    for member in &members {
+        let mut spec = mongod_sim::MemberSpec::new(member.to_string().parse().unwrap(), "rs0");
+        spec.root_user = Some(mongod_sim::RootUser {
+            username: credentials.username.clone(),
+            password: credentials.password.clone(),
+        });
+        network
+            .start_member(spec, mongod_sim::Volume::new())
+            .await
+            .expect("member starts");
+    }
+    let config = ReplicaSetConfig {
+        set_name: "rs0".into(),
+        version: 1,
+        term: None,
+        members: members
+            .iter()
+            .zip(0..)
+            .map(|(host, id)| ConfigMember {
+                id,
+                host: host.clone(),
+                arbiter_only: false,
+                votes: 1,
+                priority: 1.0,
+                hidden: false,
+                tags: Default::default(),
+                newly_added: false,
+            })
+            .collect(),
+        settings: ConfigSettings::from_desired(
+            &crate::api::ReplicaSetSettings {
+                election_timeout_millis: 1000,
+                heartbeat_interval_millis: 200,
+                ..Default::default()
+            },
+            None,
+        ),
+    };
+    let gateway = MongoGateway::new();
+    gateway
+        .initiate(&members[0], &config, &credentials)
+        .await
+        .expect("initiated");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(reading) = gateway.observe_set(&members, "rs0", &credentials).await {
+            if let Some(primary) = reading.set.primary {
+                return (gateway, members, credentials, primary, network);
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "no primary elected");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Asks a member at `address` with a fresh gateway: its answer and how
+/// long it took.
+async fn ask_timed(
+    address: std::net::SocketAddr,
+) -> (Result<MemberProbe, MongoError>, Duration) {
+    let credentials = RootCredentials {
+        username: "root".into(),
+        password: "root-Pa55word".into(),
+    };
+    let member = MemberAddress {
+        host: address.ip().to_string(),
+        port: address.port(),
+    };
+    let gateway = MongoGateway::new();
+    let asked = std::time::Instant::now();
+    let answer = gateway.ask_member(&member, &credentials).await;
+    let took = asked.elapsed();
+    gateway.close().await;
+    (answer, took)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_address_turns_connections_away_is_unreachable_at_once() {
+    // Another cluster's member before its pod runs: kube-proxy rejects the
+    // connection (nothing listens), or (the lab's proxy) accepts and resets
+    // it. A pass must not wait out the server-selection timeout for it:
+    // with many instances, those waits would hold every worker.
+    let host = format!("127.94.{}.1", std::process::id() % 250);
+    let closed = std::net::TcpListener::bind((host.as_str(), 0)).unwrap();
+    let nothing_listens = closed.local_addr().unwrap();
+    drop(closed);
+    let resetting = tokio::net::TcpListener::bind((host.as_str(), 0))
+        .await
+        .unwrap();
+    let resets = resetting.local_addr().unwrap();
+    let acceptor = tokio::spawn(async move {
+        while let Ok((connection, _)) = resetting.accept().await {
+            drop(connection);
+        }
+    });
+    for address in [nothing_listens, resets] {
+        let (answer, took) = ask_timed(address).await;
+        assert!(
+            matches!(answer, Err(MongoError::Unreachable(_))),
+            "{address}: {answer:?}"
+        );
+        assert!(
+            took < DIRECT_SELECTION_TIMEOUT / 2,
+            "{address} was asked for {took:?} (server selection gives up after {DIRECT_SELECTION_TIMEOUT:?})"
+        );
+    }
+    acceptor.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_down_goes_to_the_planned_primary_only() {
+    // A step-down planned for a member that is no longer primary must not
+    // step down whichever member the driver now sees as primary.
+    let (gateway, members, credentials, primary, network) = running_set(93).await;
+    let not_primary = members.iter().find(|m| **m != primary).unwrap().clone();
+    let refused = gateway.step_down(&not_primary, 60, 10, &credentials).await;
+    assert_eq!(
+        refused.unwrap_err().code(),
+        Some(codes::NOT_WRITABLE_PRIMARY)
+    );
+    let reading = gateway
+        .observe_set(&members, "rs0", &credentials)
+        .await
+        .unwrap();
+    assert_eq!(
+        reading.set.primary,
+        Some(primary),
+        "the primary stayed primary"
+    );
+    network.stop_all();
+}
