@@ -169,9 +169,7 @@ async fn running_set(
 
 /// Asks a member at `address` with a fresh gateway: its answer and how
 /// long it took.
-async fn ask_timed(
-    address: std::net::SocketAddr,
-) -> (Result<MemberProbe, MongoError>, Duration) {
+async fn ask_timed(address: std::net::SocketAddr) -> (Result<MemberProbe, MongoError>, Duration) {
     let credentials = RootCredentials {
         username: "root".into(),
         password: "root-Pa55word".into(),

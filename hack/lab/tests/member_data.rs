@@ -38,7 +38,10 @@ fn primary_config(lab: &Lab) -> Result<ReplSetConfig, String> {
 
 /// Whether `host`'s entry in `config` votes: votes above 0 and no `newlyAdded`.
 fn entry_votes(config: &ReplSetConfig, host: &str) -> bool {
-    config.members.iter().any(|m| m.host == host && m.is_voter())
+    config
+        .members
+        .iter()
+        .any(|m| m.host == host && m.is_voter())
 }
 
 /// Deletes the PVC and the pod of `<name>-mongodb-<index>` in `cluster`, as
