@@ -812,6 +812,47 @@ async fn wait_for_annotation(
 
 // ---------------------------------------------------------------- case 5
 
+/// Writes once (w:1) to the primary and waits until its last optime is ahead
+/// of every lagging member's: the entry they lack that keeps mongod from
+/// finding a caught-up secondary.
+async fn primary_ahead_of(
+    lab: &Lab,
+    hosts: &[String],
+    primary: &str,
+    lagging: &[String],
+) -> Outcome {
+    mongo(lab, "backoff", hosts, false)
+        .await?
+        .database("lab")
+        .run_command(mongodb::bson::doc! {
+            "insert": "behind",
+            "documents": [{"at": "lag set"}],
+            "writeConcern": {"w": 1},
+        })
+        .await
+        .map_err(fail("the write the secondaries lack"))?;
+    let network = lab.network();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ahead = network.member(primary).is_some_and(|p| {
+            lagging.iter().all(|listen| {
+                network
+                    .member(listen)
+                    .is_none_or(|m| m.last_optime() < p.last_optime())
+            })
+        });
+        if ahead {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the primary {primary} holds nothing the lagging members lack"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_that_cannot_step_down_is_retried_with_a_growing_delay() {
     let started = Instant::now();
@@ -835,8 +876,12 @@ async fn a_primary_that_cannot_step_down_is_retried_with_a_growing_delay() {
             .await
             .map_err(fail("FedState's status"))?;
 
-        // Every secondary applies the oplog 10 minutes late: none is caught up,
-        // so mongod answers a step-down 262 after its catch-up period.
+        // Every secondary applies the oplog 10 minutes late, and the primary
+        // then takes a write they lack: none is caught up, so mongod answers a
+        // step-down 262 after its catch-up period. Without that write a
+        // step-down that starts before the writer's next insert finds every
+        // secondary holding the primary's last optime, and mongod steps down
+        // at once (`TopologyCoordinator::isSafeToStepDown`).
         let primaries = lab.network().primaries();
         let [primary] = primaries.as_slice() else {
             return Err(format!("expected one primary, found {primaries:?}"));
@@ -848,6 +893,7 @@ async fn a_primary_that_cannot_step_down_is_retried_with_a_growing_delay() {
         for listen in &lagging {
             lab.network().set_lag(listen, Duration::from_secs(600));
         }
+        primary_ahead_of(lab, &hosts, primary, &lagging).await?;
         let asked = Timestamp::now();
         control_plane
             .apply(&request("backoff", "a=1,b=2,c=1"))
