@@ -509,3 +509,34 @@ fn every_condition_type_is_reported_once_in_declaration_order() {
     let types: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
     assert_eq!(types, ConditionType::VARIANTS);
 }
+
+#[test]
+fn a_too_stale_member_is_degraded_saying_it_waits_to_be_resynced() {
+    let mongodb = mongodb(3);
+    let observed = observation(&[
+        (30001, MemberState::Primary, true),
+        (30002, MemberState::Recovering, false),
+        (30003, MemberState::Down, false),
+    ]);
+    let local = views(&[30001, 30002, 30003]);
+    let step = Step::Wait {
+        reason: WaitReason::TooStaleMemberWaitsForMajority {
+            host: host(30002),
+            healthy: 1,
+            needed: 2,
+        },
+    };
+    let status = compute_status(&input(
+        &mongodb,
+        Some(&observed),
+        &local,
+        Some(&step),
+        at(100),
+    ));
+    let degraded = condition(&status, "Degraded");
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "TooStaleMemberWaitsForMajority")
+    );
+    assert!(degraded.message.contains("too stale"), "{}", degraded.message);
+}
