@@ -172,16 +172,20 @@ pub(super) fn progressing<'a>(input: &StatusInput<'a>) -> Verdict<'a> {
     }
 }
 
-/// `Degraded`: invalid input, a refusal, a lost voting majority, an unhealthy
-/// member or an object the API server refused, in that order of precedence.
+/// `Degraded`: invalid input, a refusal, a lost voting majority, a member too
+/// stale to catch up, an unhealthy member or an object the API server
+/// refused, in that order of precedence.
 pub(super) fn degraded<'a>(input: &StatusInput<'a>) -> Verdict<'a> {
-    let majority_lost = matches!(
+    let needs_attention = matches!(
         input.step,
-        Some(Step::Wait {
-            reason: WaitReason::VotingMajorityLost { .. }
-        })
+        Some(
+            Step::Wait {
+                reason: WaitReason::VotingMajorityLost { .. }
+                    | WaitReason::TooStaleMemberWaitsForMajority { .. }
+            } | Step::ResyncMember { .. }
+        )
     );
-    if blocked(input) || majority_lost {
+    if blocked(input) || needs_attention {
         let (reason, message) = activity(input);
         return Verdict::new(true, reason, message);
     }
