@@ -256,7 +256,7 @@ impl LocalMemberFacts {
     /// The entry of `config` that is this member: the one recorded on its
     /// StatefulSet (same `_id` and host) when the config still holds it, else
     /// the one it says it is (`hello`'s `me`), else the one at its address,
-    /// else, for the arbiter, [the arbiter entry at its VIP](Self::arbiter_entry_at_vip).
+    /// else, for the arbiter, the arbiter entry at its VIP (`arbiter_entry_at_vip`).
     /// The address comes late: after two members' addresses were swapped, it
     /// would name the other one's entry.
     pub fn entry_in<'c>(&self, config: &'c ReplicaSetConfig) -> Option<&'c ConfigMember> {

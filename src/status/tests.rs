@@ -538,5 +538,9 @@ fn a_too_stale_member_is_degraded_saying_it_waits_to_be_resynced() {
         (degraded.status.as_str(), degraded.reason.as_str()),
         ("True", "TooStaleMemberWaitsForMajority")
     );
-    assert!(degraded.message.contains("too stale"), "{}", degraded.message);
+    assert!(
+        degraded.message.contains("too stale"),
+        "{}",
+        degraded.message
+    );
 }

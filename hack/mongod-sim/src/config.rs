@@ -453,7 +453,7 @@ fn parse_member(m: &Document) -> Result<MemberConfig, String> {
 
 /// The reconfig compatibility checks (all failures are code 103). `psa_rule`:
 /// the binary is 5.0 or later, where mongod refuses an electable PSA secondary
-/// after a config with one writable voter (see [`check_psa_transition`]).
+/// after a config with one writable voter (see `check_psa_transition`).
 pub fn check_reconfig_compatible(
     old: &ReplSetConfig,
     new: &ReplSetConfig,
