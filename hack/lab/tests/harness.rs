@@ -596,3 +596,17 @@ impl TimedMajorityWriter {
         Ok(acked)
     }
 }
+
+/// Deletes the PVC and the pod of `<name>-mongodb-<index>` in `cluster`, as
+/// when a disk is lost: the pod comes back on a new, empty volume.
+pub async fn lose_volume(lab: &Lab, context: &str, name: &str, index: u32) -> Outcome {
+    let claim = format!("data-{name}-mongodb-{index}-0");
+    let pod = format!("{name}-mongodb-{index}-0");
+    lab.kubectl(context, &["delete", "pvc", &claim, "--wait=false"])
+        .await
+        .map_err(fail("delete the PVC"))?;
+    lab.kubectl(context, &["delete", "pod", &pod, "--wait=false"])
+        .await
+        .map_err(fail("delete the pod"))?;
+    Ok(())
+}

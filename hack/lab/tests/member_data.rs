@@ -44,20 +44,6 @@ fn entry_votes(config: &ReplSetConfig, host: &str) -> bool {
         .any(|m| m.host == host && m.is_voter())
 }
 
-/// Deletes the PVC and the pod of `<name>-mongodb-<index>` in `cluster`, as
-/// when a disk is lost: the pod comes back on a new, empty volume.
-async fn lose_volume(lab: &Lab, context: &str, name: &str, index: u32) -> Outcome {
-    let claim = format!("data-{name}-mongodb-{index}-0");
-    let pod = format!("{name}-mongodb-{index}-0");
-    lab.kubectl(context, &["delete", "pvc", &claim, "--wait=false"])
-        .await
-        .map_err(fail("delete the PVC"))?;
-    lab.kubectl(context, &["delete", "pod", &pod, "--wait=false"])
-        .await
-        .map_err(fail("delete the pod"))?;
-    Ok(())
-}
-
 /// How long the operator may take to see an emptied member and take its vote
 /// away: the new mongod installs the config from the primary's heartbeat
 /// before any operator can act, so a short window is unavoidable.

@@ -333,14 +333,7 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
         // they join again.
         for (context, members) in [("b", 2), ("c", 1)] {
             for member in 0..members {
-                let claim = format!("data-{NAME}-mongodb-{member}-0");
-                let pod = format!("{NAME}-mongodb-{member}-0");
-                lab.kubectl(context, &["delete", "pvc", &claim, "--wait=false"])
-                    .await
-                    .map_err(fail("delete the PVC"))?;
-                lab.kubectl(context, &["delete", "pod", &pod, "--wait=false"])
-                    .await
-                    .map_err(fail("delete the pod"))?;
+                lose_volume(lab, context, NAME, member).await?;
             }
         }
         ready(lab, NAME, split).await?;

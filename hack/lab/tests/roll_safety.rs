@@ -12,12 +12,10 @@
 //!
 //! Lab 54: one cluster, `members: 1`. Lab 55: two clusters of one member.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::harness::*;
-use crate::rolling::{acknowledged_between, longest_write_gap, rolled_status};
-use federation_sim::control_plane::{Submission, ToSubmission};
+use crate::rolling::{acknowledged_between, longest_write_gap, rolled_status, sized};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use lab::lab::Lab;
@@ -46,20 +44,6 @@ fn gaps_over(
         .windows(2)
         .filter(|w| w[1] - w[0] > limit)
         .count()
-}
-
-/// An instance of `split` with mongod requests `cpu` / `memory`.
-fn sized(name: &str, split: &str, cpu: &str, memory: &str) -> Submission {
-    let mut submission = request(name, split).to_submission();
-    let quantities = |cpu: &str| {
-        BTreeMap::from([
-            ("cpu".to_string(), cpu.to_string()),
-            ("memory".to_string(), memory.to_string()),
-        ])
-    };
-    submission.object.spec.resource.limits = quantities("2");
-    submission.object.spec.resource.requests = quantities(cpu);
-    submission
 }
 
 /// The reasons of every cluster's Events about instance `name`.

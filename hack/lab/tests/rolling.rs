@@ -797,7 +797,13 @@ async fn ready_instance(lab: &Lab, submission: &Submission, started: Instant) ->
 /// The instance request with other mongod resources (FedState's
 /// `spec.resource`, which its control plane propagates to every cluster).
 fn with_resources(name: &str, cpu: &str, memory: &str) -> Submission {
-    let mut submission = request(name, SPLIT).to_submission();
+    sized(name, SPLIT, cpu, memory)
+}
+
+/// An instance of `split` with mongod requests `cpu` / `memory` (limits of
+/// 2 CPUs and `memory`).
+pub(crate) fn sized(name: &str, split: &str, cpu: &str, memory: &str) -> Submission {
+    let mut submission = request(name, split).to_submission();
     let quantities = |cpu: &str| {
         BTreeMap::from([
             ("cpu".to_string(), cpu.to_string()),
