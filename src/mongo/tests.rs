@@ -241,3 +241,94 @@ async fn a_step_down_goes_to_the_planned_primary_only() {
     );
     network.stop_all();
 }
+
+/// A TCP relay to `target` that can turn into a black hole: once
+/// `swallow` is set it stops forwarding in both directions and keeps the
+/// connections open, as a network that drops packets does.
+async fn relay(
+    listen_host: &str,
+    target: std::net::SocketAddr,
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind((listen_host, 0))
+        .await
+        .unwrap();
+    let address = listener.local_addr().unwrap();
+    let swallow = std::sync::Arc::new(AtomicBool::new(false));
+    let switch = swallow.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(target).await else {
+                continue;
+            };
+            let (client_read, client_write) = client.into_split();
+            let (server_read, server_write) = server.into_split();
+            for (mut from, mut to, swallow) in [
+                (
+                    Box::new(client_read) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+                    Box::new(server_write) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+                    switch.clone(),
+                ),
+                (
+                    Box::new(server_read) as _,
+                    Box::new(client_write) as _,
+                    switch.clone(),
+                ),
+            ] {
+                tokio::spawn(async move {
+                    let mut buffer = vec![0u8; 64 * 1024];
+                    while let Ok(read) = from.read(&mut buffer).await {
+                        if read == 0 {
+                            break;
+                        }
+                        if swallow.load(Ordering::SeqCst) {
+                            // Dropped on the floor; the connection stays open.
+                            continue;
+                        }
+                        if to.write_all(&buffer[..read]).await.is_err() {
+                            break;
+                        }
+                    }
+                    // Keep the other side open: a lost route closes nothing.
+                    std::future::pending::<()>().await;
+                });
+            }
+        }
+    });
+    (address, swallow)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_a_pass_clients_is_bounded_when_a_member_stops_answering() {
+    // A member asked during a pass whose route then drops every packet (a
+    // partition that leaves connections half-open): mongod never answers
+    // again and the driver's connections have no read timeout. Ending the
+    // pass must not wait on it, or the instance is never looked at again.
+    let (_, _, credentials, primary, network) = running_set(92).await;
+    let listen: std::net::SocketAddr = primary.to_string().parse().unwrap();
+    let host = primary.host.clone();
+    let (relayed, swallow) = relay(&host, listen).await;
+    let member = MemberAddress {
+        host: relayed.ip().to_string(),
+        port: relayed.port(),
+    };
+    let gateway = MongoGateway::new();
+    gateway
+        .ask_member(&member, &credentials)
+        .await
+        .expect("the member answers through the relay");
+    swallow.store(true, std::sync::atomic::Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    let closed = tokio::time::timeout(Duration::from_secs(60), gateway.close()).await;
+    assert!(
+        closed.is_ok() && started.elapsed() <= Duration::from_secs(10),
+        "closing the clients took {:?} (still waiting: {})",
+        started.elapsed(),
+        closed.is_err()
+    );
+    network.stop_all();
+}
