@@ -21,6 +21,7 @@ pub mod roll_store;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
+use std::future::IntoFuture;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -97,6 +98,10 @@ const DIRECT_SELECTION_TIMEOUT: Duration = Duration::from_secs(2);
 const HEARTBEAT_FREQUENCY: Duration = Duration::from_secs(30);
 /// TCP connect timeout.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long closing a pass's clients may take: their `endSessions` is a
+/// courtesy (mongod reaps idle sessions after 30 minutes), never worth holding
+/// the instance's next pass for.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// What went wrong talking to mongod.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
@@ -198,6 +203,11 @@ impl MongoGateway {
     /// Closes every client at once: their monitors stop and their
     /// connections close now, not when a dropped client's monitor next wakes
     /// (up to a heartbeat later). Called when nothing is running on them.
+    ///
+    /// Bounded by [`CLOSE_TIMEOUT`]: the driver ends its sessions with an
+    /// `endSessions` that has no timeout, and a member whose route started
+    /// dropping packets never answers it. Clients still closing then are
+    /// dropped, which stops their monitors at their next check.
     pub async fn close(&self) {
         let clients = std::mem::take(
             &mut *self
@@ -205,8 +215,18 @@ impl MongoGateway {
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner()),
         );
-        for gateway_client in clients.into_values() {
-            gateway_client.client.shutdown().immediate(true).await;
+        let shutdowns = clients.into_values().map(|gateway_client| {
+            gateway_client
+                .client
+                .shutdown()
+                .immediate(true)
+                .into_future()
+        });
+        if tokio::time::timeout(CLOSE_TIMEOUT, futures::future::join_all(shutdowns))
+            .await
+            .is_err()
+        {
+            tracing::debug!("a member did not answer while its client closed; dropped it");
         }
     }
 
