@@ -10,7 +10,8 @@
 //!   ([`roll`]), disaster recovery ([`recovery`]) and [`status`] computation,
 //!   and the `kubectl mongodb` plugin's views and decisions ([`cli`]) — no
 //!   client, no async;
-//! - Kubernetes I/O: the [`controller`] pipeline;
+//! - Kubernetes I/O: the [`controller`] pipeline, over the clients of
+//!   [`kube_clients`];
 //! - MongoDB I/O: [`mongo`], the one narrow interface to mongod.
 
 pub mod api;
@@ -19,6 +20,7 @@ pub mod cli;
 pub mod controller;
 pub mod crd;
 pub mod hostconf;
+pub mod kube_clients;
 pub mod leader;
 pub mod member;
 pub mod mongo;

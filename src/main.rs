@@ -11,6 +11,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{Api, Client};
+use mongodb_member_operator::kube_clients::KubeClients;
 use mongodb_member_operator::leader::LeaderElection;
 use mongodb_member_operator::{controller, telemetry};
 
@@ -50,14 +51,14 @@ async fn main() -> anyhow::Result<()> {
     let metrics = Arc::new(telemetry::Metrics::new(&args.cluster_name));
     let endpoints = tokio::spawn(telemetry::serve(args.metrics_address, metrics.clone()));
 
-    let client = Client::try_default()
+    let clients = KubeClients::infer()
         .await
         .context("connecting to the Kubernetes API server")?;
-    wait_for_crd(&client).await?;
+    wait_for_crd(&clients.requests).await?;
     let leadership = match Some(&args.leader_election_namespace).filter(|ns| !ns.is_empty()) {
         Some(lease_namespace) => {
             let mut election =
-                LeaderElection::new(client.clone(), lease_namespace, identity(&args));
+                LeaderElection::new(clients.requests.clone(), lease_namespace, identity(&args));
             // A replica standing by is ready: it takes over when the leader goes.
             metrics.set_ready(true);
             tokio::select! {
@@ -75,7 +76,7 @@ async fn main() -> anyhow::Result<()> {
         concurrency = args.concurrency,
         "starting the controller"
     );
-    let controller = controller::run(client, namespace, args.concurrency, metrics);
+    let controller = controller::run(clients, namespace, args.concurrency, metrics);
     match leadership {
         Some(held) => tokio::select! {
             () = controller => {}

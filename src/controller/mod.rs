@@ -54,6 +54,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 
 use crate::api::{MongoDB, INSTANCE_LABEL};
 use crate::build::{self, names};
+use crate::kube_clients::KubeClients;
 use crate::telemetry::Metrics;
 use act::ActError;
 use caches::{caches, reflect, Cached};
@@ -73,14 +74,15 @@ const AFTER_FAILURE: Duration = Duration::from_secs(5);
 
 /// Runs the controller until a shutdown signal.
 pub async fn run(
-    client: Client,
+    clients: KubeClients,
     namespace: Option<String>,
     concurrency: u16,
     metrics: Arc<Metrics>,
 ) {
     let (caches, writers, synced) = caches();
+    let client = clients.watches;
     let context = Arc::new(Context::new(
-        client.clone(),
+        clients.requests,
         caches.clone(),
         metrics.clone(),
     ));
