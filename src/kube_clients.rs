@@ -7,7 +7,16 @@
 //! ever: the instance's passes stop, and a leader renewing its Lease never
 //! learns it lost it.
 
+use std::time::Duration;
+
 use kube::{Client, Config};
+
+/// How long a request may go without a byte of its answer before it fails.
+/// The operator's requests read or write one object, answered in
+/// milliseconds by a healthy API server (which itself gives up after its
+/// `--request-timeout`, a minute by default); client-go checks an idle
+/// connection after the same 30 seconds.
+pub const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The clients for watches and for requests, to one API server.
 #[derive(Clone)]
@@ -28,9 +37,15 @@ impl KubeClients {
 
     /// The clients for `config`.
     pub fn from_config(config: Config) -> Result<Self, kube::Error> {
+        Self::with_read_timeout(config, REQUEST_READ_TIMEOUT)
+    }
+
+    fn with_read_timeout(config: Config, read_timeout: Duration) -> Result<Self, kube::Error> {
+        let mut requests = config.clone();
+        requests.read_timeout = Some(read_timeout);
         Ok(KubeClients {
-            watches: Client::try_from(config.clone())?,
-            requests: Client::try_from(config)?,
+            watches: Client::try_from(config)?,
+            requests: Client::try_from(requests)?,
         })
     }
 }
@@ -58,13 +73,13 @@ mod tests {
             }
         });
         let config = Config::new(format!("http://{address}").parse().unwrap());
-        let clients = KubeClients::from_config(config).unwrap();
+        let clients = KubeClients::with_read_timeout(config, Duration::from_secs(2)).unwrap();
         let config_maps: Api<ConfigMap> = Api::namespaced(clients.requests, "default");
         let started = std::time::Instant::now();
         let answer =
             tokio::time::timeout(Duration::from_secs(60), config_maps.get_opt("anything")).await;
         assert!(
-            matches!(answer, Ok(Err(_))),
+            matches!(answer, Ok(Err(_))) && started.elapsed() < Duration::from_secs(10),
             "after {:?} the request is still waiting ({})",
             started.elapsed(),
             answer.is_err()
