@@ -243,4 +243,37 @@ mod tests {
             Decision::Follow { .. }
         ));
     }
+
+    #[tokio::test]
+    async fn a_leader_whose_api_server_stops_answering_gives_up_within_the_renew_deadline() {
+        // The renewal is sent and never answered (a dropped connection, a
+        // client without a read timeout): the Lease expires for the others
+        // after LEASE_DURATION, so this leader must stop acting before then.
+        let host = format!("127.95.{}.2", std::process::id() % 250);
+        let listener = tokio::net::TcpListener::bind((host.as_str(), 0))
+            .await
+            .unwrap();
+        let address = listener.local_addr().unwrap();
+        let black_hole = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((connection, _)) = listener.accept().await {
+                held.push(connection);
+            }
+        });
+        let config = kube::Config::new(format!("http://{address}").parse().unwrap());
+        let election = LeaderElection::new(Client::try_from(config).unwrap(), "ops", "me".into());
+        let started = Instant::now();
+        let lost = tokio::time::timeout(Duration::from_secs(60), election.hold()).await;
+        assert!(
+            matches!(lost, Ok(LeadershipLost::NotRenewed(_))),
+            "after {:?}: {lost:?}",
+            started.elapsed()
+        );
+        assert!(
+            started.elapsed() < LEASE_DURATION,
+            "gave up after {:?}, when the Lease was the others' from {LEASE_DURATION:?}",
+            started.elapsed()
+        );
+        black_hole.abort();
+    }
 }
