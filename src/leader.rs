@@ -118,18 +118,27 @@ impl LeaderElection {
     }
 
     /// Renews the Lease every retry period; returns when leadership is lost.
+    /// Each attempt is cut off at the renew deadline, as client-go does: an
+    /// API server that never answers must not keep a leader acting after its
+    /// Lease passed to another replica.
     pub async fn hold(mut self) -> LeadershipLost {
         let mut renewed = Instant::now();
         loop {
             tokio::time::sleep(RETRY_PERIOD).await;
-            match self.try_once().await {
-                Ok(None) => renewed = Instant::now(),
-                Ok(Some(holder)) => return LeadershipLost::TakenBy(holder),
-                Err(error) if renewed.elapsed() > RENEW_DEADLINE => {
-                    return LeadershipLost::NotRenewed(error.to_string());
+            let left = RENEW_DEADLINE.saturating_sub(renewed.elapsed());
+            let error = match tokio::time::timeout(left, self.try_once()).await {
+                Ok(Ok(None)) => {
+                    renewed = Instant::now();
+                    continue;
                 }
-                Err(error) => tracing::warn!(%error, "renewing the leader Lease"),
+                Ok(Ok(Some(holder))) => return LeadershipLost::TakenBy(holder),
+                Ok(Err(error)) => error.to_string(),
+                Err(_) => "the API server did not answer".to_string(),
+            };
+            if renewed.elapsed() >= RENEW_DEADLINE {
+                return LeadershipLost::NotRenewed(error);
             }
+            tracing::warn!(%error, "renewing the leader Lease");
         }
     }
 
