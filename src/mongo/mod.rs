@@ -204,7 +204,7 @@ impl MongoGateway {
     /// connections close now, not when a dropped client's monitor next wakes
     /// (up to a heartbeat later). Called when nothing is running on them.
     ///
-    /// Bounded by [`CLOSE_TIMEOUT`]: the driver ends its sessions with an
+    /// Bounded by `CLOSE_TIMEOUT` (3 s): the driver ends its sessions with an
     /// `endSessions` that has no timeout, and a member whose route started
     /// dropping packets never answers it. Clients still closing then are
     /// dropped, which stops their monitors at their next check.
