@@ -610,3 +610,19 @@ pub async fn lose_volume(lab: &Lab, context: &str, name: &str, index: u32) -> Ou
         .map_err(fail("delete the pod"))?;
     Ok(())
 }
+
+/// Loses the clusters at `indexes` as a disaster does: their nodes and their
+/// network go (each member there cut off from every other site) and their
+/// operators are killed, so nothing there answers or acts until healed.
+pub async fn lose_clusters(lab: &mut Lab, indexes: &[usize]) -> Outcome {
+    for &index in indexes {
+        let cluster = &lab.clusters()[index];
+        cluster.node.lose_cluster();
+        lab.network().cut_site(&cluster.name);
+    }
+    for &index in indexes {
+        let what = format!("kill the operator of {}", lab.clusters()[index].name);
+        lab.kill_operator(index).await.map_err(fail(&what))?;
+    }
+    Ok(())
+}

@@ -161,13 +161,7 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
         let sampler = SetSampler::start(lab.network().clone(), hosts.clone(), SAMPLE_EVERY);
 
         // Clusters b and c are lost: nodes, network, operators (3 of 5 voters).
-        for index in [1, 2] {
-            let cluster = &lab.clusters()[index];
-            cluster.node.lose_cluster();
-            lab.network().cut_site(&cluster.name);
-        }
-        lab.kill_operator(1).await.map_err(fail("kill b"))?;
-        lab.kill_operator(2).await.map_err(fail("kill c"))?;
+        lose_clusters(lab, &[1, 2]).await?;
         let lost_at = Instant::now();
 
         // Reported, and nothing changed without a request.

@@ -128,13 +128,7 @@ async fn an_arbiter_set_crosses_the_implicit_write_concern_both_ways_and_recover
                 .wait_acknowledged(acknowledged + 5, Duration::from_secs(60))
                 .await?;
         }
-        for index in [1, 2] {
-            let cluster = &lab.clusters()[index];
-            cluster.node.lose_cluster();
-            lab.network().cut_site(&cluster.name);
-        }
-        lab.kill_operator(1).await.map_err(fail("kill b"))?;
-        lab.kill_operator(2).await.map_err(fail("kill c"))?;
+        lose_clusters(lab, &[1, 2]).await?;
         until_in(lab, 0, NAME, "VotingMajorityLost reported", |m| {
             m.status.as_ref().is_some_and(|s| {
                 s.conditions
