@@ -281,3 +281,66 @@ fn aggregate_status_without_status_items_leaves_the_status_as_it_is() {
     let bare = desired_object();
     assert_eq!(aggregate_items(bare.clone(), Json::Null), bare);
 }
+
+#[test]
+fn aggregate_default_write_concern_is_the_most_authoritative_report() {
+    let concern = |w: &str, source: &str| json!({"w": w, "source": source});
+    let of = |reports: &[ClusterReport]| aggregate(items_for(reports))["status"].clone();
+
+    // Every cluster read the pinned value.
+    let mut reports = three_running_clusters();
+    assert_eq!(
+        of(&reports)["defaultWriteConcern"],
+        concern("majority", "global")
+    );
+
+    // Two clusters read it before the pin: a global one cannot be unset, so
+    // the one cluster that saw it is right, whichever it is.
+    reports[0].default_write_concern = concern("majority", "implicit");
+    reports[1].default_write_concern = concern("majority", "implicit");
+    reports[2].default_write_concern = concern("1", "global");
+    let items = items_for(&reports);
+    for order in [[0, 1, 2], [2, 1, 0], [1, 2, 0]] {
+        let items: Vec<Json> = order.iter().map(|&i| items[i].clone()).collect();
+        assert_eq!(
+            aggregate(items)["status"]["defaultWriteConcern"],
+            concern("1", "global"),
+            "order {order:?}"
+        );
+    }
+
+    // Implicit everywhere: mongod derives it from the config, so the newest
+    // config's report wins over the first cluster by name.
+    reports[2].default_write_concern = concern("1", "implicit");
+    reports[2].config_version = 8;
+    assert_eq!(
+        of(&reports)["defaultWriteConcern"],
+        concern("1", "implicit")
+    );
+    // On the same config, the first cluster by name.
+    reports[2].config_version = 7;
+    assert_eq!(
+        of(&reports)["defaultWriteConcern"],
+        concern("majority", "implicit")
+    );
+
+    // Before 5.0 none is set and `w` is absent; an implicit report still wins.
+    reports[0].default_write_concern = json!({"source": "none"});
+    assert_eq!(
+        of(&reports)["defaultWriteConcern"],
+        concern("majority", "implicit")
+    );
+    for report in &mut reports {
+        report.default_write_concern = json!({"source": "none"});
+    }
+    assert_eq!(
+        of(&reports)["defaultWriteConcern"],
+        json!({"source": "none"})
+    );
+
+    // No cluster has read one yet: none in the aggregate either.
+    for report in &mut reports {
+        report.default_write_concern = Json::Null;
+    }
+    assert!(of(&reports).get("defaultWriteConcern").is_none());
+}

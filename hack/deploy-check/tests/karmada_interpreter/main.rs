@@ -227,6 +227,9 @@ struct ClusterReport {
     config_version: i64,
     down: Vec<&'static str>,
     degraded: bool,
+    /// `status.defaultWriteConcern` as this cluster last read it (`null`: not
+    /// read yet).
+    default_write_concern: Json,
 }
 
 impl ClusterReport {
@@ -243,6 +246,7 @@ impl ClusterReport {
             config_version: 7,
             down: vec![],
             degraded: false,
+            default_write_concern: json!({"w": "majority", "source": "global"}),
         }
     }
 
@@ -289,7 +293,7 @@ impl ClusterReport {
             })
             .collect();
         let ready = self.healthy_local == desired;
-        json!({
+        let mut status = json!({
             "state": self.state,
             "restartState": "NotInProcess",
             "replset": replset_view(&self.down),
@@ -309,7 +313,11 @@ impl ClusterReport {
             "replicaSetId": REPLICA_SET_ID,
             "readyMembers": format!("{}/{}", self.healthy_local, desired),
             "localMembers": local_members
-        })
+        });
+        if !self.default_write_concern.is_null() {
+            status["defaultWriteConcern"] = self.default_write_concern.clone();
+        }
+        status
     }
 
     /// The MongoDB object in the member cluster, as Karmada observes it.

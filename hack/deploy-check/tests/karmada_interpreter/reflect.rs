@@ -23,6 +23,8 @@ fn reflect_status_keeps_what_the_control_plane_needs_and_drops_local_details() {
         // ResourceBinding (pkg/controller/multicloudmongodb/core.go).
         "currentRevision",
         "replicaSetObservedAt",
+        // The set's default write concern: global once the operator pinned it.
+        "defaultWriteConcern",
     ] {
         assert_eq!(
             reflected[field], written[field],
