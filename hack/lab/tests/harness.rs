@@ -626,3 +626,13 @@ pub async fn lose_clusters(lab: &mut Lab, indexes: &[usize]) -> Outcome {
     }
     Ok(())
 }
+
+/// The revision of every local member, as each cluster's status reports it.
+pub async fn member_revisions(lab: &Lab, name: &str) -> Result<Vec<Option<String>>, String> {
+    Ok(statuses(lab, name)
+        .await?
+        .into_iter()
+        .flat_map(|(_, m)| m.status.map(|s| s.local_members).unwrap_or_default())
+        .map(|l| l.revision)
+        .collect())
+}

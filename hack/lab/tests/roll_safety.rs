@@ -47,7 +47,7 @@ fn gaps_over(
 }
 
 /// The reasons of every cluster's Events about instance `name`.
-async fn event_reasons(lab: &Lab, name: &str) -> Result<Vec<String>, String> {
+pub(super) async fn event_reasons(lab: &Lab, name: &str) -> Result<Vec<String>, String> {
     let mut reasons = Vec::new();
     for cluster in lab.clusters() {
         let api: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
@@ -97,15 +97,7 @@ async fn roll_through_a_resources_change(
     if let Some(writer) = &writer {
         writer.wait_acknowledged(5, Duration::from_secs(60)).await?;
     }
-    let revisions = async || -> Result<Vec<Option<String>>, String> {
-        Ok(statuses(lab, name)
-            .await?
-            .into_iter()
-            .flat_map(|(_, m)| m.status.map(|s| s.local_members).unwrap_or_default())
-            .map(|l| l.revision)
-            .collect())
-    };
-    let before = revisions().await?;
+    let before = member_revisions(lab, name).await?;
     let changed_at = Instant::now();
     control_plane
         .apply(&sized(name, split, "1500m", "1Gi"))
@@ -116,7 +108,7 @@ async fn roll_through_a_resources_change(
         // Up to date only once every pod was replaced on the new template.
         tokio::time::sleep(Duration::from_secs(1)).await;
         let status = rolled_status(lab, name).await?;
-        let now = revisions().await?;
+        let now = member_revisions(lab, name).await?;
         let restarted = !now.is_empty() && now.iter().all(|r| r.is_some() && !before.contains(r));
         if status.is_ok() && restarted {
             break Ok(());

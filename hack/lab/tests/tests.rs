@@ -21,6 +21,7 @@ mod member_data;
 mod operations;
 mod override_policy;
 mod recovery;
+mod roll_races;
 mod roll_safety;
 mod rolling;
 mod scale;

@@ -17,7 +17,7 @@ use mongodb::bson::Document;
 use mongodb_member_operator::api::RecoveryPhase;
 
 /// The config's members as (host, arbiterOnly, priority).
-fn members_of(config: &Document) -> Vec<(String, bool, f64)> {
+pub(super) fn members_of(config: &Document) -> Vec<(String, bool, f64)> {
     let mut members: Vec<(String, bool, f64)> = config
         .get_array("members")
         .map(|members| {
