@@ -178,15 +178,15 @@ async fn carry_out(
                 .map_err(mongo)?;
             Ok(taken.then(|| format!("took the restart lease for {}", lease.member)))
         }
-        RollStep::TakeOver { expired, lease } => {
+        RollStep::TakeOver { held, lease, why } => {
             let taken = gateway
-                .take_over_lease(primary, expired, lease, credentials)
+                .take_over_lease(primary, held, lease, credentials)
                 .await
                 .map_err(mongo)?;
             Ok(taken.then(|| {
                 format!(
-                    "took the restart lease for {} over from {}: it expired unrenewed",
-                    lease.member, expired.member
+                    "took the restart lease for {} over from {}: {why}",
+                    lease.member, held.member
                 )
             }))
         }

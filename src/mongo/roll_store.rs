@@ -102,17 +102,18 @@ impl MongoGateway {
             .await
     }
 
-    /// Replaces the expired lease with `next`, only if it is still exactly
-    /// the version seen expired (a renewal since wins); `false` otherwise.
+    /// Replaces a lease that is over (expired, or its member left the set)
+    /// with `next`, only if it is still exactly the version seen (a renewal
+    /// since wins); `false` otherwise.
     pub async fn take_over_lease(
         &self,
         primary: &MemberAddress,
-        expired: &Lease,
+        held: &Lease,
         next: &Lease,
         credentials: &RootCredentials,
     ) -> Result<bool, MongoError> {
-        let mut filter = taking(expired);
-        filter.insert("expiresAt", expired.expires_at_millis);
+        let mut filter = taking(held);
+        filter.insert("expiresAt", held.expires_at_millis);
         self.replace_lease(primary, filter, next, credentials).await
     }
 

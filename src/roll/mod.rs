@@ -268,9 +268,14 @@ pub enum RollStep {
     /// Take the free lease for this member.
     #[strum(serialize = "TakingRestartLease")]
     Acquire { lease: Lease },
-    /// Replace the expired lease `expired` with `lease`.
+    /// Replace the lease `held` with `lease`: `held` expired, or its member
+    /// left the set.
     #[strum(serialize = "TakingOverExpiredLease")]
-    TakeOver { expired: Lease, lease: Lease },
+    TakeOver {
+        held: Lease,
+        lease: Lease,
+        why: LeaseOver,
+    },
     /// Renew the lease, then step the primary down (it is restarted next).
     #[strum(serialize = "SteppingDownForRestart")]
     StepDown {
@@ -387,6 +392,17 @@ pub enum RollWait {
     FeatureCompatibilityLowerNotApplied { requested: String, fcv: String },
 }
 
+/// Why a lease another cluster holds is over before it is released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseOver {
+    /// Its holder did not renew it in time: that operator is gone.
+    #[error("it expired unrenewed")]
+    Expired,
+    /// The committed config no longer holds its member.
+    #[error("its member left the set")]
+    MemberLeftTheSet,
+}
+
 /// What a restart costs beyond one member down, said in a Warning Event.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames,
@@ -412,10 +428,10 @@ impl fmt::Display for RollStep {
         match self {
             RollStep::UpToDate => write!(f, "every local member runs its revision"),
             RollStep::Acquire { lease } => write!(f, "take the restart lease for {}", lease.member),
-            RollStep::TakeOver { expired, lease } => write!(
+            RollStep::TakeOver { held, lease, why } => write!(
                 f,
-                "take the restart lease for {} over from {} (expired)",
-                lease.member, expired.member
+                "take the restart lease for {} over from {} ({why})",
+                lease.member, held.member
             ),
             RollStep::StepDown { primary, .. } => {
                 write!(f, "step {primary} down before its restart")
@@ -497,8 +513,14 @@ pub fn plan_roll(input: &RollInput) -> RollStep {
     match &input.lease {
         LeaseView::Free => RollStep::Acquire { lease },
         LeaseView::Held(held) if held.expired(input.now_millis) => RollStep::TakeOver {
-            expired: held.clone(),
+            held: held.clone(),
             lease,
+            why: LeaseOver::Expired,
+        },
+        LeaseView::Held(held) if outlived(input, held) => RollStep::TakeOver {
+            held: held.clone(),
+            lease,
+            why: LeaseOver::MemberLeftTheSet,
         },
         LeaseView::Held(held) => RollStep::Wait {
             reason: RollWait::LeaseHeldElsewhere {
@@ -555,14 +577,25 @@ fn feature_compatibility(input: &RollInput) -> RollStep {
         return RollStep::Wait { reason };
     }
     if let LeaseView::Held(lease) = &input.lease {
-        let reason = RollWait::LeaseHeldElsewhere {
-            member: lease.member.clone(),
-        };
-        return RollStep::Wait { reason };
+        if !outlived(input, lease) {
+            let reason = RollWait::LeaseHeldElsewhere {
+                member: lease.member.clone(),
+            };
+            return RollStep::Wait { reason };
+        }
     }
     RollStep::RaiseFeatureCompatibility {
         version: requested.clone(),
     }
+}
+
+/// Whether `lease` names a member the committed config no longer holds: its
+/// cluster took it out of the set (a scale to 0, the object deleted), and a
+/// cluster that leaves runs no roll to release the lease. That member's
+/// restart can take no member of the set down, so the lease protects nothing
+/// and is taken over at once instead of being waited for until it expires.
+fn outlived(input: &RollInput, lease: &Lease) -> bool {
+    input.set.config_committed && !input.set.config.contains(&lease.member)
 }
 
 /// `MAJOR.MINOR[.PATCH…]` as `(major, minor)`.

@@ -244,9 +244,9 @@ impl Model {
                     self.lease = Some(lease.clone());
                 }
             }
-            RollStep::TakeOver { expired, lease } => {
-                // Only the very version seen expired: a renewal since wins.
-                if self.lease.as_ref() == Some(expired) {
+            RollStep::TakeOver { held, lease, .. } => {
+                // Only the very version seen: a renewal since wins.
+                if self.lease.as_ref() == Some(held) {
                     self.lease = Some(lease.clone());
                 }
             }

@@ -275,8 +275,32 @@ fn a_lease_held_elsewhere_is_waited_for_until_it_expires() {
     input.now_millis = theirs.expires_at_millis;
     let step = plan_roll(&input);
     assert!(
-        matches!(&step, RollStep::TakeOver { expired, lease } if *expired == theirs && lease.member == address(1, 30001)),
+        matches!(&step, RollStep::TakeOver { held, lease, why: LeaseOver::Expired } if *held == theirs && lease.member == address(1, 30001)),
         "{step:?}"
+    );
+}
+
+#[test]
+fn a_lease_for_a_member_the_committed_config_no_longer_holds_is_taken_over_at_once() {
+    // Cluster 4's member held the lease when cluster 4 left the set: a
+    // leaving cluster runs no roll, so nobody else would release it.
+    let mut input = input();
+    let gone = Lease::new(address(4, 30000), false, NOW - 1_000);
+    input.lease = LeaseView::Held(gone.clone());
+    let step = plan_roll(&input);
+    assert!(
+        matches!(&step, RollStep::TakeOver { held, lease, why: LeaseOver::MemberLeftTheSet } if *held == gone && lease.member == address(1, 30001)),
+        "{step:?}"
+    );
+    // A config not yet committed may still be replaced by one that holds it.
+    input.set.config_committed = false;
+    assert_eq!(
+        plan_roll(&input),
+        RollStep::Wait {
+            reason: RollWait::LeaseHeldElsewhere {
+                member: address(4, 30000)
+            }
+        }
     );
 }
 
