@@ -443,9 +443,15 @@ async fn a_roll_racing_another_clusters_removal_keeps_a_voting_majority_of_the_c
             None => None,
         };
         let stops = stops_since(lab, &hosts, changed_at);
+        // Whether c's member held the lease as c left (taken over at once).
+        let takeovers = event_reasons(lab, NAME)
+            .await?
+            .iter()
+            .filter(|r| *r == "TakingOverExpiredLease")
+            .count();
         eprintln!(
             "{NAME}: c scaled to 0 +{:.1} s after the change, over +{:.1} s; {} samples; \
-             stops {stops:?}; {} acknowledged writes",
+             stops {stops:?}; {takeovers} lease takeover(s); {} acknowledged writes",
             scaled_at.duration_since(changed_at).as_secs_f64(),
             changed_at.elapsed().as_secs_f64(),
             samples.len(),
