@@ -636,3 +636,25 @@ pub async fn member_revisions(lab: &Lab, name: &str) -> Result<Vec<Option<String
         .map(|l| l.revision)
         .collect())
 }
+
+/// Waits until StatefulSet `stateful_set` of cluster `cluster` is gone, as a
+/// member's removal ends.
+pub async fn until_stateful_set_gone(lab: &Lab, cluster: usize, stateful_set: &str) -> Outcome {
+    let api: Api<k8s_openapi::api::apps::v1::StatefulSet> =
+        Api::namespaced(lab.clusters()[cluster].client.clone(), "default");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while api
+        .get_opt(stateful_set)
+        .await
+        .map_err(fail("StatefulSet"))?
+        .is_some()
+    {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "StatefulSet {stateful_set} is not deleted after 60 s"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Ok(())
+}

@@ -2,13 +2,17 @@
 //! rejoins empty and resyncs, and must not vote before it is SECONDARY again
 //! (an empty member grants its vote to any candidate, so a lagging one could
 //! be elected without a majority-acknowledged write); a member the oplog
-//! window left behind is reported and resynced.
+//! window left behind is reported and resynced, also when it comes back by a
+//! scale-up onto the volume its slot kept.
 
 use std::time::{Duration, Instant};
 
 use crate::harness::*;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::Api;
 use lab::lab::Lab;
 use mongod_sim::{MemberState, ReplSetConfig};
+use mongodb_member_operator::api::MongoDB;
 
 /// The pod address of the running member that answers at `host`, if any.
 fn listen_of(lab: &Lab, host: &str) -> Option<String> {
@@ -167,6 +171,179 @@ async fn a_member_the_oplog_window_left_behind_is_reported_and_resynced() {
                 return Err(format!("{c0} does not vote again once resynced"));
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        drop(passes);
+        writer.stop_and_check().await.map(drop)
+    })
+    .await;
+}
+
+/// The uid of the claim `data-<name>-mongodb-<index>-0` in `cluster`, if it exists.
+async fn claim_uid(
+    lab: &Lab,
+    cluster: usize,
+    name: &str,
+    index: u32,
+) -> Result<Option<String>, String> {
+    let claims: Api<PersistentVolumeClaim> =
+        Api::namespaced(lab.clusters()[cluster].client.clone(), "default");
+    Ok(claims
+        .get_opt(&format!("data-{name}-mongodb-{index}-0"))
+        .await
+        .map_err(fail("PVC"))?
+        .and_then(|c| c.metadata.uid))
+}
+
+/// How many `ResyncMember` Events cluster b holds.
+async fn resync_events(lab: &Lab) -> Result<usize, String> {
+    let names = lab
+        .kubectl(
+            "b",
+            &[
+                "get",
+                "events",
+                "--field-selector",
+                "reason=ResyncMember",
+                "-o",
+                "name",
+            ],
+        )
+        .await
+        .map_err(fail("events"))?;
+    Ok(names.lines().count())
+}
+
+/// What cluster `cluster`'s status said about a too-stale member so far:
+/// Degraded naming its resync (or the wait for a majority before it), and
+/// the member's role RECOVERING in `localMembers`.
+#[derive(Default)]
+struct StaleReport {
+    degraded: bool,
+    recovering: bool,
+}
+
+impl StaleReport {
+    fn look(&mut self, object: &MongoDB, stateful_set: &str) {
+        let Some(status) = &object.status else {
+            return;
+        };
+        self.degraded |= status.conditions.iter().any(|c| {
+            c.type_ == "Degraded"
+                && c.status == "True"
+                && ["ResyncMember", "TooStaleMemberWaitsForMajority"].contains(&c.reason.as_str())
+        });
+        self.recovering |= status
+            .local_members
+            .iter()
+            .any(|m| m.stateful_set == stateful_set && m.role == "RECOVERING");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_scaled_up_onto_a_volume_the_oplog_window_left_behind_is_resynced() {
+    scenario(57, 3, async |lab| {
+        let control_plane = lab.control_plane();
+        let passes = ControlPlanePasses::start(lab);
+        control_plane
+            .apply(&request("back", "a=1,b=2,c=1"))
+            .await
+            .map_err(fail("apply"))?;
+        ready(lab, "back", "a=1,b=2,c=1").await?;
+        let a0 = member_host(lab, 0, "back", 0).await?;
+        let c0 = member_host(lab, 2, "back", 0).await?;
+        make_primary(lab, "back", &a0).await?;
+        let hosts = hosts_of(lab, 0, "back").await?;
+        let writer = TimedMajorityWriter::start(lab, "back", &hosts).await?;
+        let Some(writer) = writer else {
+            return Ok(());
+        };
+        writer.wait_acknowledged(5, Duration::from_secs(60)).await?;
+
+        // b1 leaves; its StatefulSet goes and its claim stays (Retain).
+        control_plane
+            .apply(&request("back", "a=1,b=1,c=1"))
+            .await
+            .map_err(fail("scale in"))?;
+        ready(lab, "back", "a=1,b=1,c=1").await?;
+        until_stateful_set_gone(lab, 1, "back-mongodb-1").await?;
+        let kept = claim_uid(lab, 1, "back", 1)
+            .await?
+            .ok_or("b1's claim was deleted despite the Retain policy")?;
+
+        // The set writes past a tiny oplog window while b1 is away, and c0
+        // is cut off: a0 and b0 are a majority of the three voters.
+        lab.network().set_oplog_window(Some(20));
+        let c0_listen = listen_of(lab, &c0).ok_or("c0 does not run")?;
+        lab.network().isolate(&c0_listen);
+        let now = writer.acknowledged().len();
+        writer
+            .wait_acknowledged(now + 60, Duration::from_secs(60))
+            .await?;
+
+        // b1 comes back on its kept claim, as a new entry (mongod marks it
+        // newlyAdded: no vote) at its Service's new nodePort: too stale,
+        // reported, resynced onto a new claim while a0 and b0 are mongod's
+        // majority, and a SECONDARY that votes again.
+        control_plane
+            .apply(&request("back", "a=1,b=2,c=1"))
+            .await
+            .map_err(fail("scale out"))?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let b1 = loop {
+            match member_host(lab, 1, "back", 1).await {
+                Ok(host) => break host,
+                Err(error) if Instant::now() > deadline => return Err(error),
+                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        };
+        let objects: Api<MongoDB> = Api::namespaced(lab.clusters()[1].client.clone(), "default");
+        let mut report = StaleReport::default();
+        let mut stale_seen = false;
+        let deadline = Instant::now() + Duration::from_secs(150);
+        let resynced = loop {
+            if let Some(object) = objects.get_opt("back").await.map_err(fail("MongoDB"))? {
+                report.look(&object, "back-mongodb-1");
+            }
+            let state = state_of(lab, &b1);
+            stale_seen |= state == Some(MemberState::Recovering);
+            let claim = claim_uid(lab, 1, "back", 1).await?;
+            if state == Some(MemberState::Secondary) && entry_votes(&primary_config(lab)?, &b1) {
+                break claim;
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "{b1} does not vote as a SECONDARY again (now {state:?}, claim {claim:?})"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        if !stale_seen {
+            return Err(format!(
+                "{b1} came back without being too stale: the test proves nothing"
+            ));
+        }
+        if resynced.as_deref() == Some(kept.as_str()) || resynced.is_none() {
+            return Err(format!(
+                "{b1} is SECONDARY on its old claim {kept}: never resynced"
+            ));
+        }
+        if !report.degraded || !report.recovering {
+            return Err(format!(
+                "cluster b did not report the too-stale member: Degraded {}, RECOVERING in \
+                 localMembers {}",
+                report.degraded, report.recovering
+            ));
+        }
+        let resyncs = resync_events(lab).await?;
+        if resyncs != 1 {
+            return Err(format!("{resyncs} ResyncMember Events, expected one"));
+        }
+        // c0 returns (too stale itself by now, and resynced by its own
+        // operator once the others are a majority).
+        lab.network().heal(&c0_listen);
+        ready(lab, "back", "a=1,b=2,c=1").await?;
+        if claim_uid(lab, 1, "back", 1).await? != resynced {
+            return Err("b1's new claim was replaced again after its resync".into());
         }
         drop(passes);
         writer.stop_and_check().await.map(drop)

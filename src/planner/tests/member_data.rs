@@ -133,6 +133,34 @@ fn a_too_stale_member_keeps_its_data_while_the_others_are_no_majority() {
     );
 }
 
+/// A slot scaled down and up again comes back on its retained volume as a
+/// new entry, which mongod marks `newlyAdded`: it votes for nothing, so the
+/// majority its resync must keep is that of the other voters. Three voters
+/// and the re-added member, one voter down: the two healthy ones are
+/// mongod's majority, and waiting for a third would hold the member
+/// RECOVERING, and with it every reconfig, until the down voter returns.
+#[test]
+fn a_re_added_too_stale_member_is_resynced_with_the_majority_mongod_counts() {
+    let (mut facts, mut set) = three_local_in_sync(1);
+    let mut probe = member_probe(SET_ID, MemberState::Recovering);
+    probe.too_stale = true;
+    facts[2].probe = Some(probe);
+    for m in set.config.members.iter_mut().filter(|m| m.host == local(2)) {
+        m.newly_added = true;
+    }
+    set.members
+        .insert(local(2), member_status(MemberState::Recovering, true, None));
+    set.members
+        .insert(remote(0), member_status(MemberState::Down, false, None));
+    assert_eq!(
+        plan(&input(3, facts, Observed::Configured(set))),
+        Step::ResyncMember {
+            slot: MemberSlot::Data(2),
+            host: local(2)
+        }
+    );
+}
+
 #[test]
 fn a_member_merely_recovering_keeps_its_data() {
     let input = member_2_answers(
