@@ -75,7 +75,11 @@ pub(super) fn silence_emptied_members(input: &PlanInput, set: &ObservedSet) -> C
 /// and pod go, so that it comes back empty. Only while the healthy voters
 /// other than it are a majority of the voters: it counts for nothing while
 /// RECOVERING, and the resync must not be what leaves the set without a
-/// primary should another member fail meanwhile.
+/// primary should another member fail meanwhile. Voters are counted as
+/// mongod counts them, `newlyAdded` members not among them: a slot scaled
+/// down and up again onto its retained volume is such a member, and counting
+/// its vote would hold it RECOVERING, and every reconfig with it, while
+/// mongod's majority is there.
 pub(super) fn resync_too_stale_members(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     for facts in &input.local_members {
         if !facts.probe.as_ref().is_some_and(|p| p.too_stale) {
@@ -84,9 +88,8 @@ pub(super) fn resync_too_stale_members(input: &PlanInput, set: &ObservedSet) -> 
         let Some(entry) = facts.entry_in(&set.config) else {
             continue;
         };
-        let healthy = set
-            .config
-            .voters()
+        let voters = || set.config.members.iter().filter(|m| m.votes_now());
+        let healthy = voters()
             .filter(|m| m.host != entry.host)
             .filter(|m| {
                 set.members
@@ -94,7 +97,7 @@ pub(super) fn resync_too_stale_members(input: &PlanInput, set: &ObservedSet) -> 
                     .is_some_and(MemberStatus::counts_towards_majority)
             })
             .count();
-        let needed = set.config.majority();
+        let needed = voters().count() / 2 + 1;
         if set.primary.is_none() || healthy < needed {
             return Break(wait(WaitReason::TooStaleMemberWaitsForMajority {
                 host: entry.host.clone(),
