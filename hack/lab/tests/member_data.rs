@@ -263,9 +263,9 @@ impl StaleReport {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the lab loses the set's primary after the scale-up, before the operator \
-            acts: the remaining voters' nodePort routes drop out of mongod-sim's \
-            network (see docs/reliability.md); run with --run-ignored"]
+#[ignore = "after the scale-up the FedState stand-in flips member 0's Service \
+            between clusters on every pass, and the set loses its primary (see \
+            docs/reliability.md); run with --run-ignored"]
 async fn a_slot_scaled_up_onto_a_volume_the_oplog_window_left_behind_is_resynced() {
     scenario(57, 3, async |lab| {
         let control_plane = lab.control_plane();
