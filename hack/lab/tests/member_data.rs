@@ -174,8 +174,9 @@ async fn a_member_the_oplog_window_left_behind_is_reported_and_resynced() {
         };
         writer.wait_acknowledged(5, Duration::from_secs(60)).await?;
 
-        // A tiny oplog window; c0 is cut off while the writer moves it on.
-        lab.network().set_oplog_window(Some(20));
+        // A tiny oplog window (2 kB: about 20 of the writer's entries); c0
+        // is cut off while the writer moves it on.
+        lab.network().set_oplog_size(Some(2_000));
         let listen = listen_of(lab, &c0).ok_or("c0 does not run")?;
         lab.network().isolate(&listen);
         let now = writer.acknowledged().len();

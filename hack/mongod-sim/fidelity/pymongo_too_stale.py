@@ -1,4 +1,4 @@
-"""pymongo against mongod-sim members with a tiny capped oplog (--oplog-entries)
+"""pymongo against mongod-sim members with a tiny capped oplog (--oplog-size-bytes)
 and a slow initial sync: a member stopped while the oplog window moved on
 comes back RECOVERING, too stale to catch up (replSetGetStatus `tooStale`,
 its own entry's `maintenanceMode`), and stays so until its data is wiped;
@@ -7,7 +7,7 @@ every document.
 
 Run by tests/fidelity.rs. Environment:
   MMO_HOSTS     comma-separated member addresses (3), started with
-                --oplog-entries 5 --initial-sync-ms 3000
+                --oplog-size-bytes 500 (about five entries) --initial-sync-ms 3000
   MMO_CONTROL   the simulator's control address (host:port)
 Prints "PYMONGO TOO STALE OK" at the end; any failure raises.
 """

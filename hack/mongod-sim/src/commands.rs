@@ -152,6 +152,8 @@ async fn run(
         "getParameter" => crate::fcv::get_parameter(member, body),
         "endSessions" => Ok(doc! {}),
         "serverStatus" => Ok(server_status(member, conn)),
+        "dbStats" | "dbstats" => crate::stats::db_stats(member, body),
+        "collStats" | "collstats" => crate::stats::coll_stats(member, name, body),
         "connectionStatus" => Ok(connection_status(conn)),
         "logout" => {
             conn.users.clear();
@@ -542,11 +544,19 @@ pub(crate) fn write_planned<R>(
     let term = disk.term;
     for op in ops {
         let optime = disk.next_optime(term, now_ms());
-        disk.append(OplogEntry {
-            optime,
-            wall_ms: now_ms(),
-            op,
-        });
+        let entry = OplogEntry::new(optime, now_ms(), op);
+        if !member.room_for(&disk, crate::disk::write_bytes(&entry)) {
+            // The process dies; the client gets no answer (`server` sends
+            // none once the member has an exit code).
+            drop(disk);
+            drop(inner);
+            member.disk_full();
+            return Err(CmdError::new(
+                error::INTERNAL_ERROR,
+                "No space left on device",
+            ));
+        }
+        disk.append(entry);
     }
     Ok((disk.last_optime(), inner.role_generation, result))
 }

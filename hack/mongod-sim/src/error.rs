@@ -12,6 +12,9 @@ pub struct CmdError {
     pub errmsg: String,
 }
 
+/// InternalError: what a write that killed its process stands on; the client
+/// never sees it (a dead member sends no reply).
+pub const INTERNAL_ERROR: i32 = 1;
 pub const BAD_VALUE: i32 = 2;
 pub const FAILED_TO_PARSE: i32 = 9;
 pub const USER_NOT_FOUND: i32 = 11;
@@ -44,6 +47,7 @@ pub const NOT_PRIMARY_NO_SECONDARY_OK: i32 = 13435;
 pub const USER_ALREADY_EXISTS: i32 = 51003;
 pub const UNSUPPORTED_OP_QUERY_COMMAND: i32 = 352;
 pub const INVALID_NAMESPACE: i32 = 73;
+pub const NAMESPACE_NOT_FOUND: i32 = 26;
 pub const INVALID_PIPELINE_OPERATOR: i32 = 168;
 pub const GROUP_FIELDS_NOT_OBJECT: i32 = 15947;
 pub const UNKNOWN_GROUP_OPERATOR: i32 = 15952;
@@ -62,6 +66,8 @@ pub const INVALID_LIMIT: i32 = 5107201;
 /// The codeName mongod uses for `code`.
 pub fn code_name(code: i32) -> &'static str {
     match code {
+        INTERNAL_ERROR => "InternalError",
+        NAMESPACE_NOT_FOUND => "NamespaceNotFound",
         BAD_VALUE => "BadValue",
         FAILED_TO_PARSE => "FailedToParse",
         USER_NOT_FOUND => "UserNotFound",

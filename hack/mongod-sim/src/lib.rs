@@ -5,6 +5,7 @@
 
 mod commands;
 pub mod config;
+pub mod disk;
 pub mod error;
 pub mod fcv;
 pub mod member;
@@ -16,6 +17,7 @@ mod scram;
 mod server;
 pub mod startup_options;
 pub mod state;
+mod stats;
 mod step_down;
 mod update;
 mod values;
@@ -23,6 +25,7 @@ pub mod version;
 pub mod wire;
 
 pub use config::{MemberConfig, ReplSetConfig, Settings};
+pub use disk::Disk;
 pub use fcv::{Fcv, StartupError};
 pub use member::{Member, MemberSpec, MemberState, RootUser};
 pub use network::{CommandKey, Network, NetworkError};

@@ -12,10 +12,12 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 const USAGE: &str = "usage: mongod-sim --member ADDR [--member ADDR ...] [--repl-set NAME] \
 [--root-user NAME --root-password-file FILE] [--keyfile FILE] [--lag-ms N] [--control ADDR] \
-[--server-version X.Y[.Z]] [--oplog-entries N] [--initial-sync-ms N]
+[--server-version X.Y[.Z]] [--oplog-size-bytes N] [--disk-size QUANTITY] [--initial-sync-ms N]
   The root user/password may also come from MONGO_INITDB_ROOT_USERNAME / MONGO_INITDB_ROOT_PASSWORD.
   --server-version: the mongod version every member runs (default 7.0.14).
-  --oplog-entries: the capped oplog's size in entries (default: never truncated).
+  --oplog-size-bytes: the capped oplog's size in bytes, as --oplogSize gives it in MB
+    (default: 5 % of the free disk, at least 990 MB; never truncated without --disk-size).
+  --disk-size: each member's volume, a Kubernetes quantity such as 1Gi (default: never full).
   --initial-sync-ms: how long an initial sync takes (default 0).
   Control commands (stdin lines, or HTTP GET/POST /<command>/<args...>):
     stop HOST | start HOST | cut HOST | heal HOST | heal-all | lag HOST MS | state
@@ -23,7 +25,7 @@ const USAGE: &str = "usage: mongod-sim --member ADDR [--member ADDR ...] [--repl
     | route ALIAS HOST | unroute ALIAS   (ALIAS, e.g. VIP:nodePort, reaches HOST or nothing)
     | site HOST SITE | hairpin SITE on|off   (off: SITE's members cannot reach their own ALIAS)
     | wipe HOST              (a stopped member's data is deleted: it starts empty)
-    | oplog-window N|none    (every member's oplog size in entries, from now on)
+    | oplog-size BYTES|none  (every member's oplog size in bytes, from now on)
     | initial-sync-ms MS     (how long every initial sync that starts takes)";
 
 struct Options {
@@ -34,7 +36,8 @@ struct Options {
     lag: Duration,
     control: Option<SocketAddr>,
     version: ServerVersion,
-    oplog_max_entries: Option<usize>,
+    oplog_size_bytes: Option<u64>,
+    disk: Option<mongod_sim::Disk>,
     initial_sync_duration: Duration,
 }
 
@@ -48,7 +51,8 @@ fn parse_args() -> Result<Options> {
     let mut lag = Duration::ZERO;
     let mut control = None;
     let mut version = ServerVersion::DEFAULT;
-    let mut oplog_max_entries = None;
+    let mut oplog_size_bytes = None;
+    let mut disk = None;
     let mut initial_sync_duration = Duration::ZERO;
     while let Some(flag) = args.next() {
         let mut value = || {
@@ -84,12 +88,18 @@ fn parse_args() -> Result<Options> {
                     .map_err(|e: String| anyhow::anyhow!(e))
                     .context("--server-version")?
             }
-            "--oplog-entries" => {
-                oplog_max_entries = Some(
+            "--oplog-size-bytes" => {
+                oplog_size_bytes = Some(
                     value()?
                         .parse()
-                        .context("--oplog-entries must be a number")?,
+                        .context("--oplog-size-bytes must be a number")?,
                 )
+            }
+            "--disk-size" => {
+                let size = value()?;
+                let bytes = mongod_sim::disk::parse_quantity(&size)
+                    .with_context(|| format!("--disk-size {size:?} is not a quantity"))?;
+                disk = Some(mongod_sim::Disk::new(bytes));
             }
             "--initial-sync-ms" => {
                 initial_sync_duration = Duration::from_millis(
@@ -121,7 +131,8 @@ fn parse_args() -> Result<Options> {
         lag,
         control,
         version,
-        oplog_max_entries,
+        oplog_size_bytes,
+        disk,
         initial_sync_duration,
     })
 }
@@ -149,8 +160,12 @@ impl Sim {
             .entry(host.to_string())
             .or_default()
             .clone();
-        // mongod exits at startup on data its binary cannot run.
-        if let Err(e) = mongod_sim::fcv::startup_check(spec.version, &volume.snapshot()) {
+        // mongod exits at startup on data its binary cannot run, or on a
+        // volume with no room left.
+        let state = volume.snapshot();
+        if let Err(e) = mongod_sim::fcv::startup_check(spec.version, &state)
+            .and_then(|()| mongod_sim::disk::startup_check(&spec, &state))
+        {
             bail!(
                 "mongod {} exited with code {}: {}",
                 spec.version,
@@ -202,17 +217,17 @@ impl Sim {
             ["start", host] => self.start(host).await.map(|_| "started".into()),
             ["version", host, version] => self.set_version(host, version),
             ["wipe", host] => self.wipe(host),
-            ["oplog-window", "none"] => {
-                self.net.set_oplog_window(None);
+            ["oplog-size", "none"] => {
+                self.net.set_oplog_size(None);
                 Ok("oplog never truncated".into())
             }
-            ["oplog-window", entries] => entries
-                .parse::<usize>()
+            ["oplog-size", bytes] => bytes
+                .parse::<u64>()
                 .map(|n| {
-                    self.net.set_oplog_window(Some(n));
-                    format!("oplog window {n} entries")
+                    self.net.set_oplog_size(Some(n));
+                    format!("oplog size {n} bytes")
                 })
-                .context("oplog-window needs a number of entries or none"),
+                .context("oplog-size needs a number of bytes or none"),
             ["initial-sync-ms", ms] => ms
                 .parse::<u64>()
                 .map(|ms| {
@@ -319,7 +334,8 @@ async fn main() -> Result<()> {
                 keyfile: opts.keyfile.clone(),
                 root_user: opts.root_user.clone(),
                 version: opts.version,
-                oplog_max_entries: opts.oplog_max_entries,
+                oplog_size_bytes: opts.oplog_size_bytes,
+                disk: opts.disk,
                 initial_sync_duration: opts.initial_sync_duration,
             };
             (addr.to_string(), spec)

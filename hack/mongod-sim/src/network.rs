@@ -46,8 +46,10 @@ struct Registry {
     /// host string → listen address of the member it reaches.
     aliases: HashMap<String, String>,
     faults: Faults,
-    /// Overrides every member's [`MemberSpec::oplog_max_entries`](crate::MemberSpec::oplog_max_entries).
-    oplog_window: Option<Option<usize>>,
+    /// Overrides every member's capped oplog size (what its
+    /// [`MemberSpec::oplog_size_bytes`](crate::MemberSpec::oplog_size_bytes)
+    /// or its disk chose when the oplog was created).
+    oplog_size: Option<Option<u64>>,
     /// Overrides every member's [`MemberSpec::initial_sync_duration`](crate::MemberSpec::initial_sync_duration).
     initial_sync_duration: Option<Duration>,
 }
@@ -380,15 +382,16 @@ impl Network {
             .unwrap_or_default()
     }
 
-    /// The capped oplog's size, in entries, of every member from now on
-    /// (`None`: never truncated), whatever its [`MemberSpec`]
-    /// says: how a lab gives running members a tiny oplog window.
-    pub fn set_oplog_window(&self, max_entries: Option<usize>) {
-        self.reg().oplog_window = Some(max_entries);
+    /// The capped oplog's size in bytes of every member from now on
+    /// (`None`: never truncated), whatever size its oplog was created with:
+    /// how a lab gives running members a tiny oplog window (as
+    /// `replSetResizeOplog` would, without its 990 MB floor).
+    pub fn set_oplog_size(&self, max_bytes: Option<u64>) {
+        self.reg().oplog_size = Some(max_bytes);
     }
 
-    pub(crate) fn oplog_window(&self) -> Option<Option<usize>> {
-        self.reg().oplog_window
+    pub(crate) fn oplog_size(&self) -> Option<Option<u64>> {
+        self.reg().oplog_size
     }
 
     /// How long every initial sync that starts from now on takes, whatever

@@ -155,27 +155,29 @@ pub(crate) async fn initiate(member: &Arc<Member>, body: &Document) -> CmdResult
         }
         disk.config = Some(cfg.clone());
         disk.initial_sync_pending = false;
+        // `initializeReplSetStorage` creates the oplog (`createOplog`).
+        member.create_oplog(&mut disk);
         let term = disk.term;
         let optime = disk.next_optime(term, now_ms());
-        disk.append(OplogEntry {
+        disk.append(OplogEntry::new(
             optime,
-            wall_ms: now_ms(),
-            op: Op::Noop {
+            now_ms(),
+            Op::Noop {
                 msg: "initiating set".into(),
             },
-        });
+        ));
         // A clean start gets the binary's FCV (data from the image's entrypoint
         // already has one).
         if disk.fcv_document().is_none() {
             let optime = disk.next_optime(term, now_ms());
-            disk.append(OplogEntry {
+            disk.append(OplogEntry::new(
                 optime,
-                wall_ms: now_ms(),
-                op: Op::Insert {
+                now_ms(),
+                Op::Insert {
                     ns: SYSTEM_VERSION_NS.into(),
                     doc: crate::fcv::Fcv::Version(member.version().release()).document(),
                 },
-            });
+            ));
         }
     }
     member.install_config(&mut inner, cfg);

@@ -49,6 +49,10 @@ async fn handle_connection(member: Arc<Member>, stream: TcpStream) -> Result<(),
                 body,
             } => {
                 let reply = commands::dispatch(&member, &mut conn, body).await;
+                if member.exit_code().is_some() {
+                    // The process died running the command: no reply.
+                    return Ok(());
+                }
                 if !more_to_come {
                     wr.write_all(&wire::encode_msg(request_id, &reply)).await?;
                 }

@@ -136,6 +136,10 @@ pub struct StartupOptions {
     pub repl_set: Option<String>,
     pub port: u16,
     pub key_file: Option<String>,
+    /// `--oplogSize` / `replication.oplogSizeMB`, in bytes (MB × 1024²).
+    pub oplog_size_bytes: Option<u64>,
+    /// `diagnosticDataCollectionEnabled` (on unless set false).
+    pub diagnostic_data: bool,
 }
 
 /// mongod ended before it listened: its exit code and what it printed.
@@ -317,6 +321,29 @@ fn store(env: &Environment, container: &Container) -> Result<StartupOptions, Opt
             "BadValue: --fork has to be used with --logpath or --syslog".into(),
         ));
     }
+    // `storeMongodOptions` (`src/mongo/db/mongod_options.cpp`).
+    let oplog_size_bytes = match get("replication.oplogSizeMB") {
+        None => None,
+        Some(mb) => match mb.parse::<i64>() {
+            Ok(mb) if mb > 0 => Some(mb as u64 * 1024 * 1024),
+            Ok(mb) => {
+                return Err(bad_options(format!(
+                    "BadValue: bad --oplogSize, arg must be greater than 0,found: {mb}"
+                )))
+            }
+            Err(_) => {
+                return Err(bad_options(format!(
+                    "Error parsing command line: the argument ('{mb}') for option '--oplogSize' is invalid"
+                )))
+            }
+        },
+    };
+    let diagnostic_data = !matches!(
+        env.parameters
+            .get("diagnosticDataCollectionEnabled")
+            .map(String::as_str),
+        Some("false" | "0")
+    );
     if let Some(path) = log_path {
         if !(container.writable)(path) {
             return Err(OptionsExit {
@@ -343,6 +370,8 @@ fn store(env: &Environment, container: &Container) -> Result<StartupOptions, Opt
         repl_set: get("replication.replSetName").map(str::to_string),
         port,
         key_file: get("security.keyFile").map(str::to_string),
+        oplog_size_bytes,
+        diagnostic_data,
     })
 }
 
@@ -432,6 +461,20 @@ mod tests {
             started.key_file.as_deref(),
             Some("/etc/mongodb/keyfile/keyfile")
         );
+        assert_eq!(started.oplog_size_bytes, Some(2048 * 1024 * 1024));
+        assert!(started.diagnostic_data);
+        let from_file = run(
+            &CONFIG,
+            Some("replication:\n  oplogSizeMB: 990\nsetParameter:\n  diagnosticDataCollectionEnabled: false\n"),
+        )
+        .unwrap();
+        assert_eq!(from_file.oplog_size_bytes, Some(990 * 1024 * 1024));
+        assert!(!from_file.diagnostic_data);
+        let zero = run(&["--oplogSize", "0"], None).unwrap_err();
+        assert_eq!(zero.exit_code, 2);
+        assert!(zero
+            .message
+            .starts_with("BadValue: bad --oplogSize, arg must be greater than 0"));
     }
 
     #[test]

@@ -106,6 +106,67 @@ pub struct OplogEntry {
     /// Wall clock of the write on the primary (ms since epoch).
     pub wall_ms: i64,
     pub op: Op,
+    /// Its BSON size as mongod stores it in `local.oplog.rs` (see
+    /// [`OplogEntry::new`]): what it counts against the capped oplog's size.
+    #[serde(default)]
+    pub bytes: u64,
+}
+
+impl OplogEntry {
+    /// An entry, sized as the document mongod writes to `local.oplog.rs`
+    /// (`MutableOplogEntry`, `src/mongo/db/repl/oplog_entry.idl`): `op`,
+    /// `ns`, `o` (and `o2` for an update), `ts`, `t`, `v`, `wall`.
+    pub fn new(optime: OpTime, wall_ms: i64, op: Op) -> OplogEntry {
+        let mut entry = OplogEntry {
+            optime,
+            wall_ms,
+            op,
+            bytes: 0,
+        };
+        entry.bytes = document_bytes(&entry.to_document());
+        entry
+    }
+
+    /// The entry as a `local.oplog.rs` document.
+    pub fn to_document(&self) -> Document {
+        let (op, ns, o, o2) = match &self.op {
+            Op::Noop { msg } => ("n", String::new(), doc! {"msg": msg}, None),
+            Op::Insert { ns, doc } => ("i", ns.clone(), doc.clone(), None),
+            Op::Update { ns, doc } => (
+                "u",
+                ns.clone(),
+                doc.clone(),
+                Some(doc! {"_id": doc.get("_id").cloned().unwrap_or(Bson::Null)}),
+            ),
+            Op::Delete { ns, id } => ("d", ns.clone(), doc! {"_id": id.clone()}, None),
+            Op::PutUser { doc } => ("i", USERS_NS.to_string(), doc.clone(), None),
+            Op::DropUser { id } => ("d", USERS_NS.to_string(), doc! {"_id": id}, None),
+        };
+        let mut entry = doc! {"op": op, "ns": ns, "o": o};
+        if let Some(o2) = o2 {
+            entry.insert("o2", o2);
+        }
+        entry.insert("ts", self.optime.ts);
+        entry.insert("t", self.optime.t);
+        entry.insert("v", 2_i64);
+        entry.insert("wall", bson::DateTime::from_millis(self.wall_ms));
+        entry
+    }
+
+    /// Its size, also for an entry read from a file written before entries
+    /// carried one.
+    fn size(&self) -> u64 {
+        if self.bytes > 0 {
+            self.bytes
+        } else {
+            document_bytes(&self.to_document())
+        }
+    }
+}
+
+/// A document's BSON size in bytes.
+pub fn document_bytes(doc: &Document) -> u64 {
+    bson::to_vec(doc).map(|v| v.len() as u64).unwrap_or(0)
 }
 
 /// The vote a member cast most recently.
@@ -132,6 +193,15 @@ pub struct DurableState {
     /// member whose last optime is older cannot sync from this one.
     #[serde(default)]
     pub truncated_through: Option<OpTime>,
+    /// The capped oplog's size in bytes, fixed when the oplog was created
+    /// (replSetInitiate or an initial sync; mongod's `createOplog`). `None`:
+    /// not created yet, or created without a size (no `--oplogSize` and no
+    /// known disk): never truncated.
+    #[serde(default)]
+    pub oplog_max_bytes: Option<u64>,
+    /// The BSON size of the documents in `data`, kept as writes apply.
+    #[serde(default)]
+    pub data_bytes: u64,
 }
 
 impl DurableState {
@@ -179,22 +249,36 @@ impl DurableState {
     /// Appends and applies an entry. Data errors (e.g. duplicate keys) are checked
     /// before writing, by the caller.
     pub fn append(&mut self, entry: OplogEntry) {
-        apply(&mut self.data, &entry.op);
+        let delta = apply(&mut self.data, &entry.op);
+        self.data_bytes = self.data_bytes.saturating_add_signed(delta);
         self.oplog.push(entry);
     }
 
-    /// Drops the oldest entries beyond `max_entries`, as the capped oplog does,
-    /// but never one at or after `keep_from` (the majority commit point: mongod
-    /// lets the oplog grow past its size rather than delete it). Their effect
-    /// moves into `base`.
-    pub fn cap_oplog(&mut self, max_entries: usize, keep_from: OpTime) {
-        let excess = self.oplog.len().saturating_sub(max_entries.max(1));
-        let drop = self
-            .oplog
-            .iter()
-            .take(excess)
-            .take_while(|e| e.optime < keep_from)
-            .count();
+    /// The oplog's size in bytes: the sum of its entries' BSON sizes.
+    pub fn oplog_bytes(&self) -> u64 {
+        self.oplog.iter().map(OplogEntry::size).sum()
+    }
+
+    /// Counts `data_bytes` again from the documents (after `data` was
+    /// replaced as a whole).
+    pub fn recount_data_bytes(&mut self) {
+        self.data_bytes = self.data.values().flatten().map(document_bytes).sum();
+    }
+
+    /// Drops the oldest entries while the oplog is over `max_bytes`, as the
+    /// capped oplog does, but never one at or after `keep_from` (the majority
+    /// commit point: mongod lets the oplog grow past its size rather than
+    /// delete it), and never the last entry. Their effect moves into `base`.
+    pub fn cap_oplog(&mut self, max_bytes: u64, keep_from: OpTime) {
+        let mut total = self.oplog_bytes();
+        let mut drop = 0;
+        for e in self.oplog.iter().take(self.oplog.len().saturating_sub(1)) {
+            if total <= max_bytes || e.optime >= keep_from {
+                break;
+            }
+            total -= e.size();
+            drop += 1;
+        }
         for e in self.oplog.drain(..drop) {
             apply(&mut self.base, &e.op);
             self.truncated_through = Some(e.optime);
@@ -218,6 +302,7 @@ impl DurableState {
             apply(&mut data, &e.op);
         }
         self.data = data;
+        self.recount_data_bytes();
     }
 
     pub fn collection(&self, ns: &str) -> &[Document] {
@@ -239,40 +324,66 @@ impl DurableState {
     }
 }
 
-fn apply(data: &mut BTreeMap<String, Vec<Document>>, op: &Op) {
+/// Applies `op` to `data`; returns how many bytes the documents grew by.
+fn apply(data: &mut BTreeMap<String, Vec<Document>>, op: &Op) -> i64 {
+    let size = |d: &Document| document_bytes(d) as i64;
+    let same_id = |d: &Document, id: &Bson| {
+        crate::values::values_equal(d.get("_id").unwrap_or(&Bson::Null), id)
+    };
     match op {
-        Op::Noop { .. } => {}
-        Op::Insert { ns, doc } => data.entry(ns.clone()).or_default().push(doc.clone()),
+        Op::Noop { .. } => 0,
+        Op::Insert { ns, doc } => {
+            data.entry(ns.clone()).or_default().push(doc.clone());
+            size(doc)
+        }
         Op::Update { ns, doc } => {
             let docs = data.entry(ns.clone()).or_default();
             let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
-            match docs
-                .iter_mut()
-                .find(|d| crate::values::values_equal(d.get("_id").unwrap_or(&Bson::Null), &id))
-            {
-                Some(d) => *d = doc.clone(),
-                None => docs.push(doc.clone()),
+            match docs.iter_mut().find(|d| same_id(d, &id)) {
+                Some(d) => {
+                    let delta = size(doc) - size(d);
+                    *d = doc.clone();
+                    delta
+                }
+                None => {
+                    docs.push(doc.clone());
+                    size(doc)
+                }
             }
         }
         Op::Delete { ns, id } => {
-            if let Some(docs) = data.get_mut(ns) {
-                if let Some(i) = docs.iter().position(|d| {
-                    crate::values::values_equal(d.get("_id").unwrap_or(&Bson::Null), id)
-                }) {
-                    docs.remove(i);
-                }
+            let Some(docs) = data.get_mut(ns) else {
+                return 0;
+            };
+            match docs.iter().position(|d| same_id(d, id)) {
+                Some(i) => -size(&docs.remove(i)),
+                None => 0,
             }
         }
         Op::PutUser { doc } => {
             let users = data.entry(USERS_NS.to_string()).or_default();
             let id = doc.get("_id").cloned();
+            let before: i64 = users
+                .iter()
+                .filter(|u| u.get("_id").cloned() == id)
+                .map(size)
+                .sum();
             users.retain(|u| u.get("_id").cloned() != id);
             users.push(doc.clone());
+            size(doc) - before
         }
         Op::DropUser { id } => {
-            if let Some(users) = data.get_mut(USERS_NS) {
-                users.retain(|u| u.get("_id") != Some(&Bson::String(id.clone())));
-            }
+            let Some(users) = data.get_mut(USERS_NS) else {
+                return 0;
+            };
+            let id = Bson::String(id.clone());
+            let before: i64 = users
+                .iter()
+                .filter(|u| u.get("_id") == Some(&id))
+                .map(size)
+                .sum();
+            users.retain(|u| u.get("_id") != Some(&id));
+            -before
         }
     }
 }
@@ -290,7 +401,8 @@ impl Volume {
     }
 
     /// A disk holding `state` (e.g. deserialized from a file).
-    pub fn from_state(state: DurableState) -> Volume {
+    pub fn from_state(mut state: DurableState) -> Volume {
+        state.recount_data_bytes();
         Volume(Arc::new(Mutex::new(state)))
     }
 
@@ -304,5 +416,57 @@ impl Volume {
         // A panic while holding the lock cannot leave the state half-written in a
         // way that matters more than losing the process; keep serving.
         self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn insert(i: u32) -> OplogEntry {
+        let optime = OpTime {
+            ts: Timestamp {
+                time: 1_700_000_000,
+                increment: i,
+            },
+            t: 1,
+        };
+        let op = Op::Insert {
+            ns: "test.docs".into(),
+            doc: doc! {"_id": i as i32},
+        };
+        OplogEntry::new(optime, 1_700_000_000_000, op)
+    }
+
+    #[test]
+    fn an_entry_counts_the_bson_size_of_its_oplog_document() {
+        let entry = insert(1);
+        let expected = bson::to_vec(&entry.to_document()).unwrap().len() as u64;
+        assert_eq!(entry.bytes, expected);
+        assert!((80..=120).contains(&entry.bytes), "{}", entry.bytes);
+    }
+
+    #[test]
+    fn the_capped_oplog_keeps_its_bytes_and_the_majority_commit_point() {
+        let mut state = DurableState::default();
+        for i in 1..=10 {
+            state.append(insert(i));
+        }
+        let one = state.oplog[0].bytes;
+        assert_eq!(state.data_bytes, 10 * document_bytes(&doc! {"_id": 1}));
+        state.cap_oplog(3 * one, state.oplog[5].optime);
+        assert_eq!(state.oplog.len(), 5, "stops at the commit point");
+        state.cap_oplog(3 * one, state.last_optime());
+        assert_eq!(state.oplog_bytes(), 3 * one);
+        assert_eq!(
+            state.truncated_through,
+            Some(state.oplog[0].optime).map(|mut o| {
+                o.ts.increment -= 1;
+                o
+            })
+        );
+        assert_eq!(state.collection("test.docs").len(), 10, "the data stays");
+        state.truncate_after(1);
+        assert_eq!(state.data_bytes, 8 * document_bytes(&doc! {"_id": 1}));
     }
 }

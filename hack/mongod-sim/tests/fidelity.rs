@@ -165,10 +165,44 @@ fn pymongo_updates_deletes_feature_compatibility_version_and_server_versions() {
 fn pymongo_sees_a_too_stale_member_recovering_until_its_data_is_wiped() {
     pymongo_with_control(
         115,
-        &["--oplog-entries", "5", "--initial-sync-ms", "3000"],
+        &["--oplog-size-bytes", "500", "--initial-sync-ms", "3000"],
         "pymongo_too_stale.py",
         "PYMONGO TOO STALE OK",
     );
+}
+
+#[test]
+fn pymongo_reads_the_oplog_size_and_sees_a_full_disk_kill_the_primary() {
+    let Some(python) = tool("MMO_PYTHON") else {
+        return;
+    };
+    let hosts: Vec<String> = (1..=3).map(|i| format!("127.117.0.{i}:27017")).collect();
+    let control = "127.117.0.100:18080".to_string();
+    let oplog_host = "127.117.1.1:27017".to_string();
+    let _sim = start_sim(
+        &hosts,
+        &[
+            "--disk-size".into(),
+            "460Mi".into(),
+            "--control".into(),
+            control.clone(),
+        ],
+    );
+    let _sized = start_sim(
+        std::slice::from_ref(&oplog_host),
+        &[
+            "--oplog-size-bytes".into(),
+            "1048576".into(),
+            "--disk-size".into(),
+            "1Gi".into(),
+        ],
+    );
+    let mut cmd = Command::new(python);
+    cmd.arg(script("pymongo_oplog_and_disk.py"))
+        .env("MMO_HOSTS", hosts.join(","))
+        .env("MMO_CONTROL", &control)
+        .env("MMO_OPLOG_HOST", &oplog_host);
+    run_script(cmd, "PYMONGO OPLOG AND DISK OK");
 }
 
 #[test]

@@ -222,13 +222,13 @@ impl Member {
         {
             let mut disk = self.disk();
             let optime = disk.next_optime(new_term, now_ms());
-            disk.append(OplogEntry {
+            disk.append(OplogEntry::new(
                 optime,
-                wall_ms: now_ms(),
-                op: Op::Noop {
+                now_ms(),
+                Op::Noop {
                     msg: "new primary".into(),
                 },
-            });
+            ));
             inner.first_optime_of_my_term = optime;
             // The new primary stamps the current config with its term.
             if let Some(c) = disk.config.as_mut() {

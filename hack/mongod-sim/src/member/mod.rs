@@ -95,11 +95,14 @@ pub struct MemberSpec {
     /// featureCompatibilityVersions it can run. [`MemberSpec::new`] uses
     /// [`ServerVersion::DEFAULT`] (7.0.14).
     pub version: ServerVersion,
-    /// The capped oplog's size, in entries (mongod sizes it in bytes:
-    /// `--oplogSize` / `replication.oplogSizeMB`, by default 5 % of the free
-    /// disk and at least 990 MB). `None`: never truncated.
-    /// [`Network::set_oplog_window`] overrides it for every member.
-    pub oplog_max_entries: Option<usize>,
+    /// `--oplogSize` / `replication.oplogSizeMB`, in bytes: the capped
+    /// oplog's size when this member creates its oplog. `None`: 5 % of the
+    /// free disk, at least 990 MB ([`crate::disk::new_oplog_size`]), or never
+    /// truncated when the disk is unknown too.
+    /// [`Network::set_oplog_size`] overrides it for every member.
+    pub oplog_size_bytes: Option<u64>,
+    /// The volume it runs on; `None`: a disk that never fills.
+    pub disk: Option<crate::disk::Disk>,
     /// How long an initial sync takes (copying the data); zero: at once.
     /// [`Network::set_initial_sync_duration`] overrides it for every member.
     pub initial_sync_duration: Duration,
@@ -113,7 +116,8 @@ impl std::fmt::Debug for MemberSpec {
             .field("keyfile", &self.keyfile.as_ref().map(|_| "<redacted>"))
             .field("root_user", &self.root_user)
             .field("version", &self.version)
-            .field("oplog_max_entries", &self.oplog_max_entries)
+            .field("oplog_size_bytes", &self.oplog_size_bytes)
+            .field("disk", &self.disk)
             .field("initial_sync_duration", &self.initial_sync_duration)
             .finish()
     }
@@ -127,7 +131,8 @@ impl MemberSpec {
             keyfile: None,
             root_user: None,
             version: ServerVersion::DEFAULT,
-            oplog_max_entries: None,
+            oplog_size_bytes: None,
+            disk: None,
             initial_sync_duration: Duration::ZERO,
         }
     }
@@ -280,9 +285,11 @@ impl Member {
                         disk.base.insert(ns.to_string(), vec![doc.clone()]);
                         disk.data.insert(ns.to_string(), vec![doc]);
                     }
+                    disk.recount_data_bytes();
                 }
             }
             crate::fcv::startup_check(spec.version, &disk)
+                .and_then(|()| crate::disk::startup_check(&spec, &disk))
         };
         let (topology, _) = watch::channel(0);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -494,6 +501,8 @@ impl Member {
             "lastOptime": format!("{:?}", disk.last_optime()),
             "commitPoint": format!("{:?}", inner.commit_point),
             "oplogEntries": disk.oplog.len(),
+            "oplogBytes": disk.oplog_bytes(),
+            "oplogMaxBytes": disk.oplog_max_bytes,
             "syncSource": inner.sync_source,
         })
     }

@@ -92,9 +92,23 @@ impl Member {
             let mut inner = self.lock();
             {
                 let mut disk = self.disk();
+                // The initial syncer creates the oplog on the emptied volume
+                // before it clones (mongod's `createOplog`).
+                disk.oplog.clear();
+                disk.data.clear();
+                disk.data_bytes = 0;
+                self.create_oplog(&mut disk);
+                let needed = copy.data_bytes + copy.oplog_bytes();
+                if !self.room_for(&disk, needed) {
+                    drop(disk);
+                    drop(inner);
+                    self.disk_full();
+                    return;
+                }
                 disk.base = copy.base;
                 disk.oplog = copy.oplog;
                 disk.data = copy.data;
+                disk.data_bytes = copy.data_bytes;
                 disk.truncated_through = copy.truncated_through;
                 disk.initial_sync_pending = false;
                 if copy.term > disk.term {
@@ -227,15 +241,40 @@ impl Member {
         }
     }
 
-    /// The capped oplog drops its oldest entries beyond its size, in the
-    /// background as mongod's oplog cap maintainer does, never the majority
-    /// commit point or what follows it.
+    /// The capped oplog drops its oldest entries beyond its size in bytes,
+    /// in the background as mongod's oplog cap maintainer does, never the
+    /// majority commit point or what follows it.
     pub(super) fn cap_oplog(&self, net: &Network) {
-        let max = net.oplog_window().unwrap_or(self.spec.oplog_max_entries);
-        if let Some(max) = max {
-            let keep_from = self.lock().commit_point;
-            self.disk().cap_oplog(max, keep_from);
+        let keep_from = self.lock().commit_point;
+        let mut disk = self.disk();
+        if let Some(max) = net.oplog_size().unwrap_or(disk.oplog_max_bytes) {
+            disk.cap_oplog(max, keep_from);
         }
+    }
+
+    /// Creates the capped oplog: its size is chosen now, from the option or
+    /// the free disk (`createOplog` → `getNewOplogSizeBytes`), and kept.
+    pub(crate) fn create_oplog(&self, disk: &mut DurableState) {
+        disk.oplog_max_bytes =
+            crate::disk::new_oplog_size(self.spec.oplog_size_bytes, self.spec.disk, disk);
+        if let Some(bytes) = disk.oplog_max_bytes {
+            tracing::info!(member = %self.listen, id = 21251, oplogSizeMB = bytes / (1024 * 1024), oplogSizeBytes = bytes, "Creating replication oplog");
+        }
+    }
+
+    /// Whether `more` bytes still fit on this member's volume.
+    pub(crate) fn room_for(&self, disk: &DurableState, more: u64) -> bool {
+        self.spec.disk.is_none_or(|d| d.fits(disk, more))
+    }
+
+    /// A write found no room: WiredTiger's journal write fails with ENOSPC,
+    /// it panics, and mongod's `fassert(50853)` aborts the process.
+    pub(crate) fn disk_full(&self) {
+        if let Some(d) = self.spec.disk {
+            let used = d.used_bytes(&self.disk());
+            crate::disk::log_disk_full(&self.listen, used, d.capacity_bytes);
+        }
+        self.crash(crate::disk::DISK_FULL_EXIT_CODE);
     }
 
     fn apply_entries(
@@ -254,8 +293,13 @@ impl Member {
         let horizon = now_ms() - lag.as_millis() as i64;
         let mut disk = self.disk();
         let mut fatal = None;
+        let mut full = false;
         for e in entries {
             if e.wall_ms > horizon {
+                break;
+            }
+            if !self.room_for(&disk, crate::disk::write_bytes(&e)) {
+                full = true;
                 break;
             }
             // The FCV op observer parses an FCV document the entry writes; one
@@ -271,6 +315,11 @@ impl Member {
         }
         let last = disk.last_optime();
         drop(disk);
+        if full {
+            drop(inner);
+            self.disk_full();
+            return;
+        }
         if let Some((entry, err)) = fatal {
             drop(inner);
             let error = format!("{}: {}", err.code_name, err.errmsg);
