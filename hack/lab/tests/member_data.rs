@@ -299,7 +299,7 @@ async fn a_slot_scaled_up_onto_a_volume_the_oplog_window_left_behind_is_resynced
 
         // The set writes past a tiny oplog window while b1 is away, and c0
         // is cut off: a0 and b0 are a majority of the three voters.
-        lab.network().set_oplog_window(Some(20));
+        lab.network().set_oplog_size(Some(2_000));
         let c0_listen = listen_of(lab, &c0).ok_or("c0 does not run")?;
         lab.network().isolate(&c0_listen);
         let now = writer.acknowledged().len();
