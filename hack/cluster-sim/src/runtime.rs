@@ -175,6 +175,9 @@ pub struct ClaimIdentity {
     pub claim_name: String,
     /// `metadata.uid` of the claim: a recreated claim has a new uid (and empty data).
     pub claim_uid: String,
+    /// `spec.resources.requests.storage` of the claim (a quantity such as
+    /// `1Gi`): the size of the volume the container gets.
+    pub requested_storage: Option<String>,
 }
 
 /// A volume, resolved to what a container sees.

@@ -24,6 +24,11 @@
 //!   data, a 7.0 image on FCV 8.0 data), logging mongod's "UPGRADE PROBLEM"
 //!   error; and it exits with code 14 when replication or an initial sync brings
 //!   it an FCV its version cannot parse (mongod's fatal assertion).
+//! - Its volume is as large as the PVC requests (`spec.resources.requests.
+//!   storage`): mongod sizes its oplog from it (5 % of the free disk, at least
+//!   990 MB, unless `--oplogSize` says), and a write that does not fit ends
+//!   the container with 134 (WiredTiger's panic aborts mongod), as does a
+//!   start with no room left, so the pod crash-loops.
 //! - Init containers cannot run shell scripts here. They are emulated by what
 //!   the member pods' init container does: every file of a Secret volume it
 //!   mounts is copied into the emptyDir volumes it mounts writable.
@@ -38,7 +43,9 @@ use anyhow::{anyhow, bail, Context};
 use cluster_sim::{
     BoxFuture, ContainerExit, ContainerRuntime, ResolvedContainer, ResolvedVolume, RunningContainer,
 };
-use mongod_sim::{startup_options, Member, MemberSpec, Network, RootUser, ServerVersion, Volume};
+use mongod_sim::{
+    startup_options, Disk, Member, MemberSpec, Network, RootUser, ServerVersion, Volume,
+};
 use tokio::sync::watch;
 
 /// Files of one emptyDir, by path relative to the volume.
@@ -181,12 +188,18 @@ impl MongodRuntime {
             keyfile,
             root_user,
             version: server_version_of_image(&container.image),
+            oplog_size_bytes: options.oplog_size_bytes,
+            disk: disk_of(container, options.diagnostic_data),
             ..MemberSpec::new(listen, &repl_set)
         };
         let volume = self.volume_of(container);
-        // mongod's startup check of the data's featureCompatibilityVersion: the
-        // process logs the error and exits before it listens.
-        if let Err(e) = mongod_sim::fcv::startup_check(spec.version, &volume.snapshot()) {
+        // mongod's startup checks of the data's featureCompatibilityVersion and
+        // of the room left on its volume: the process logs the error and exits
+        // before it listens.
+        let state = volume.snapshot();
+        if let Err(e) = mongod_sim::fcv::startup_check(spec.version, &state)
+            .and_then(|()| mongod_sim::disk::startup_check(&spec, &state))
+        {
             tracing::error!(pod = %container.pod.name, container = %container.name, version = %spec.version,
                 id = e.log_id, error = %e.message, "{}", e.log_msg);
             return Ok(Box::new(Exited(ContainerExit {
@@ -237,6 +250,21 @@ impl ContainerRuntime for MongodRuntime {
             }) as Box<dyn RunningContainer>)
         })
     }
+}
+
+/// The volume mongod runs on: its PVC's requested storage (none without a
+/// claim, or with a request the simulator cannot read: a disk that never
+/// fills).
+fn disk_of(container: &ResolvedContainer, diagnostic_data: bool) -> Option<Disk> {
+    let request = container
+        .persistent_volume_claim()?
+        .requested_storage
+        .as_deref()?;
+    let capacity_bytes = mongod_sim::disk::parse_quantity(request)?;
+    Some(Disk {
+        capacity_bytes,
+        diagnostic_data,
+    })
 }
 
 /// Can the container create or append to the file at `path`? Only under a
@@ -425,6 +453,7 @@ mod tests {
                     namespace: "db".into(),
                     claim_name: "data-rs-0".into(),
                     claim_uid: "claim-uid".into(),
+                    requested_storage: Some("1Gi".into()),
                 }),
             }],
             ports: Vec::new(),

@@ -322,6 +322,13 @@ impl<'a> Resolver<'a> {
                 namespace: self.namespace.clone(),
                 claim_name: source.claim_name.clone(),
                 claim_uid: claim.uid().unwrap_or_default(),
+                requested_storage: claim
+                    .spec
+                    .as_ref()
+                    .and_then(|spec| spec.resources.as_ref())
+                    .and_then(|resources| resources.requests.as_ref())
+                    .and_then(|requests| requests.get("storage"))
+                    .map(|quantity| quantity.0.clone()),
             }));
         }
         let value = serde_json::to_value(volume).unwrap_or_default();
