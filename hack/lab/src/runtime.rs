@@ -507,6 +507,35 @@ mod tests {
         assert!(network.member("127.97.0.2:27017").is_none());
     }
 
+    #[tokio::test]
+    async fn a_volume_smaller_than_the_journal_and_diagnostic_data_exits_with_134() {
+        let network = Network::new();
+        let runtime = MongodRuntime::new(network.clone(), "a");
+        let mut small = mongod_container("mongo:7.0.14", [127, 118, 0, 1]);
+        if let ResolvedVolume::PersistentVolumeClaim(claim) = &mut small.mounts[0].volume {
+            claim.requested_storage = Some("400Mi".into());
+        }
+        let full = runtime.start(small).await.unwrap();
+        assert_eq!(full.wait().await.exit_code, 134);
+        assert!(network.member("127.118.0.1:27017").is_none());
+
+        // Without diagnostic data collection the same volume holds the journal.
+        let mut lean = mongod_container("mongo:7.0.14", [127, 118, 0, 1]);
+        lean.args.extend([
+            "--setParameter".into(),
+            "diagnosticDataCollectionEnabled=false".into(),
+        ]);
+        if let ResolvedVolume::PersistentVolumeClaim(claim) = &mut lean.mounts[0].volume {
+            claim.requested_storage = Some("400Mi".into());
+        }
+        let running = runtime.start(lean).await.unwrap();
+        assert!(network.member("127.118.0.1:27017").is_some());
+        assert_eq!(
+            running.stop(Duration::ZERO).await,
+            ContainerExit::TERMINATED
+        );
+    }
+
     #[test]
     fn the_version_is_the_first_number_of_the_image_tag() {
         let v = |s: &str| server_version_of_image(s).to_string();
