@@ -7,7 +7,9 @@
 //! A member runs one server version ([`MemberSpec::version`]). Like mongod it
 //! refuses to start on data whose featureCompatibilityVersion its binary cannot
 //! run (exit code 62), and it dies (exit code 14) when replication or an initial
-//! sync brings it an FCV document it cannot parse; see [`Member::exit_code`].
+//! sync brings it an FCV document it cannot parse; on a volume with no room
+//! for a write it aborts (exit code 134, [`crate::disk`]); see
+//! [`Member::exit_code`].
 //!
 //! This module holds the member's state, its start and stop, and the loop that
 //! ticks every 10 ms; `heartbeat`, `replication`, `election` and `primary` hold
@@ -427,7 +429,9 @@ impl Member {
     /// How the member's process ended when it ended on its own: 62 when it
     /// refused to start on data whose featureCompatibilityVersion its binary
     /// cannot run, 14 after a fatal assertion (an FCV it cannot parse arrived by
-    /// replication or initial sync). None while it runs or after a stop.
+    /// replication or initial sync), 134 when its volume had no room for a
+    /// write or for its start (WiredTiger's panic aborts mongod). None while
+    /// it runs or after a stop.
     pub fn exit_code(&self) -> Option<i32> {
         Some(self.exit_code.load(Ordering::SeqCst)).filter(|c| *c >= 0)
     }
