@@ -286,6 +286,45 @@ fn the_content_digest_follows_the_custom_config_and_the_credentials() {
 }
 
 #[test]
+fn the_content_digest_follows_the_keyfile_but_not_the_root_password() {
+    // mongod reads the root password only to create the root user on an empty
+    // data directory: a restart cannot bring a new one to the set, so a new
+    // password must not roll the pods; a new keyfile must.
+    let mut mongodb = build::fixtures::mongodb_with_secret_ref();
+    mongodb.metadata.labels = Some(BTreeMap::from([(
+        VIP_LABEL.to_string(),
+        "10.0.0.1".to_string(),
+    )]));
+    let digest = |keyfile: &str, password: &str| {
+        let secret: Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "shared-creds"},
+            "stringData": {"kf": keyfile, "user": "root", "pass": password}
+        }))
+        .unwrap();
+        let secret = Secret {
+            data: secret.string_data.map(|data| {
+                data.into_iter()
+                    .map(|(k, v)| (k, k8s_openapi::ByteString(v.into_bytes())))
+                    .collect()
+            }),
+            string_data: None,
+            ..secret
+        };
+        let referenced = ReferencedObjects {
+            hostconf: Some(config_map(&[("datas", "host:'10.0.0.1:30001'")])),
+            credentials_secret: Some(secret),
+            ..ReferencedObjects::default()
+        };
+        validate(&mongodb, &referenced, false)
+            .unwrap()
+            .content_digest
+    };
+    let first = digest("c2hhcmVkLWtleWZpbGU=", "first-password");
+    assert_eq!(first, digest("c2hhcmVkLWtleWZpbGU=", "second-password"));
+    assert_ne!(first, digest("b3RoZXIta2V5ZmlsZQ==", "first-password"));
+}
+
+#[test]
 fn an_old_image_makes_the_whole_input_invalid() {
     let mut mongodb = stored(&[(VIP_LABEL, "10.0.0.1")]);
     mongodb.spec.image = "mongo:3.6".into();
