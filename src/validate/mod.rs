@@ -79,9 +79,9 @@ pub struct Validated {
     pub services: BTreeMap<MemberSlot, MemberService>,
     /// This operator's member StatefulSets by slot.
     pub stateful_sets: BTreeMap<MemberSlot, MemberStatefulSetFacts>,
-    /// What the member pods run with beyond their spec — the content of the
-    /// credentials and of the custom config — as a digest that enters the
-    /// pods' revision, so a change of content rolls the pods.
+    /// What the member pods run with beyond their spec — the keyfile and the
+    /// custom config's content — as a digest that enters the pods' revision,
+    /// so a change of content rolls the pods.
     pub content_digest: String,
 }
 
@@ -159,7 +159,7 @@ pub fn validate(
     };
     let shared = shared_root_credentials(mongodb, referenced);
     let content_digest = match (&shared, leaving) {
-        (Ok((root, keyfile)), false) => content_digest(mongodb, referenced, root, keyfile)?,
+        (Ok((_, keyfile)), false) => content_digest(mongodb, referenced, keyfile)?,
         _ => String::new(),
     };
     let root = match (shared, leaving) {
@@ -178,25 +178,21 @@ pub fn validate(
 }
 
 /// The digest of what the pods run with beyond their spec: an HMAC keyed by
-/// the keyfile over the root credentials and the keyfile (so the revision it
-/// enters shows nothing about them to whoever cannot read the keyfile), and
-/// the custom config's content. A missing custom config is refused: the pods
-/// cannot start without it; so is one mongod would exit on.
+/// the keyfile over the keyfile (so the revision it enters shows nothing about
+/// it to whoever cannot read it), and the custom config's content. The root
+/// user is not in it: mongod reads it only to create the user on an empty data
+/// directory, so restarting the pods cannot bring a new password to the set
+/// (the rsInit cluster's operator sets it with `updateUser`). A missing custom
+/// config is refused: the pods cannot start without it; so is one mongod
+/// would exit on.
 fn content_digest(
     mongodb: &MongoDB,
     referenced: &ReferencedObjects,
-    root: &RootCredentials,
     keyfile: &str,
 ) -> Result<String, InvalidInput> {
     let mut content = Vec::new();
-    for part in [
-        root.username.as_bytes(),
-        root.password.as_bytes(),
-        keyfile.as_bytes(),
-    ] {
-        content.extend_from_slice(&(part.len() as u64).to_be_bytes());
-        content.extend_from_slice(part);
-    }
+    content.extend_from_slice(&(keyfile.len() as u64).to_be_bytes());
+    content.extend_from_slice(keyfile.as_bytes());
     if let Some(name) = &mongodb.spec.custom_config_ref {
         let Some(config_map) = &referenced.custom_config else {
             return Err(InvalidInput::CustomConfigMissing { name: name.clone() });
