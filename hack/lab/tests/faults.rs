@@ -748,32 +748,11 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
         // The user's Secret in every cluster, and the user's own field of the
         // MongoDB object naming it, written before Karmada's first write (the
         // manifest names no secret).
-        let manifest = std::env::temp_dir().join(format!("mmo-inputs-{}.yaml", std::process::id()));
-        std::fs::write(
-            &manifest,
-            format!(
-                "apiVersion: middleware.fedstate.io/v1alpha1\nkind: MongoDB\nmetadata:\n  name: \
-                 {INPUTS}\n  namespace: default\nspec:\n  credentialsSecretRef:\n    name: \
-                 {INPUTS_SECRET}\n"
-            ),
-        )
-        .map_err(fail("manifest"))?;
-        for (index, cluster) in ["a", "b", "c"].into_iter().enumerate() {
+        for index in 0..3 {
             put_secret(lab, index, &keyfile, INPUTS_PASSWORD).await?;
-            lab.kubectl(
-                cluster,
-                &[
-                    "apply",
-                    "--server-side",
-                    "--field-manager=lab-credentials",
-                    "-f",
-                    &manifest.display().to_string(),
-                ],
-            )
-            .await
-            .map_err(fail("credentialsSecretRef"))?;
         }
-        let _ = std::fs::remove_file(&manifest);
+        let reference = format!("  credentialsSecretRef:\n    name: {INPUTS_SECRET}\n");
+        apply_user_fields(lab, INPUTS, "lab-credentials", &reference).await?;
         let control_plane = lab.control_plane();
         control_plane
             .apply(&request(INPUTS, "a=2,b=2,c=1"))
@@ -838,8 +817,8 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
         phase("2. Secret restored: ready");
 
         // 3. A wrong root password in cluster b's Secret: the members refuse
-        // it. (The pods' revision covers the credentials, but nothing rolls:
-        // the roll needs the set, which b can no longer read.)
+        // it. (The pods' revision does not cover the root password, and b is
+        // not the rsInit cluster: nothing rolls and nothing is set.)
         let workload = workload_of(lab, 1).await?;
         put_secret(lab, 1, &keyfile, INPUTS_WRONG_PASSWORD).await?;
         let (condition, event) = reported(lab, 1, "CredentialsRefused").await?;

@@ -61,6 +61,43 @@ pub async fn root_credentials(lab: &Lab, name: &str) -> Result<(String, String),
     Ok((text("username")?, text("password")?))
 }
 
+/// Writes the user's own fields of `MongoDB` `name` (`spec`, YAML indented
+/// under `spec:`) in every cluster, as a user applies them with `field_manager`
+/// before the control plane's first write. Through a file: a secret in the
+/// fields never reaches a command line.
+pub async fn apply_user_fields(lab: &Lab, name: &str, field_manager: &str, spec: &str) -> Outcome {
+    let manifest = std::env::temp_dir().join(format!("mmo-{name}-{}.yaml", std::process::id()));
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: middleware.fedstate.io/v1alpha1\nkind: MongoDB\nmetadata:\n  name: \
+             {name}\n  namespace: default\nspec:\n{spec}"
+        ),
+    )
+    .map_err(fail("manifest"))?;
+    let manager = format!("--field-manager={field_manager}");
+    for cluster in lab.clusters() {
+        let applied = lab
+            .kubectl(
+                &cluster.name,
+                &[
+                    "apply",
+                    "--server-side",
+                    &manager,
+                    "-f",
+                    &manifest.display().to_string(),
+                ],
+            )
+            .await;
+        if let Err(error) = applied {
+            let _ = std::fs::remove_file(&manifest);
+            return Err(format!("the user's fields of {name}: {error}"));
+        }
+    }
+    let _ = std::fs::remove_file(&manifest);
+    Ok(())
+}
+
 /// A driver client for one member (direct) or the whole set.
 pub async fn mongo(
     lab: &Lab,
@@ -211,6 +248,21 @@ pub async fn hosts_of(lab: &Lab, cluster: usize, name: &str) -> Result<Vec<Strin
 }
 
 /// Runs the pymongo majority writer until stopped; returns (acknowledged, found).
+/// The Python with pymongo the writer runs on (`MMO_PYTHON`); `None` (the
+/// writer skipped) when it is not set and the tools are not required.
+pub fn writer_python() -> Result<Option<String>, String> {
+    let Ok(python) = std::env::var("MMO_PYTHON") else {
+        if std::env::var("MMO_REQUIRE_TOOLS").as_deref() == Ok("1") {
+            return Err(
+                "MMO_PYTHON is not set but MMO_REQUIRE_TOOLS=1 (run hack/test-tools.sh)".into(),
+            );
+        }
+        eprintln!("SKIPPED the pymongo majority writer: set MMO_PYTHON (see hack/test-tools.sh)");
+        return Ok(None);
+    };
+    Ok(Some(python))
+}
+
 pub struct MajorityWriter {
     child: tokio::process::Child,
     stop_file: PathBuf,
@@ -222,18 +274,22 @@ impl MajorityWriter {
         name: &str,
         hosts: &[String],
     ) -> Result<Option<MajorityWriter>, String> {
-        let Ok(python) = std::env::var("MMO_PYTHON") else {
-            if std::env::var("MMO_REQUIRE_TOOLS").as_deref() == Ok("1") {
-                return Err(
-                    "MMO_PYTHON is not set but MMO_REQUIRE_TOOLS=1 (run hack/test-tools.sh)".into(),
-                );
-            }
-            eprintln!(
-                "SKIPPED the pymongo majority writer: set MMO_PYTHON (see hack/test-tools.sh)"
-            );
+        let Some(python) = writer_python()? else {
             return Ok(None);
         };
         let (username, password) = root_credentials(lab, name).await?;
+        Self::start_as(name, hosts, &python, &username, &password)
+    }
+
+    /// The writer, authenticated as `username`: a user of its own lets it
+    /// write on while the root user's password changes.
+    pub fn start_as(
+        name: &str,
+        hosts: &[String],
+        python: &str,
+        username: &str,
+        password: &str,
+    ) -> Result<Option<MajorityWriter>, String> {
         // FedState's generated password is base64 (`+`, `/`, `=`): escaped for the URI.
         let escape = |text: &str| -> String {
             text.bytes()
@@ -247,8 +303,8 @@ impl MajorityWriter {
         };
         let uri = format!(
             "mongodb://{}:{}@{}/?replicaSet=replset-0&authSource=admin",
-            escape(&username),
-            escape(&password),
+            escape(username),
+            escape(password),
             hosts.join(",")
         );
         let stop_file =

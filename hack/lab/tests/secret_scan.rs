@@ -261,31 +261,11 @@ async fn scenario_and_scan(lab: &Lab, processes: &Processes, started: Instant) -
     // The database user, set by a user's field manager in every cluster
     // before Karmada's first write (the manifest is a file: no secret on a
     // command line).
-    let manifest = std::env::temp_dir().join(format!("mmo-scan-{}.yaml", std::process::id()));
-    std::fs::write(
-        &manifest,
-        format!(
-            "apiVersion: middleware.fedstate.io/v1alpha1\nkind: MongoDB\nmetadata:\n  name: {NAME}\n  \
-             namespace: default\nspec:\n  rootPassword: {root_password}\n  dbUserSpec:\n    \
-             enable: true\n    name: shop\n    user: shopper\n    password: {db_password}\n"
-        ),
-    )
-    .map_err(fail("manifest"))?;
-    for cluster in ["a", "b", "c"] {
-        lab.kubectl(
-            cluster,
-            &[
-                "apply",
-                "--server-side",
-                "--field-manager=shop-db-user",
-                "-f",
-                &manifest.display().to_string(),
-            ],
-        )
-        .await
-        .map_err(fail("the database user"))?;
-    }
-    let _ = std::fs::remove_file(&manifest);
+    let fields = format!(
+        "  rootPassword: {root_password}\n  dbUserSpec:\n    enable: true\n    name: shop\n    \
+         user: shopper\n    password: {db_password}\n"
+    );
+    apply_user_fields(lab, NAME, "shop-db-user", &fields).await?;
 
     // Formed 1+1+1.
     let passes = ControlPlanePasses::start(lab);

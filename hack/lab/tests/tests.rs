@@ -13,6 +13,7 @@ mod harness;
 
 mod adversarial;
 mod bad_input;
+mod credentials;
 mod demo;
 mod e2e;
 mod faults;
