@@ -699,6 +699,13 @@ async fn update_user(member: &Member, body: &Document) -> CmdResult {
     if member.state() != MemberState::Primary {
         return Err(not_primary());
     }
+    let updated = ["pwd", "customData", "roles", "authenticationRestrictions"];
+    if !updated.iter().any(|field| body.contains_key(field)) {
+        return fail(
+            error::BAD_VALUE,
+            "Must specify at least one field to update in updateUser",
+        );
+    }
     let Some(mut doc) = member.disk().user(&db, user).cloned() else {
         return fail(
             error::USER_NOT_FOUND,

@@ -152,6 +152,28 @@ fn pymongo_with_control(range: u8, flags: &[&str], name: &str, expect: &str) {
 }
 
 #[test]
+fn pymongo_sees_update_user_change_a_password_on_every_member() {
+    let dir = scratch_dir("update-user");
+    std::fs::write(dir.join("root-password"), "fidelity-pw\n").unwrap();
+    std::fs::write(dir.join("keyfile"), "ZmlkZWxpdHlrZXlmaWxl\n").unwrap();
+    let password_file = dir.join("root-password").display().to_string();
+    let keyfile = dir.join("keyfile").display().to_string();
+    pymongo_with_control(
+        78,
+        &[
+            "--root-user",
+            "root",
+            "--root-password-file",
+            &password_file,
+            "--keyfile",
+            &keyfile,
+        ],
+        "pymongo_update_user.py",
+        "PYMONGO UPDATE USER OK",
+    );
+}
+
+#[test]
 fn pymongo_updates_deletes_feature_compatibility_version_and_server_versions() {
     pymongo_with_control(
         75,
