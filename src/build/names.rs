@@ -89,6 +89,12 @@ pub fn admin_credentials_secret(instance: &str) -> String {
     format!("{instance}-admin-credentials")
 }
 
+/// `<name>-held-root-credentials`: the root password the replica set is known
+/// to hold, kept by the operator to set a new one through it.
+pub fn held_root_secret(instance: &str) -> String {
+    format!("{instance}-held-root-credentials")
+}
+
 /// `<name>-dbuser`: the application database user (`spec.dbUserSpec`).
 pub fn db_user_secret(instance: &str) -> String {
     format!("{instance}-dbuser")

@@ -272,6 +272,17 @@ fn operator_user_secret(
     opaque_secret(ctx, secret_name, data)
 }
 
+/// `<name>-held-root-credentials`: the root user as the replica set last
+/// took it, so that a new password in the credentials Secret can be set on
+/// the set through the one it still holds.
+pub fn held_root_secret(ctx: &BuildContext, username: &str, password: &str) -> Secret {
+    let data = [
+        (USERNAME_KEY, username.to_string()),
+        (PASSWORD_KEY, password.to_string()),
+    ];
+    opaque_secret(ctx, names::held_root_secret(ctx.name()), data)
+}
+
 /// `<name>-dbuser` (database, username, password) when `spec.dbUserSpec.enable`.
 /// The password is `spec.dbUserSpec.password`, or, when that is empty, derived
 /// from the root password like the operator-managed users' (so every cluster

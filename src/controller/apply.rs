@@ -13,7 +13,7 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
@@ -89,6 +89,15 @@ pub async fn apply(
         failures.extend(stateful_sets.apply(stateful_set).await.err());
     }
     failures
+}
+
+/// Applies one Secret the operator keeps outside the desired objects (what
+/// the pass learnt from the set), unless it is what was last written.
+pub async fn apply_secret(ctx: &PassContext, secret: &Secret) -> Result<(), ApplyError> {
+    let namespace = &ctx.instance.namespace;
+    Target::new(&ctx.client, namespace, &ctx.caches.secrets, &ctx.written)
+        .apply(secret)
+        .await
 }
 
 /// Where objects of kind `K` are applied, and the cache of what is there

@@ -21,6 +21,11 @@ pub enum Notice {
     UsersReady,
     /// A user could not be created or updated.
     UserNotReady,
+    /// The credentials Secret's new root password was set on the replica set
+    /// (updateUser, through the password it held).
+    RootPasswordSet,
+    /// The new root password could not be set on the replica set.
+    RootPasswordNotSet,
     /// This cluster's members left the set; the finalizer is released.
     LeftReplicaSet,
     /// The object was deleted while its input was invalid: released without leaving.

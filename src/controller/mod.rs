@@ -25,6 +25,7 @@ mod act;
 mod apply;
 mod caches;
 mod context;
+mod credentials;
 mod dereference;
 mod events;
 pub mod finalizer;
@@ -56,6 +57,7 @@ use crate::api::{MongoDB, INSTANCE_LABEL};
 use crate::build::{self, names};
 use crate::kube_clients::KubeClients;
 use crate::telemetry::Metrics;
+use crate::validate::InvalidInput;
 use act::ActError;
 use caches::{caches, reflect, Cached};
 use context::{Context, PassContext};
@@ -71,6 +73,9 @@ pub use finalizer::FINALIZER;
 pub const FIELD_MANAGER: &str = "mongodb-member-operator";
 /// How soon a failed pass is retried.
 const AFTER_FAILURE: Duration = Duration::from_secs(5);
+/// How soon a cluster whose root password the set refuses asks again: the
+/// rsInit cluster's operator may set it on the set meanwhile.
+const CREDENTIALS_RECHECK: Duration = Duration::from_secs(5);
 
 /// Runs the controller until a shutdown signal.
 pub async fn run(
@@ -322,7 +327,12 @@ async fn member(mongodb: &MongoDB, ctx: &PassContext) -> Result<Action, Reconcil
             let instance = &ctx.instance;
             tracing::warn!(%instance, reason, message = %invalid, leaving = false, "cannot proceed");
             status::report_invalid_input(ctx, mongodb, &invalid).await?;
-            Ok(Action::await_change())
+            match invalid {
+                // The set takes the password once the rsInit cluster's
+                // operator has set it there: no object of this cluster changes.
+                InvalidInput::CredentialsRefused { .. } => Ok(Action::requeue(CREDENTIALS_RECHECK)),
+                _ => Ok(Action::await_change()),
+            }
         }
     }
 }

@@ -14,6 +14,7 @@ use kube::runtime::controller::Action;
 use super::act::act;
 use super::apply::apply_desired;
 use super::context::PassContext;
+use super::credentials::{remember_root, set_new_root_password};
 use super::dereference::dereference;
 use super::observe::{dropped_members, observe};
 use super::record::record;
@@ -72,7 +73,21 @@ pub async fn pass(
     // observe: ask the members, read the replica set (MongoDB I/O).
     let answers = observe(&ctx.gateway, mongodb, &validated, wanted).await;
     if let Some(refused) = answers.credentials_refused.as_ref().filter(|_| !leaving) {
+        // credentials: a new root password the set does not hold yet, set
+        // through the one it holds by the rsInit cluster's operator (MongoDB I/O).
+        if set_new_root_password(ctx, mongodb, &validated).await {
+            return Ok(PassOutcome::Ran(Action::requeue(AFTER_STATUS_CHANGE)));
+        }
         return Ok(PassOutcome::InvalidInput(refused.clone()));
+    }
+    if !leaving
+        && answers
+            .reading
+            .as_ref()
+            .is_some_and(|r| r.set.primary.is_some())
+    {
+        // the set's primary took the root user: remember it (Kubernetes I/O).
+        remember_root(ctx, mongodb, &validated.root).await;
     }
     // plan: the planner's input from what was seen, and its one next step (pure).
     let observed_set = answers.reading.as_ref().map(|reading| reading.set.clone());

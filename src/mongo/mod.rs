@@ -690,6 +690,28 @@ impl MongoGateway {
     }
 }
 
+impl MongoGateway {
+    /// Sets the password of `username` (on `admin`) on the primary, as
+    /// `credentials`, acknowledged by a majority: once it returns, the set
+    /// holds the new password wherever a majority of the members ever sees.
+    pub async fn set_password(
+        &self,
+        seeds: &[MemberAddress],
+        set_name: &str,
+        username: &str,
+        password: &str,
+        credentials: &RootCredentials,
+    ) -> Result<(), MongoError> {
+        let client = self.client(seeds, false, Some(set_name), credentials)?;
+        let primary = Some(SelectionCriteria::ReadPreference(ReadPreference::Primary));
+        let command =
+            doc! {"updateUser": username, "pwd": password, "writeConcern": {"w": "majority"}};
+        Self::run_on(&client, "admin", command, primary, &seed_text(seeds))
+            .await
+            .map(drop)
+    }
+}
+
 /// A user the operator keeps (clusterAdmin, clusterMonitor, the application user).
 #[derive(Clone, PartialEq)]
 pub struct UserSpec {

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
 use super::{CredentialFault, CredentialRole, InvalidInput, KeyfileFault, ReferencedObjects};
@@ -32,7 +33,12 @@ impl fmt::Debug for RootCredentials {
 
 /// The operator's clusterAdmin user, from the Secret it keeps.
 pub(super) fn operator_admin(referenced: &ReferencedObjects) -> Option<RootCredentials> {
-    let data = referenced.operator_credentials.as_ref()?.data.as_ref()?;
+    kept_user(referenced.operator_credentials.as_ref()?)
+}
+
+/// The user of one of the Secrets the operator keeps (`username`, `password`).
+pub fn kept_user(secret: &Secret) -> Option<RootCredentials> {
+    let data = secret.data.as_ref()?;
     let text = |key: &str| {
         let value = data.get(key)?;
         String::from_utf8(value.0.clone())

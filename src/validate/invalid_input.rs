@@ -90,8 +90,10 @@ pub enum InvalidInput {
     /// one the replica set holds.
     #[error(
         "the members refuse the root user of Secret {secret} (authentication failed at {}): \
-         its username or password is not the one the replica set holds. Put the set's root \
-         credentials back in the Secret; nothing is changed until they authenticate",
+         its username or password is not the one the replica set holds. A new password in \
+         every cluster's Secret is set on the set by the rsInit cluster's operator, through \
+         the one it remembers; otherwise put the set's root credentials back in the Secret. \
+         Nothing is changed here until they authenticate",
         members.join(", ")
     )]
     CredentialsRefused {

@@ -27,7 +27,7 @@ use crate::build::{self, names, MemberTarget};
 use crate::hostconf::{HostConf, MemberAddress};
 use crate::member::{MemberSlot, Wanted};
 
-pub use credentials::{credentials, RootCredentials};
+pub use credentials::{credentials, kept_user, RootCredentials};
 pub use image::{image_release, supported_image, version_change_allowed};
 pub use invalid_input::{CredentialFault, CredentialRole, InvalidInput, KeyfileFault};
 pub use member_list::hostconf;
