@@ -106,4 +106,18 @@ mod tests {
             assert!(refused.to_string().contains("custom"), "{refused}");
         }
     }
+
+    #[test]
+    fn a_config_map_without_the_mongod_key_is_refused_naming_the_key() {
+        let config_map = ConfigMap {
+            data: Some([("custom.conf".to_string(), "net: {}\n".to_string())].into()),
+            ..ConfigMap::default()
+        };
+        let refused = custom_config_accepted("custom", &config_map).unwrap_err();
+        assert_eq!(refused.reason(), "CustomConfigRefused");
+        assert!(refused.to_string().contains(CUSTOM_CONFIG_KEY), "{refused}");
+        let empty = ConfigMap::default();
+        let refused = custom_config_accepted("custom", &empty).unwrap_err();
+        assert!(refused.to_string().contains(CUSTOM_CONFIG_KEY), "{refused}");
+    }
 }
