@@ -13,21 +13,26 @@ use crate::build::CUSTOM_CONFIG_KEY;
 /// (the root filesystem is read-only).
 const WRITABLE_DIRS: [&str; 2] = ["/data/db/", "/tmp/"];
 
-/// Refuses a custom configuration mongod would not start with: not a YAML
-/// mapping, `processManagement.fork` (mongod detaches and the container
-/// ends), a `systemLog` file mongod cannot open, or a `setParameter` the
-/// operator would refuse in `spec.config`.
+/// Refuses a custom configuration no member could start with: no
+/// `mongod.yaml` key (the kubelet cannot mount a key the ConfigMap lacks, and
+/// the pod never starts), not a YAML mapping, `processManagement.fork`
+/// (mongod detaches and the container ends), a `systemLog` file mongod
+/// cannot open, or a `setParameter` the operator would refuse in
+/// `spec.config`.
 pub fn custom_config_accepted(name: &str, config_map: &ConfigMap) -> Result<(), InvalidInput> {
+    let refuse = |why: String| InvalidInput::CustomConfigRefused {
+        name: name.to_string(),
+        why,
+    };
     let Some(text) = config_map
         .data
         .as_ref()
         .and_then(|data| data.get(CUSTOM_CONFIG_KEY))
     else {
-        return Ok(());
-    };
-    let refuse = |why: String| InvalidInput::CustomConfigRefused {
-        name: name.to_string(),
-        why,
+        return Err(refuse(format!(
+            "it has no {CUSTOM_CONFIG_KEY} key, the one the member pods mount: the kubelet \
+             cannot mount a missing key, so no member pod would start"
+        )));
     };
     let root: Value = serde_yaml::from_str(text)
         .map_err(|e| refuse(format!("{CUSTOM_CONFIG_KEY} is not YAML: {e}")))?;

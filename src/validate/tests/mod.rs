@@ -251,7 +251,7 @@ fn the_content_digest_follows_the_custom_config_and_the_credentials() {
     let hostconf = Some(config_map(&[("datas", "host:'10.0.0.1:30001'")]));
     let with_config = |content: Option<&str>| ReferencedObjects {
         hostconf: hostconf.clone(),
-        custom_config: content.map(|c| config_map(&[("custom.conf", c)])),
+        custom_config: content.map(|c| config_map(&[(crate::build::CUSTOM_CONFIG_KEY, c)])),
         ..ReferencedObjects::default()
     };
     assert_eq!(
