@@ -86,6 +86,36 @@ fn a_step_down_held_back_after_a_refusal_is_a_wait_naming_the_lag() {
 }
 
 #[test]
+fn the_lag_a_held_step_down_names_is_that_of_mongods_closest_candidate() {
+    // mongod hands over only to a healthy electable SECONDARY: a member
+    // catching up in RECOVERING, or one that no longer answers, is no
+    // candidate however close its last optime, and the Event names the
+    // same candidates (`ObservedSet::successor_lags`).
+    let (facts, set) = three_local_in_sync(2);
+    let mut set = healthy(set.config, &local(2));
+    for (host, state, healthy, lag) in [
+        (local(0), MemberState::Recovering, true, 2),
+        (local(1), MemberState::Secondary, false, 3),
+        (remote(0), MemberState::Secondary, true, 70),
+        (remote(1), MemberState::Secondary, true, 40),
+    ] {
+        set.members
+            .insert(host, member_status(state, healthy, Some(lag)));
+    }
+    let mut input = input(2, facts, Observed::Configured(set));
+    input.step_down_held = Some(local(2));
+    assert_eq!(
+        plan(&input),
+        Step::Wait {
+            reason: WaitReason::StepDownRefused {
+                primary: local(2),
+                least_lag_secs: Some(40)
+            }
+        }
+    );
+}
+
+#[test]
 fn removes_the_old_primary_once_another_member_is_primary() {
     let (facts, set) = three_local_in_sync(2);
     let set = healthy(set.config, &remote(0));
