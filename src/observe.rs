@@ -100,16 +100,29 @@ impl ObservedSet {
         primary: &MemberAddress,
         stays: impl Fn(&MemberAddress) -> bool,
     ) -> bool {
-        self.config.members.iter().any(|m| {
-            &m.host != primary
-                && m.is_electable()
-                && !m.newly_added
-                && stays(&m.host)
-                && self
-                    .members
-                    .get(&m.host)
-                    .is_some_and(|h| h.healthy && h.state == MemberState::Secondary)
-        })
+        self.successor_lags(primary)
+            .into_iter()
+            .any(|(host, _)| stays(host))
+    }
+
+    /// The members mongod may hand over to when `primary` steps down (healthy
+    /// electable SECONDARY members, not `newlyAdded`) and how far behind the
+    /// primary each is, the closest first: the one figure both the
+    /// `StepDownFailed` Event and a held step-down's condition name.
+    pub fn successor_lags(&self, primary: &MemberAddress) -> Vec<(&MemberAddress, Option<i64>)> {
+        let mut lags: Vec<(&MemberAddress, Option<i64>)> = self
+            .config
+            .members
+            .iter()
+            .filter(|m| &m.host != primary && m.is_electable() && !m.newly_added)
+            .filter_map(|m| {
+                let status = self.members.get(&m.host)?;
+                let candidate = status.healthy && status.state == MemberState::Secondary;
+                candidate.then_some((&m.host, status.lag_secs))
+            })
+            .collect();
+        lags.sort_by_key(|(host, lag)| (lag.is_none(), *lag, *host));
+        lags
     }
 }
 

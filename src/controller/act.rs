@@ -25,7 +25,6 @@ use crate::hostconf::MemberAddress;
 use crate::mongo::{codes, MongoError, UserSpec};
 use crate::observe::ObservedSet;
 use crate::planner::{plan, Change, PlanInput, Refusal, Step};
-use crate::replset::MemberState;
 use crate::validate::{RootCredentials, Validated};
 
 /// How soon to look again after each kind of step.
@@ -437,25 +436,20 @@ fn backoff(attempt: u32, min: Duration, max: Duration) -> Duration {
         .unwrap_or(max)
 }
 
-/// What a refused step-down waits for: the electable secondaries and how far
-/// behind the primary each is, and when it is tried again.
+/// What a refused step-down waits for: mongod's candidates to take over and
+/// how far behind the primary each is, the closest first (the figure the
+/// held step-down's condition names), and when it is tried again.
 fn step_down_refused(
     primary: &MemberAddress,
     set: Option<&ObservedSet>,
     catch_up_secs: u32,
     retry_in: Duration,
 ) -> String {
-    let electable = |host: &MemberAddress| {
-        set.and_then(|s| s.config.member(host))
-            .is_some_and(|m| m.is_electable())
-    };
     let lags: Vec<String> = set
-        .iter()
-        .flat_map(|s| &s.members)
-        .filter(|(host, m)| {
-            *host != primary && m.state == MemberState::Secondary && electable(host)
-        })
-        .map(|(host, m)| match m.lag_secs {
+        .map(|s| s.successor_lags(primary))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(host, lag)| match lag {
             Some(lag) => format!("{host} {lag} s behind"),
             None => format!("{host} lag unknown"),
         })
@@ -568,6 +562,7 @@ async fn ensure_each(
 mod tests {
     use super::*;
     use crate::build::fixtures;
+    use crate::replset::MemberState;
 
     #[test]
     fn a_refused_reconfig_names_mongods_rule() {
@@ -637,13 +632,27 @@ mod tests {
                 set_name: "replset-0".into(),
                 version: 3,
                 term: None,
-                members: vec![member(0, 30001), member(1, 30002)],
+                members: vec![
+                    member(0, 30001),
+                    member(1, 30002),
+                    member(2, 30003),
+                    member(3, 30004),
+                ],
                 settings: crate::replset::ConfigSettings::from_desired(&Default::default(), None),
             },
             primary: Some(host(30001)),
             members: [
                 (host(30001), status(MemberState::Primary, Some(0))),
                 (host(30002), status(MemberState::Secondary, Some(42))),
+                // No candidate of mongod's, however close: not named.
+                (host(30003), status(MemberState::Recovering, Some(2))),
+                (
+                    host(30004),
+                    crate::replset::MemberStatus {
+                        healthy: false,
+                        ..status(MemberState::Secondary, Some(3))
+                    },
+                ),
             ]
             .into_iter()
             .collect(),
@@ -651,7 +660,10 @@ mod tests {
             write_concern: Default::default(),
         };
         let message = step_down_refused(&host(30001), Some(&set), 10, Duration::from_secs(40));
-        assert!(message.contains("10.0.0.1:30002 42 s behind"), "{message}");
+        assert!(
+            message.contains("(10.0.0.1:30002 42 s behind)"),
+            "the lag the held step-down names, and only it: {message}"
+        );
         assert!(
             message.contains("within 10 s") && message.contains("again in 40 s"),
             "{message}"

@@ -159,12 +159,9 @@ pub(super) fn step_down(
     }
     if input.step_down_held.as_ref() == Some(primary) {
         let least_lag_secs = set
-            .config
-            .members
-            .iter()
-            .filter(|m| &m.host != primary && m.is_electable() && stays(&m.host))
-            .filter_map(|m| set.members.get(&m.host).and_then(|s| s.lag_secs))
-            .min();
+            .successor_lags(primary)
+            .first()
+            .and_then(|(_, lag)| *lag);
         return wait(WaitReason::StepDownRefused {
             primary: primary.clone(),
             least_lag_secs,

@@ -199,12 +199,15 @@ pub enum WaitReason {
     #[error("waiting for a new primary after {old_primary} stepped down")]
     WaitingForNewPrimary { old_primary: MemberAddress },
     #[error(
-        "primary {primary} refused to step down: no electable secondary that stays is caught \
-         up{}; asking again later",
+        "primary {primary} refused to step down: no electable secondary is caught up{}; \
+         asking again later",
         least_lag_secs.map(|l| format!(" (the closest is {l} s behind)")).unwrap_or_default()
     )]
     StepDownRefused {
         primary: MemberAddress,
+        /// The lag of mongod's closest candidate ([`ObservedSet::successor_lags`]).
+        ///
+        /// [`ObservedSet::successor_lags`]: crate::observe::ObservedSet::successor_lags
         least_lag_secs: Option<i64>,
     },
     #[error(

@@ -104,15 +104,13 @@ fn the_lag_a_held_step_down_names_is_that_of_mongods_closest_candidate() {
     }
     let mut input = input(2, facts, Observed::Configured(set));
     input.step_down_held = Some(local(2));
-    assert_eq!(
-        plan(&input),
-        Step::Wait {
-            reason: WaitReason::StepDownRefused {
-                primary: local(2),
-                least_lag_secs: Some(40)
-            }
-        }
-    );
+    let Step::Wait {
+        reason: WaitReason::StepDownRefused { least_lag_secs, .. },
+    } = plan(&input)
+    else {
+        panic!("not a held step-down: {:?}", plan(&input));
+    };
+    assert_eq!(least_lag_secs, Some(40));
 }
 
 #[test]
