@@ -8,8 +8,8 @@
 //!   nothing.
 //! - On a cluster whose pods cannot reach their own `VIP:NodePort` (no
 //!   hairpin), initiate fails with NodeNotFound (74): the operator says so in
-//!   a Warning Event naming what to check, and the set forms once hairpin
-//!   traffic works.
+//!   a Warning Event naming what to check and in condition `Degraded` for as
+//!   long as it lasts, and the set forms once hairpin traffic works.
 //!
 //! Labs 100 and 101, one cluster each.
 
@@ -21,10 +21,13 @@ use federation_sim::control_plane::{Submission, ToSubmission};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{Api, ResourceExt};
 use lab::lab::Lab;
 use mongod_sim::MemberState;
+use mongodb_member_operator::api::MongoDB;
 use mongodb_member_operator::build::statefulset::REVISION_ANNOTATION;
+use mongodb_member_operator::status::{condition, ConditionType};
 
 const SPLIT: &str = "a=3";
 /// How long a roll of three members may take (each is REMOVED for a
@@ -151,6 +154,17 @@ async fn a_member_restarted_before_its_service_routes_to_it_is_waited_for_and_sa
     .await;
 }
 
+/// The `Degraded` condition of an object's status.
+fn degraded(mongodb: &MongoDB) -> Option<&Condition> {
+    condition(mongodb.status.as_ref(), ConditionType::Degraded)
+}
+
+/// The first cluster's object.
+async fn object_of(lab: &Lab, name: &str) -> Result<MongoDB, String> {
+    let api: Api<MongoDB> = Api::namespaced(lab.clusters()[0].client.clone(), "default");
+    api.get(name).await.map_err(fail("MongoDB"))
+}
+
 /// The members of the lab's network that are REMOVED now.
 fn removed_members(lab: &Lab) -> Vec<String> {
     let network = lab.network();
@@ -212,10 +226,48 @@ async fn without_hairpin_initiate_fails_with_an_event_saying_what_to_check() {
         if event.type_.as_deref() != Some("Warning") {
             return Err(format!("not a Warning: {:?}", event.type_));
         }
+        // `kubectl describe mongodb` says it too, for as long as it lasts.
+        let refused = until_in(lab, 0, name, "the refusal in Degraded", |m| {
+            degraded(m).is_some_and(|c| c.reason == "MemberCannotReachItself")
+        })
+        .await?;
+        let message = degraded(&refused)
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        let mut members = Vec::new();
+        for index in 0..3 {
+            members.push(member_host(lab, 0, name, index).await?);
+        }
+        if !members
+            .iter()
+            .any(|m| message.contains(&format!("{m} could not")))
+        {
+            return Err(format!(
+                "the condition names no member of {members:?}: {message}"
+            ));
+        }
+        for needed in ["docs/install-helm.md", "Hairpin traffic"] {
+            if !message.contains(needed) {
+                return Err(format!("the condition does not say {needed:?}: {message}"));
+            }
+        }
+        for _ in 0..8 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let reason = degraded(&object_of(lab, name).await?).map(|c| c.reason.clone());
+            if reason.as_deref() != Some("MemberCannotReachItself") {
+                return Err(format!(
+                    "the refusal left Degraded while it lasts: {reason:?}"
+                ));
+            }
+        }
 
         // Hairpin traffic fixed: the set forms, and keeps what it acknowledges.
         lab.set_hairpin("a", true).map_err(fail("hairpin"))?;
         ready(lab, name, SPLIT).await?;
+        until_in(lab, 0, name, "the refusal gone from Degraded", |m| {
+            degraded(m).is_some_and(|c| c.reason != "MemberCannotReachItself")
+        })
+        .await?;
         let hosts = hosts_of(lab, 0, name).await?;
         if let Some(writer) = TimedMajorityWriter::start(lab, name, &hosts).await? {
             writer
