@@ -32,6 +32,9 @@ const AFTER_CHANGE: Duration = Duration::from_secs(1);
 const WHILE_WAITING: Duration = Duration::from_secs(3);
 const AFTER_REFUSAL: Duration = Duration::from_secs(30);
 const IN_SYNC: Duration = Duration::from_secs(30);
+/// An initiate refused because the member cannot reach itself is tried again
+/// this soon: the network may be fixed at any time.
+const WHILE_SELF_UNREACHABLE: Duration = Duration::from_secs(5);
 
 /// Why a step could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -53,24 +56,6 @@ pub enum ActError {
         /// What the API server said.
         #[source]
         source: kube::Error,
-    },
-    /// mongod found no host of the config to be itself (NodeNotFound, 74): it
-    /// proves a host is itself only by connecting to it, and the member could
-    /// not reach its own `VIP:NodePort`.
-    #[error(
-        "{on} could not find itself among {hosts} (NodeNotFound 74): mongod proves a host is \
-         itself by connecting to it, so the pod must reach its own VIP:NodePort through its \
-         member Service (hairpin traffic). Check from the pod that it connects to its own \
-         VIP:NodePort (docs/install-helm.md, \"Hairpin traffic\"); mongod said: {source}"
-    )]
-    SelfUnreachable {
-        /// The member the initiate was sent to.
-        on: MemberAddress,
-        /// The config's hosts.
-        hosts: String,
-        /// What mongod said.
-        #[source]
-        source: MongoError,
     },
     /// A reconfig was planned without an observed config and primary (a planner bug).
     #[error("a reconfig was planned without an observed config and primary")]
@@ -112,13 +97,8 @@ pub async fn act(
     let outcome = match result {
         Ok(outcome) => outcome,
         Err(error) => {
-            let message = error.to_string();
-            let reason = match &error {
-                ActError::SelfUnreachable { .. } => Notice::MemberCannotReachItself.into(),
-                _ => step.reason(),
-            };
             ctx.events
-                .publish(EventType::Warning, reason, message)
+                .publish(EventType::Warning, step.reason(), error.to_string())
                 .await;
             return Err(error);
         }
@@ -223,17 +203,24 @@ async fn carry_out(
     match step {
         Step::Initiate { config, on } => {
             let hosts: Vec<String> = config.members.iter().map(|m| m.host.to_string()).collect();
-            ctx.gateway
-                .initiate(on, config, credentials)
-                .await
-                .map_err(|source| match source.code() {
-                    Some(codes::NODE_NOT_FOUND) => ActError::SelfUnreachable {
+            let sent = ctx.gateway.initiate(on, config, credentials).await;
+            if let Err(error) = &sent {
+                if error.code() == Some(codes::NODE_NOT_FOUND) {
+                    // The member cannot reach its own VIP:NodePort: a refusal
+                    // status keeps for as long as it lasts, not a failure.
+                    let refusal = Refusal::MemberCannotReachItself {
                         on: on.clone(),
                         hosts: hosts.join(", "),
-                        source,
-                    },
-                    _ => mongo(source),
-                })?;
+                        message: error.to_string(),
+                    };
+                    return Ok(Outcome {
+                        event: Some((EventType::Warning, refusal.reason(), refusal.to_string())),
+                        refused: Some(refusal),
+                        ..Outcome::after(WHILE_SELF_UNREACHABLE)
+                    });
+                }
+            }
+            sent.map_err(mongo)?;
             let message = format!(
                 "initiated replica set {} on {on} with {}",
                 config.set_name,

@@ -14,9 +14,6 @@ const NOTE_LIMIT: usize = 1000;
 pub enum Notice {
     /// A primary could not step down: no electable secondary caught up in time.
     StepDownFailed,
-    /// replSetInitiate failed with NodeNotFound (74): the member could not
-    /// reach itself at its `VIP:NodePort` (no hairpin traffic).
-    MemberCannotReachItself,
     /// The operator's users are in place.
     UsersReady,
     /// A user could not be created or updated.

@@ -399,6 +399,18 @@ pub enum Refusal {
          this is no race with another cluster: the change is tried again in 30 s"
     )]
     ReconfigRefused { change: String, message: String },
+    #[error(
+        "{on} could not find itself among {hosts} (NodeNotFound 74): mongod proves a host is \
+         itself by connecting to it, so the pod must reach its own VIP:NodePort through its \
+         member Service (hairpin traffic). Check from the pod that it connects to its own \
+         VIP:NodePort (docs/install-helm.md, \"Hairpin traffic\"); the initiate is tried \
+         again meanwhile. mongod said: {message}"
+    )]
+    MemberCannotReachItself {
+        on: MemberAddress,
+        hosts: String,
+        message: String,
+    },
 }
 
 impl Refusal {
