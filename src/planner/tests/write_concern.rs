@@ -25,22 +25,21 @@ fn primary_and_arbiter() -> (Vec<LocalMemberFacts>, ObservedSet) {
 }
 
 #[test]
-fn the_rs_init_cluster_pins_the_implicit_default_before_anything_else() {
+fn the_cluster_of_the_primary_pins_the_implicit_default_before_anything_else() {
     let (mut facts, mut set) = three_local_in_sync(0);
     facts.push(data(3, Some(empty_probe())));
     set.write_concern = ClusterWriteConcern::Implicit;
-    let step = plan(&input(4, facts.clone(), Observed::Configured(set.clone())));
-    assert_eq!(
-        step,
-        Step::SetClusterWriteConcern {
-            primary: local(0),
-            w: DefaultW::Majority
-        }
-    );
-    // Elsewhere, or once pinned, or before 5.0: nothing to pin.
-    let mut elsewhere = input(4, facts.clone(), Observed::Configured(set.clone()));
-    elsewhere.rs_init = false;
-    assert!(matches!(plan(&elsewhere), Step::Reconfig { .. }));
+    let pin = Step::SetClusterWriteConcern {
+        primary: local(0),
+        w: DefaultW::Majority,
+    };
+    // The rsInit cluster or not: its member is the primary.
+    for rs_init in [true, false] {
+        let mut here = input(4, facts.clone(), Observed::Configured(set.clone()));
+        here.rs_init = rs_init;
+        assert_eq!(plan(&here), pin, "rsInit {rs_init}");
+    }
+    // Once pinned, or before 5.0: nothing to pin.
     for known in [
         ClusterWriteConcern::Global { w: "1".into() },
         ClusterWriteConcern::NotSetBefore50,
@@ -52,16 +51,41 @@ fn the_rs_init_cluster_pins_the_implicit_default_before_anything_else() {
 }
 
 #[test]
+fn only_the_cluster_of_the_primary_pins_whatever_its_hostconf_says() {
+    // a0 (local) and b0 (remote) with an arbiter; hostconf differs between
+    // the clusters while a change propagates. Whichever member is primary,
+    // one cluster pins, on it, and the other does not: the rsInit cluster
+    // no more than another.
+    let mut members = vec![voter(0, local(0)), voter(1, remote(0))];
+    members.push(arbiter(2, remote(9)));
+    let facts = vec![data(0, Some(member_probe(SET_ID, MemberState::Secondary)))];
+    for (primary, local_pins) in [(remote(0), false), (local(0), true)] {
+        let mut set = healthy(config(members.clone()), &primary);
+        set.write_concern = ClusterWriteConcern::Implicit;
+        let mut here = input(1, facts.clone(), Observed::Configured(set));
+        here.rs_init = true;
+        let step = plan(&here);
+        let pinned =
+            matches!(&step, Step::SetClusterWriteConcern { primary: on, .. } if *on == primary);
+        assert_eq!(pinned, local_pins, "primary {primary}: {step:?}");
+        assert!(
+            local_pins || !matches!(step, Step::SetClusterWriteConcern { .. }),
+            "{step:?}"
+        );
+    }
+}
+
+#[test]
 fn a_change_that_flips_the_implicit_default_waits_until_it_is_pinned() {
     // {a0, a1, a2, arbiter, b0}: four data voters of five, {w: "majority"};
     // removing a2 leaves three of four, {w: 1}.
     let (facts, mut set) = three_local_in_sync(0);
     set.config.members.push(arbiter(5, remote(9)));
     set.config.members.push(voter(6, remote(0)));
-    set = healthy(set.config, &local(0));
+    // b0 is primary: its cluster pins, this one waits.
+    set = healthy(set.config, &remote(0));
     set.write_concern = ClusterWriteConcern::Implicit;
     let mut elsewhere = input(2, facts, Observed::Configured(set.clone()));
-    elsewhere.rs_init = false;
     assert!(matches!(
         plan(&elsewhere),
         Step::Wait {
