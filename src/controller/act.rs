@@ -291,10 +291,15 @@ async fn carry_out(
             }
         }
         Step::SetClusterWriteConcern { primary, w } => {
-            ctx.gateway
+            let found = ctx
+                .gateway
                 .set_default_write_concern(primary, *w, credentials)
                 .await
                 .map_err(mongo)?;
+            if let Some(found) = found {
+                tracing::info!(%primary, ?found, "a cluster-wide write concern is already set; kept");
+                return Ok(Outcome::after(AFTER_CHANGE));
+            }
             let message = format!(
                 "the cluster-wide default write concern is now {w} (mongod's implicit default \
                  for the set hostconf lists), so no reconfig is refused for changing it"

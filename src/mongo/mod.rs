@@ -610,14 +610,24 @@ impl MongoGateway {
     }
 
     /// `setDefaultRWConcern` with `w` as the cluster-wide default write
-    /// concern, sent to `primary` directly and written with `w: "majority"`.
+    /// concern, sent to `primary` directly and written with `w: "majority"`,
+    /// unless `primary` itself answers that one is set: mongod overwrites a
+    /// set value without a word, and what the pass read may have come from
+    /// before another cluster's primary pinned one. The value found set, if
+    /// one was.
     pub async fn set_default_write_concern(
         &self,
         primary: &MemberAddress,
         w: DefaultW,
         credentials: &RootCredentials,
-    ) -> Result<(), MongoError> {
+    ) -> Result<Option<ClusterWriteConcern>, MongoError> {
         let client = self.client(std::slice::from_ref(primary), true, None, credentials)?;
+        let target = primary.to_string();
+        let found = Self::run(&client, doc! {"getDefaultRWConcern": 1}, None, &target).await?;
+        match config_doc::cluster_write_concern(&found) {
+            ClusterWriteConcern::Implicit => {}
+            set => return Ok(Some(set)),
+        }
         let w = match w {
             DefaultW::Majority => Bson::String("majority".into()),
             DefaultW::One => Bson::Int32(1),
@@ -627,9 +637,9 @@ impl MongoGateway {
             "defaultWriteConcern": {"w": w},
             "writeConcern": {"w": "majority", "wtimeout": 10_000i32},
         };
-        Self::run(&client, command, None, &primary.to_string())
+        Self::run(&client, command, None, &target)
             .await
-            .map(drop)
+            .map(|_| None)
     }
 
     /// `replSetStepDown` sent to `primary` directly: the member the plan wants

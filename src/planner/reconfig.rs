@@ -44,16 +44,20 @@ pub(super) fn check_voting_majority(set: &ObservedSet) -> ControlFlow<Step> {
     }))
 }
 
-/// In the rsInit cluster, on mongod 5.0+ with no cluster-wide write concern:
-/// pins as the cluster-wide one the implicit default mongod would apply to
-/// the set as hostconf lists it, before anything else is changed. mongod
-/// refuses every reconfig that would change its implicit default while none
-/// is set (forced ones and its own `newlyAdded` clearing included), so once
-/// pinned no change of membership is refused for it
-/// (`docs/replica-set-rules.md`, `cluster-write-concern-pinned`).
+/// On mongod 5.0+ with no cluster-wide write concern, in the cluster whose
+/// own member is the primary: pins as the cluster-wide one the implicit
+/// default mongod would apply to the set as hostconf lists it, on that
+/// member, before anything else is changed. mongod refuses every reconfig
+/// that would change its implicit default while none is set (forced ones and
+/// its own `newlyAdded` clearing included), so once pinned no change of
+/// membership is refused for it. One member is primary at a time and each
+/// operator pins only on its own, which refuses the write once it is no
+/// longer primary: two clusters never pin at once, even while their hostconfs
+/// differ, and no cluster needs another one's operator, the rsInit cluster's
+/// included (`docs/replica-set-rules.md`, `cluster-write-concern-pinned`).
 pub(super) fn pin_cluster_write_concern(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     match (&set.primary, &set.write_concern) {
-        (Some(primary), ClusterWriteConcern::Implicit) if input.rs_init => {
+        (Some(primary), ClusterWriteConcern::Implicit) if input.is_local(primary) => {
             Break(Step::SetClusterWriteConcern {
                 primary: primary.clone(),
                 w: listed_implicit_default(input),

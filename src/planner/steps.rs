@@ -31,9 +31,10 @@ pub enum Step {
         config: ReplicaSetConfig,
         change: Change,
     },
-    /// `setDefaultRWConcern` on `primary`: pins the implicit default write
-    /// concern mongod itself would apply to the set hostconf lists as the
-    /// cluster-wide one, so that no reconfig is refused for changing it.
+    /// `setDefaultRWConcern` on `primary`, a local member: pins the implicit
+    /// default write concern mongod itself would apply to the set hostconf
+    /// lists as the cluster-wide one, so that no reconfig is refused for
+    /// changing it.
     SetClusterWriteConcern { primary: MemberAddress, w: DefaultW },
     /// `replSetStepDown` on the primary.
     StepDown {
@@ -250,7 +251,7 @@ pub enum WaitReason {
     #[error(
         "{change} would change the implicit default write concern from {from} to {to}, \
          which mongod refuses while no cluster-wide write concern is set: waiting for the \
-         rsInit cluster's operator to set it"
+         operator of the cluster whose member is the primary to set it"
     )]
     ClusterWriteConcernNotSet {
         change: String,
@@ -382,8 +383,8 @@ pub enum Refusal {
     },
     #[error(
         "mongod refused to {change} (103): the new config would change the implicit default \
-         write concern and no cluster-wide write concern is set. The rsInit cluster's \
-         operator sets one once the set has a primary; to do it by hand, run \
+         write concern and no cluster-wide write concern is set. The operator of the \
+         cluster whose member is the primary sets one; to do it by hand, run \
          setDefaultRWConcern on the primary (docs/replica-set-rules.md, Write concern and PSA)"
     )]
     ImplicitWriteConcernWouldChange { change: String },
