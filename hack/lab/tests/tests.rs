@@ -30,4 +30,3 @@ mod secret_scan;
 mod self_address;
 mod versions;
 mod write_concern;
-mod write_concern_pin;
