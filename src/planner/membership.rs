@@ -126,6 +126,7 @@ pub(super) fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFl
 
     let mut config = next_version(&set.config);
     config.members.retain(|m| &m.host != host);
+    hold_secondary_priority_for_psa(input, &set.config, &mut config, primary);
     let (healthy, needed) = healthy_voters_after(&config, set, None);
     if healthy < needed {
         return Break(refuse(Refusal::WouldBreakVotingMajority {
@@ -477,6 +478,29 @@ fn hold_priority_for_psa(
 ) {
     if psa_rule_refuses(old, config) {
         for m in config.members.iter_mut().filter(|m| &m.host == host) {
+            m.priority = 0.0;
+        }
+    }
+}
+
+/// The same remedy for a removal: leaving primary-secondary-arbiter from a
+/// config with a single writable voter (one of two arbiters removed from
+/// {P, S, A, A}) is refused while the secondary is electable, so a local
+/// secondary gets priority 0 in the removing reconfig and
+/// [`raise_held_priority`] gives it back from the PSA config, where mongod
+/// allows it. A remote secondary is left alone: the refusal is reported.
+fn hold_secondary_priority_for_psa(
+    input: &PlanInput,
+    old: &ReplicaSetConfig,
+    config: &mut ReplicaSetConfig,
+    primary: &MemberAddress,
+) {
+    if psa_rule_refuses(old, config) {
+        let secondaries = config
+            .members
+            .iter_mut()
+            .filter(|m| !m.arbiter_only && &m.host != primary && input.is_local(&m.host));
+        for m in secondaries {
             m.priority = 0.0;
         }
     }

@@ -315,6 +315,68 @@ fn removes_an_unwanted_arbiter_after_data_members() {
 }
 
 #[test]
+fn removing_one_of_two_arbiters_holds_the_secondary_at_priority_0_first() {
+    // {P, S, A, A}: two writable voters of four, so mongod refuses the PSA
+    // config left by removing an arbiter while its secondary is electable.
+    let arbiter = |vip| ConfigMember {
+        arbiter_only: true,
+        priority: 0.0,
+        ..voter(0, addr(vip, port_of(MemberSlot::Arbiter)))
+    };
+    let local_arbiter = ConfigMember {
+        id: 2,
+        ..arbiter(VIP)
+    };
+    let remote_arbiter = ConfigMember {
+        id: 3,
+        ..arbiter(OTHER_VIP)
+    };
+    let members = vec![
+        voter(0, local(0)),
+        voter(1, local(1)),
+        local_arbiter.clone(),
+        remote_arbiter,
+    ];
+    let set = healthy(config(members), &local(0));
+    let mut facts: Vec<LocalMemberFacts> = (0..2)
+        .map(|i| data(i, Some(member_probe(SET_ID, MemberState::Secondary))))
+        .collect();
+    facts.push(running(
+        MemberSlot::Arbiter,
+        Some(member_probe(SET_ID, MemberState::Arbiter)),
+    ));
+    let (new, change) = expect_reconfig(plan(&input(2, facts.clone(), Observed::Configured(set))));
+    assert_eq!(
+        change,
+        Change::RemoveMember {
+            host: local_arbiter.host
+        }
+    );
+    let priority = |host: &MemberAddress| {
+        new.members
+            .iter()
+            .find(|m| &m.host == host)
+            .map(|m| m.priority)
+    };
+    assert_eq!(priority(&local(0)), Some(1.0));
+    assert_eq!(priority(&local(1)), Some(0.0));
+
+    // From the PSA config (the arbiter's StatefulSet deleted) mongod lets
+    // the secondary be electable again.
+    facts.pop();
+    let (raised, change) = expect_reconfig(plan(&input(
+        2,
+        facts,
+        Observed::Configured(healthy(new.clone(), &local(0))),
+    )));
+    assert_eq!(change, Change::RaisePriority { host: local(1) });
+    assert!(raised
+        .members
+        .iter()
+        .all(|m| m.arbiter_only || m.priority == 1.0));
+}
+
+#[test]
 fn a_set_whose_every_member_leaves_is_torn_down_without_a_step_down() {
     // The last cluster's object is deleted (or a one-cluster set shrinks to 0):
     // no successor will ever stay, so waiting for one would never end.
