@@ -114,6 +114,14 @@ fn only_electable(name: &str, hosts: &[String], electable: &str) -> OverridePoli
             false => format!("- host: {host}\n  priority: 0\n"),
         })
         .collect();
+    hostconf_policy(name, &members)
+}
+
+/// A Karmada OverridePolicy giving instance `name`'s hostconf, in every
+/// cluster, the structured `members.yaml` text `members`: how a control plane
+/// other than FedState's own passes sets members' priority, votes, hidden or
+/// tags.
+pub(super) fn hostconf_policy(name: &str, members: &str) -> OverridePolicy {
     OverridePolicy {
         labels: Default::default(),
         resource: ResourceRef::new(Kind::ConfigMap, format!("{name}-hostconf")),
