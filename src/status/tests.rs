@@ -109,6 +109,17 @@ fn input<'a>(
     }
 }
 
+/// The status after a pass that observed the set and planned `step`.
+fn status_after(
+    mongodb: &MongoDB,
+    observed: &ObservedSet,
+    local: &[LocalMemberView],
+    step: &Step,
+    now: Time,
+) -> MongoDBStatus {
+    compute_status(&input(mongodb, Some(observed), local, Some(step), now))
+}
+
 /// The status after a pass that found this cluster's members in sync.
 fn in_sync_status(
     mongodb: &MongoDB,
@@ -116,13 +127,7 @@ fn in_sync_status(
     local: &[LocalMemberView],
     now: Time,
 ) -> MongoDBStatus {
-    compute_status(&input(
-        mongodb,
-        Some(observed),
-        local,
-        Some(&Step::InSync),
-        now,
-    ))
+    status_after(mongodb, observed, local, &Step::InSync, now)
 }
 
 fn condition<'a>(status: &'a MongoDBStatus, type_: &str) -> &'a Condition {
@@ -236,13 +241,7 @@ fn a_lost_voting_majority_is_degraded_naming_the_members_gone() {
             voters: 2,
         },
     };
-    let status = compute_status(&input(
-        &mongodb,
-        Some(&observed),
-        &local,
-        Some(&step),
-        at(100),
-    ));
+    let status = status_after(&mongodb, &observed, &local, &step, at(100));
     let degraded = condition(&status, "Degraded");
     assert_eq!(
         (degraded.status.as_str(), degraded.reason.as_str()),
@@ -264,13 +263,7 @@ fn a_refused_step_is_an_error_with_its_reason_in_conditions() {
     let step = Step::Refuse {
         reason: crate::planner::Refusal::NothingToInitiate,
     };
-    let status = compute_status(&input(
-        &mongodb,
-        Some(&observed),
-        &local,
-        Some(&step),
-        at(100),
-    ));
+    let status = status_after(&mongodb, &observed, &local, &step, at(100));
     assert_eq!(status.state, Some(MongoState::Error));
     let degraded = condition(&status, "Degraded");
     assert_eq!(degraded.status, "True");
@@ -526,13 +519,7 @@ fn a_too_stale_member_is_degraded_saying_it_waits_to_be_resynced() {
             needed: 2,
         },
     };
-    let status = compute_status(&input(
-        &mongodb,
-        Some(&observed),
-        &local,
-        Some(&step),
-        at(100),
-    ));
+    let status = status_after(&mongodb, &observed, &local, &step, at(100));
     let degraded = condition(&status, "Degraded");
     assert_eq!(
         (degraded.status.as_str(), degraded.reason.as_str()),
