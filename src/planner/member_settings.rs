@@ -9,7 +9,7 @@
 use std::ops::ControlFlow::{self, Break, Continue};
 
 use super::joining::voter_priority;
-use super::membership::step_down;
+use super::membership::{held_for_leaving_arbiter, step_down};
 use super::reconfig::{
     check_healthy_majority, check_reconfig_allowed, checked_reconfig, next_version,
 };
@@ -31,7 +31,10 @@ pub(super) fn update_member_settings(input: &PlanInput, set: &ObservedSet) -> Co
         .filter_map(|slot| input.facts(slot)?.entry_in(&set.config))
         .filter(|entry| !entry.arbiter_only && !entry.newly_added)
         .filter_map(|entry| {
-            let wanted = as_hostconf_lists(entry, input.hint(&entry.host)?);
+            let mut wanted = as_hostconf_lists(entry, input.hint(&entry.host)?);
+            if entry.priority == 0.0 && held_for_leaving_arbiter(input, &set.config, &entry.host) {
+                wanted.priority = 0.0;
+            }
             (!same_settings(entry, &wanted)).then_some((entry, wanted))
         })
         .collect();

@@ -127,6 +127,19 @@ pub(super) fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFl
     let mut config = next_version(&set.config);
     config.members.retain(|m| &m.host != host);
     hold_secondary_priority_for_psa(input, &set.config, &mut config, primary);
+    if psa_rule_refuses(&set.config, &config) {
+        // The electable secondary is another cluster's: its cluster holds it
+        // (`hold_secondary_for_leaving_arbiter`).
+        if let Some(secondary) = config
+            .members
+            .iter()
+            .find(|m| !m.arbiter_only && m.priority > 0.0 && &m.host != primary)
+        {
+            return Break(wait(WaitReason::SecondaryNotYetHeldForPsa {
+                secondary: secondary.host.clone(),
+            }));
+        }
+    }
     let (healthy, needed) = healthy_voters_after(&config, set, None);
     if healthy < needed {
         return Break(refuse(Refusal::WouldBreakVotingMajority {
@@ -488,7 +501,8 @@ fn hold_priority_for_psa(
 /// {P, S, A, A}) is refused while the secondary is electable, so a local
 /// secondary gets priority 0 in the removing reconfig and
 /// [`raise_held_priority`] gives it back from the PSA config, where mongod
-/// allows it. A remote secondary is left alone: the refusal is reported.
+/// allows it. A remote secondary is held by its own cluster
+/// ([`hold_secondary_for_leaving_arbiter`]).
 fn hold_secondary_priority_for_psa(
     input: &PlanInput,
     old: &ReplicaSetConfig,
@@ -506,6 +520,69 @@ fn hold_secondary_priority_for_psa(
     }
 }
 
+/// Gives a local secondary priority 0 while an arbiter of another cluster
+/// leaves whose removal mongod's PSA rule refuses as long as the secondary is
+/// electable (one of two arbiters leaving {P, S, A, A}): each cluster changes
+/// only its own members, so the arbiter's cluster waits for this hold, and
+/// [`raise_held_priority`] gives the priority back once the arbiter is out.
+pub(super) fn hold_secondary_for_leaving_arbiter(
+    input: &PlanInput,
+    set: &ObservedSet,
+) -> ControlFlow<Step> {
+    let Some(host) = set
+        .config
+        .members
+        .iter()
+        .filter(|m| input.is_local(&m.host) && !m.arbiter_only && m.priority > 0.0)
+        .filter(|m| set.primary.as_ref() != Some(&m.host))
+        .map(|m| &m.host)
+        .find(|host| held_for_leaving_arbiter(input, &set.config, host))
+    else {
+        return Continue(());
+    };
+    check_reconfig_allowed(set)?;
+    let mut config = next_version(&set.config);
+    for m in config.members.iter_mut().filter(|m| &m.host == host) {
+        m.priority = 0.0;
+    }
+    check_healthy_majority(&config, set, None)?;
+    Break(checked_reconfig(
+        set,
+        config,
+        Change::HoldPriority { host: host.clone() },
+    ))
+}
+
+/// Whether data member `host` must stay at priority 0: electable, it would
+/// make mongod's PSA rule refuse the removal of an arbiter that is leaving
+/// (this cluster's unwanted one, or another cluster's that hostconf no
+/// longer lists).
+pub(super) fn held_for_leaving_arbiter(
+    input: &PlanInput,
+    config: &ReplicaSetConfig,
+    host: &MemberAddress,
+) -> bool {
+    let leaves = |arbiter: &MemberAddress| {
+        if input.is_local(arbiter) {
+            input.is_leaving(config, arbiter)
+        } else {
+            input.hint(arbiter).is_none()
+        }
+    };
+    config
+        .members
+        .iter()
+        .filter(|m| m.arbiter_only && leaves(&m.host))
+        .any(|arbiter| {
+            let mut after = config.clone();
+            after.members.retain(|m| m.host != arbiter.host);
+            for m in after.members.iter_mut().filter(|m| &m.host == host) {
+                m.priority = m.priority.max(1.0);
+            }
+            psa_rule_refuses(config, &after)
+        })
+}
+
 /// The second step: a wanted local voter that holds priority 0 while it
 /// should have one (hostconf's, or 1) gets it, once it no longer is
 /// `newlyAdded`.
@@ -516,7 +593,12 @@ fn raise_held_priority(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step
         };
         let host = &member.host;
         let wanted = voter_priority(member.votes, member.hidden, input.hint(host));
-        if member.arbiter_only || member.votes == 0 || member.priority > 0.0 || wanted == 0.0 {
+        if member.arbiter_only
+            || member.votes == 0
+            || member.priority > 0.0
+            || wanted == 0.0
+            || held_for_leaving_arbiter(input, &set.config, host)
+        {
             continue;
         }
         check_reconfig_allowed(set)?;

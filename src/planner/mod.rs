@@ -101,8 +101,8 @@ use initiate::plan_initiate;
 use member_data::{member_resyncing, resync_too_stale_members, silence_emptied_members};
 use member_settings::update_member_settings;
 use membership::{
-    add_wanted, delete_departed, promote_non_voters, readdress_members, rebalance_votes,
-    remove_unwanted, report_leftovers, update_settings,
+    add_wanted, delete_departed, hold_secondary_for_leaving_arbiter, promote_non_voters,
+    readdress_members, rebalance_votes, remove_unwanted, report_leftovers, update_settings,
 };
 use reconfig::{check_voting_majority, pin_cluster_write_concern};
 
@@ -163,6 +163,7 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     silence_emptied_members(input, set)?;
     resync_too_stale_members(input, set)?;
     remove_unwanted(input, set)?;
+    hold_secondary_for_leaving_arbiter(input, set)?;
     // A wanted member that is not ready yet, or refused, holds up neither
     // the next one, nor promotions, nor settings; its refusal or wait is
     // reported once nothing else is left to do.

@@ -72,6 +72,11 @@ pub enum Change {
     RaisePriority {
         host: MemberAddress,
     },
+    /// A secondary held at priority 0 while another cluster's arbiter
+    /// leaves: without it, mongod's PSA rule refuses the arbiter's removal.
+    HoldPriority {
+        host: MemberAddress,
+    },
     DemoteMember {
         host: MemberAddress,
     },
@@ -103,6 +108,10 @@ impl fmt::Display for Change {
             Change::AddMember { host } => write!(f, "add {host}"),
             Change::PromoteMember { host } => write!(f, "give {host} a vote"),
             Change::RaisePriority { host } => write!(f, "give voter {host} its priority"),
+            Change::HoldPriority { host } => write!(
+                f,
+                "give {host} priority 0 while an arbiter leaves (mongod's PSA rule)"
+            ),
             Change::DemoteMember { host } => write!(
                 f,
                 "take {host}'s vote, so that another cluster can take one"
@@ -224,6 +233,11 @@ pub enum WaitReason {
          can take over from primary {primary}"
     )]
     NoElectableSecondary { primary: MemberAddress },
+    #[error(
+        "an arbiter can leave only once {secondary} is held at priority 0 by its cluster \
+         (mongod's PSA rule)"
+    )]
+    SecondaryNotYetHeldForPsa { secondary: MemberAddress },
     #[error("only {healthy} healthy voters, {needed} needed for a majority after the change")]
     NotEnoughHealthyVoters { healthy: usize, needed: usize },
     #[error("{host} resyncs from scratch without its vote; it gets it back once SECONDARY")]

@@ -796,6 +796,17 @@ impl World {
         reached > voters.len() / 2
     }
 
+    /// Whether a voter that can be elected (priority above 0) is reached at
+    /// its host: when none is, no primary is elected until addresses move back.
+    pub fn electable_voter_reachable(&self) -> bool {
+        self.set.as_ref().is_none_or(|set| {
+            set.config
+                .members
+                .iter()
+                .any(|m| votes_now(m) && m.priority > 0.0 && self.node_at(&m.host).is_some())
+        })
+    }
+
     /// Whether a `newlyAdded` entry's host reaches nobody.
     pub fn newly_added_unreachable(&self) -> bool {
         self.set.as_ref().is_some_and(|s| {

@@ -233,9 +233,13 @@ proptest! {
         // So does a member added at an address that moved between the plan
         // and the reconfig: it stays `newlyAdded` where nobody answers, and
         // the planner waits on it (`docs/replica-set-rules.md`, *What is not
-        // enforced*). The control plane moves them back; other moves are the
-        // planner's to follow.
-        if !world.voters_reachable() || world.newly_added_unreachable() {
+        // enforced*). So does every electable voter moved at once: no member
+        // can be elected to take the new address. The control plane moves
+        // them back; other moves are the planner's to follow.
+        if !world.voters_reachable()
+            || !world.electable_voter_reachable()
+            || world.newly_added_unreachable()
+        {
             world.restore_addresses();
         }
         for cluster in 0..CLUSTERS {

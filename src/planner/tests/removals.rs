@@ -413,3 +413,103 @@ fn does_not_step_down_in_favour_of_a_member_that_is_leaving_too() {
     input.hostconf = hostconf(&[remote(0), remote(1)]);
     assert_eq!(plan(&input).reason(), "StepDown");
 }
+
+/// {P, S, A, A} where the S is this cluster's and an arbiter of another
+/// cluster leaves (hostconf no longer lists it).
+fn secondary_beside_a_leaving_arbiter() -> (Vec<LocalMemberFacts>, ObservedSet, PlanInput) {
+    let arbiter = |id, vip| ConfigMember {
+        arbiter_only: true,
+        priority: 0.0,
+        ..voter(id, addr(vip, port_of(MemberSlot::Arbiter)))
+    };
+    let members = vec![
+        voter(0, remote(0)),
+        arbiter(1, OTHER_VIP),
+        arbiter(2, THIRD_VIP),
+        voter(3, local(0)),
+    ];
+    let set = healthy(config(members), &remote(0));
+    let facts = vec![data(0, Some(member_probe(SET_ID, MemberState::Secondary)))];
+    let mut input = input(1, facts.clone(), Observed::Configured(set.clone()));
+    input.hostconf = hostconf(&[
+        local(0),
+        remote(0),
+        addr(OTHER_VIP, port_of(MemberSlot::Arbiter)),
+    ]);
+    (facts, set, input)
+}
+
+#[test]
+fn a_secondary_is_held_at_priority_0_while_another_clusters_arbiter_leaves_psa() {
+    // The arbiter's cluster cannot remove it while this secondary is
+    // electable (mongod's PSA rule), and changes only its own members: this
+    // cluster gives its secondary priority 0 first.
+    let (_, _, input) = secondary_beside_a_leaving_arbiter();
+    let (held, change) = expect_reconfig(plan(&input));
+    assert_eq!(change, Change::HoldPriority { host: local(0) });
+    let priority =
+        |config: &ReplicaSetConfig, host: &MemberAddress| config.member(host).map(|m| m.priority);
+    assert_eq!(priority(&held, &local(0)), Some(0.0));
+    assert_eq!(priority(&held, &remote(0)), Some(1.0));
+
+    // Held, it stays held while the arbiter is in the config.
+    let mut waiting = input.clone();
+    waiting.observed = Observed::Configured(healthy(held.clone(), &remote(0)));
+    assert_eq!(plan(&waiting), Step::InSync);
+
+    // Once the arbiter is out, the PSA config lets it be electable again.
+    let mut removed = held.clone();
+    removed.version += 1;
+    removed.members.retain(|m| m.host.host != THIRD_VIP);
+    waiting.observed = Observed::Configured(healthy(removed, &remote(0)));
+    let (raised, change) = expect_reconfig(plan(&waiting));
+    assert_eq!(change, Change::RaisePriority { host: local(0) });
+    assert_eq!(priority(&raised, &local(0)), Some(1.0));
+}
+
+#[test]
+fn an_arbiter_leaving_psa_waits_for_the_remote_secondary_to_be_held() {
+    // This cluster's arbiter leaves {P, S, A, A}; the secondary is another
+    // cluster's, so its cluster holds it first, and this one waits for that.
+    let arbiter = |id, vip| ConfigMember {
+        arbiter_only: true,
+        priority: 0.0,
+        ..voter(id, addr(vip, port_of(MemberSlot::Arbiter)))
+    };
+    let members = vec![
+        voter(0, remote(0)),
+        arbiter(1, OTHER_VIP),
+        arbiter(2, VIP),
+        voter(3, third(0)),
+    ];
+    let set = healthy(config(members), &remote(0));
+    let facts = vec![running(
+        MemberSlot::Arbiter,
+        Some(member_probe(SET_ID, MemberState::Arbiter)),
+    )];
+    let leaving = input(0, facts, Observed::Configured(set.clone()));
+    assert_eq!(
+        plan(&leaving),
+        Step::Wait {
+            reason: WaitReason::SecondaryNotYetHeldForPsa {
+                secondary: third(0)
+            }
+        }
+    );
+
+    // Held by its cluster, the removal goes ahead.
+    let mut held = set.config.clone();
+    held.version += 1;
+    for m in held.members.iter_mut().filter(|m| m.host == third(0)) {
+        m.priority = 0.0;
+    }
+    let mut leaving = leaving;
+    leaving.observed = Observed::Configured(healthy(held, &remote(0)));
+    let (_, change) = expect_reconfig(plan(&leaving));
+    assert_eq!(
+        change,
+        Change::RemoveMember {
+            host: addr(VIP, port_of(MemberSlot::Arbiter))
+        }
+    );
+}
