@@ -27,7 +27,7 @@ struct Args {
     #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
     metrics_address: SocketAddr,
     /// How many MongoDB objects are reconciled at once.
-    #[arg(long, env = "CONCURRENCY", default_value_t = 4)]
+    #[arg(long, env = "CONCURRENCY", default_value_t = 16)]
     concurrency: u16,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "text")]

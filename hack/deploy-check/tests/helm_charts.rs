@@ -432,7 +432,7 @@ fn deployment_passes_the_operator_settings_as_env_and_probes_the_metrics_port() 
         let expected = [
             ("WATCH_NAMESPACE", watched),
             ("METRICS_ADDRESS", "0.0.0.0:8080"),
-            ("CONCURRENCY", "4"),
+            ("CONCURRENCY", "16"),
             ("LOG_FORMAT", "text"),
             ("CLUSTER_NAME", ""),
             ("POD_NAME", "fieldRef:metadata.name"),
