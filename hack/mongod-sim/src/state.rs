@@ -202,6 +202,11 @@ pub struct DurableState {
     /// The BSON size of the documents in `data`, kept as writes apply.
     #[serde(default)]
     pub data_bytes: u64,
+    /// The sum of the oplog's entry sizes, kept as entries come and go: it is
+    /// read on every tick of every member and before every applied entry.
+    /// Counted again when a volume is read from a file.
+    #[serde(default)]
+    oplog_bytes: u64,
 }
 
 impl DurableState {
@@ -251,12 +256,25 @@ impl DurableState {
     pub fn append(&mut self, entry: OplogEntry) {
         let delta = apply(&mut self.data, &entry.op);
         self.data_bytes = self.data_bytes.saturating_add_signed(delta);
+        self.oplog_bytes += entry.size();
         self.oplog.push(entry);
     }
 
     /// The oplog's size in bytes: the sum of its entries' BSON sizes.
     pub fn oplog_bytes(&self) -> u64 {
-        self.oplog.iter().map(OplogEntry::size).sum()
+        self.oplog_bytes
+    }
+
+    /// Replaces the whole oplog (an initial sync's copy, or none).
+    pub fn replace_oplog(&mut self, oplog: Vec<OplogEntry>) {
+        self.oplog = oplog;
+        self.recount_oplog_bytes();
+    }
+
+    /// Counts the oplog's bytes again from its entries (after it was read
+    /// from a file, or replaced as a whole).
+    pub fn recount_oplog_bytes(&mut self) {
+        self.oplog_bytes = self.oplog.iter().map(OplogEntry::size).sum();
     }
 
     /// Counts `data_bytes` again from the documents (after `data` was
@@ -279,6 +297,7 @@ impl DurableState {
             total -= e.size();
             drop += 1;
         }
+        self.oplog_bytes = total;
         for e in self.oplog.drain(..drop) {
             apply(&mut self.base, &e.op);
             self.truncated_through = Some(e.optime);
@@ -297,6 +316,7 @@ impl DurableState {
     /// Drops every entry after `keep` and rebuilds the data (rollback).
     pub fn truncate_after(&mut self, keep: usize) {
         self.oplog.truncate(keep);
+        self.recount_oplog_bytes();
         let mut data = self.base.clone();
         for e in &self.oplog {
             apply(&mut data, &e.op);
@@ -403,6 +423,7 @@ impl Volume {
     /// A disk holding `state` (e.g. deserialized from a file).
     pub fn from_state(mut state: DurableState) -> Volume {
         state.recount_data_bytes();
+        state.recount_oplog_bytes();
         Volume(Arc::new(Mutex::new(state)))
     }
 
@@ -468,5 +489,6 @@ mod tests {
         assert_eq!(state.collection("test.docs").len(), 10, "the data stays");
         state.truncate_after(1);
         assert_eq!(state.data_bytes, 8 * document_bytes(&doc! {"_id": 1}));
+        assert_eq!(state.oplog_bytes(), one, "kept as entries go");
     }
 }

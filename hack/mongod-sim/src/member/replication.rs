@@ -94,7 +94,7 @@ impl Member {
                 let mut disk = self.disk();
                 // The initial syncer creates the oplog on the emptied volume
                 // before it clones (mongod's `createOplog`).
-                disk.oplog.clear();
+                disk.replace_oplog(Vec::new());
                 disk.data.clear();
                 disk.data_bytes = 0;
                 self.create_oplog(&mut disk);
@@ -106,7 +106,7 @@ impl Member {
                     return;
                 }
                 disk.base = copy.base;
-                disk.oplog = copy.oplog;
+                disk.replace_oplog(copy.oplog);
                 disk.data = copy.data;
                 disk.data_bytes = copy.data_bytes;
                 disk.truncated_through = copy.truncated_through;
