@@ -273,7 +273,7 @@ impl DurableState {
 
     /// Counts the oplog's bytes again from its entries (after it was read
     /// from a file, or replaced as a whole).
-    pub fn recount_oplog_bytes(&mut self) {
+    fn recount_oplog_bytes(&mut self) {
         self.oplog_bytes = self.oplog.iter().map(OplogEntry::size).sum();
     }
 

@@ -318,19 +318,8 @@ fn removes_an_unwanted_arbiter_after_data_members() {
 fn removing_one_of_two_arbiters_holds_the_secondary_at_priority_0_first() {
     // {P, S, A, A}: two writable voters of four, so mongod refuses the PSA
     // config left by removing an arbiter while its secondary is electable.
-    let arbiter = |vip| ConfigMember {
-        arbiter_only: true,
-        priority: 0.0,
-        ..voter(0, addr(vip, port_of(MemberSlot::Arbiter)))
-    };
-    let local_arbiter = ConfigMember {
-        id: 2,
-        ..arbiter(VIP)
-    };
-    let remote_arbiter = ConfigMember {
-        id: 3,
-        ..arbiter(OTHER_VIP)
-    };
+    let local_arbiter = arbiter_entry(2, VIP);
+    let remote_arbiter = arbiter_entry(3, OTHER_VIP);
     let members = vec![
         voter(0, local(0)),
         voter(1, local(1)),
@@ -414,37 +403,36 @@ fn does_not_step_down_in_favour_of_a_member_that_is_leaving_too() {
     assert_eq!(plan(&input).reason(), "StepDown");
 }
 
-/// {P, S, A, A} where the S is this cluster's and an arbiter of another
-/// cluster leaves (hostconf no longer lists it).
-fn secondary_beside_a_leaving_arbiter() -> (Vec<LocalMemberFacts>, ObservedSet, PlanInput) {
-    let arbiter = |id, vip| ConfigMember {
+/// The config entry of the arbiter of the cluster at `vip`.
+fn arbiter_entry(id: i64, vip: &str) -> ConfigMember {
+    ConfigMember {
         arbiter_only: true,
         priority: 0.0,
         ..voter(id, addr(vip, port_of(MemberSlot::Arbiter)))
-    };
+    }
+}
+
+#[test]
+fn a_secondary_is_held_at_priority_0_while_another_clusters_arbiter_leaves_psa() {
+    // {P, S, A, A}: the S is this cluster's, and the third cluster's arbiter
+    // leaves (hostconf no longer lists it). The arbiter's cluster cannot
+    // remove it while this secondary is electable (mongod's PSA rule), and
+    // changes only its own members: this cluster gives its secondary
+    // priority 0 first.
     let members = vec![
         voter(0, remote(0)),
-        arbiter(1, OTHER_VIP),
-        arbiter(2, THIRD_VIP),
+        arbiter_entry(1, OTHER_VIP),
+        arbiter_entry(2, THIRD_VIP),
         voter(3, local(0)),
     ];
     let set = healthy(config(members), &remote(0));
     let facts = vec![data(0, Some(member_probe(SET_ID, MemberState::Secondary)))];
-    let mut input = input(1, facts.clone(), Observed::Configured(set.clone()));
+    let mut input = input(1, facts, Observed::Configured(set));
     input.hostconf = hostconf(&[
         local(0),
         remote(0),
         addr(OTHER_VIP, port_of(MemberSlot::Arbiter)),
     ]);
-    (facts, set, input)
-}
-
-#[test]
-fn a_secondary_is_held_at_priority_0_while_another_clusters_arbiter_leaves_psa() {
-    // The arbiter's cluster cannot remove it while this secondary is
-    // electable (mongod's PSA rule), and changes only its own members: this
-    // cluster gives its secondary priority 0 first.
-    let (_, _, input) = secondary_beside_a_leaving_arbiter();
     let (held, change) = expect_reconfig(plan(&input));
     assert_eq!(change, Change::HoldPriority { host: local(0) });
     let priority =
@@ -471,15 +459,10 @@ fn a_secondary_is_held_at_priority_0_while_another_clusters_arbiter_leaves_psa()
 fn an_arbiter_leaving_psa_waits_for_the_remote_secondary_to_be_held() {
     // This cluster's arbiter leaves {P, S, A, A}; the secondary is another
     // cluster's, so its cluster holds it first, and this one waits for that.
-    let arbiter = |id, vip| ConfigMember {
-        arbiter_only: true,
-        priority: 0.0,
-        ..voter(id, addr(vip, port_of(MemberSlot::Arbiter)))
-    };
     let members = vec![
         voter(0, remote(0)),
-        arbiter(1, OTHER_VIP),
-        arbiter(2, VIP),
+        arbiter_entry(1, OTHER_VIP),
+        arbiter_entry(2, VIP),
         voter(3, third(0)),
     ];
     let set = healthy(config(members), &remote(0));
