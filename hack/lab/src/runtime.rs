@@ -190,6 +190,9 @@ impl MongodRuntime {
             version: server_version_of_image(&container.image),
             oplog_size_bytes: options.oplog_size_bytes,
             disk: disk_of(container, options.diagnostic_data),
+            // Every client of a lab member (the operator, a test, the
+            // writer) stands for a process in another pod.
+            clients_on_own_host: false,
             ..MemberSpec::new(listen, &repl_set)
         };
         let volume = self.volume_of(container);

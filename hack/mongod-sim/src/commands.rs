@@ -113,7 +113,8 @@ pub(crate) async fn dispatch_legacy(
 
 /// What the localhost exception permits while no user exists (MongoDB manual,
 /// "Localhost Exception": createUser, replSetInitiate, replSetGetStatus,
-/// replSetReconfig). Every client of the simulator is on loopback.
+/// replSetReconfig), to clients on the member's own host only
+/// ([`crate::member::MemberSpec::clients_on_own_host`]).
 const LOCALHOST_EXCEPTION: &[&str] = &[
     "createUser",
     "replSetInitiate",
@@ -125,7 +126,9 @@ fn is_authorized(member: &Member, conn: &Connection, name: &str) -> bool {
     if !member.auth_enabled() || !conn.users.is_empty() {
         return true;
     }
-    LOCALHOST_EXCEPTION.contains(&name) && member.disk().collection(USERS_NS).is_empty()
+    member.spec().clients_on_own_host
+        && LOCALHOST_EXCEPTION.contains(&name)
+        && member.disk().collection(USERS_NS).is_empty()
 }
 
 async fn run(

@@ -337,6 +337,7 @@ async fn main() -> Result<()> {
                 oplog_size_bytes: opts.oplog_size_bytes,
                 disk: opts.disk,
                 initial_sync_duration: opts.initial_sync_duration,
+                clients_on_own_host: true,
             };
             (addr.to_string(), spec)
         })

@@ -506,6 +506,27 @@ async fn localhost_exception_allows_initiate_and_the_first_user_only() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_localhost_exception_for_clients_on_another_host() {
+    let set = Set::start(70, 1, |spec| {
+        spec.keyfile = Some("bG9jYWxob3N0a2V5".into());
+        spec.clients_on_own_host = false;
+    })
+    .await;
+    let anon = set.direct(&set.hosts[0], "").await;
+    let admin = anon.database("admin");
+    for refused in [
+        doc! {"replSetInitiate": set.config(&set.hosts)},
+        doc! {"replSetGetStatus": 1},
+        doc! {"createUser": "admin", "pwd": "pw", "roles": ["root"]},
+    ] {
+        expect_code(admin.run_command(refused).await, 13).await;
+    }
+    for allowed in [doc! {"hello": 1}, doc! {"buildInfo": 1}, doc! {"ping": 1}] {
+        admin.run_command(allowed).await.expect("needs no user");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn initiate_without_version_and_count_documents_as_mongod() {
     let set = Set::start(60, 1, |_| {}).await;
     let direct = set.direct(&set.hosts[0], "").await;

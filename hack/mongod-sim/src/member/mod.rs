@@ -108,6 +108,11 @@ pub struct MemberSpec {
     /// How long an initial sync takes (copying the data); zero: at once.
     /// [`Network::set_initial_sync_duration`] overrides it for every member.
     pub initial_sync_duration: Duration,
+    /// Whether its clients run on its own host, so that mongod's localhost
+    /// exception applies to them while no user exists (true, the default: a
+    /// simulator started by hand). The lab sets false: there every client
+    /// stands for a process in another pod, never on the member's loopback.
+    pub clients_on_own_host: bool,
 }
 
 impl std::fmt::Debug for MemberSpec {
@@ -121,6 +126,7 @@ impl std::fmt::Debug for MemberSpec {
             .field("oplog_size_bytes", &self.oplog_size_bytes)
             .field("disk", &self.disk)
             .field("initial_sync_duration", &self.initial_sync_duration)
+            .field("clients_on_own_host", &self.clients_on_own_host)
             .finish()
     }
 }
@@ -136,6 +142,7 @@ impl MemberSpec {
             oplog_size_bytes: None,
             disk: None,
             initial_sync_duration: Duration::ZERO,
+            clients_on_own_host: true,
         }
     }
 }
