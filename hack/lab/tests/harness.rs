@@ -98,6 +98,17 @@ pub async fn apply_user_fields(lab: &Lab, name: &str, field_manager: &str, spec:
     Ok(())
 }
 
+/// A driver client for one member, asked directly without credentials: what
+/// an arbiter, which holds no users, answers at all.
+pub fn anonymous_direct(host: &str) -> Result<mongodb::Client, String> {
+    let options = ClientOptions::builder()
+        .hosts(vec![ServerAddress::parse(host).map_err(fail("host"))?])
+        .direct_connection(true)
+        .server_selection_timeout(Duration::from_secs(10))
+        .build();
+    mongodb::Client::with_options(options).map_err(fail("client"))
+}
+
 /// A driver client for one member (direct) or the whole set.
 pub async fn mongo(
     lab: &Lab,

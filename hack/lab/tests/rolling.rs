@@ -123,33 +123,43 @@ async fn a_resources_change_restarts_one_member_of_the_set_at_a_time_the_primary
 // ---------------------------------------------------------- 2: image 7 → 8
 
 /// `buildInfo.version` and the FCV of every member, read from each member
-/// directly.
+/// directly; an arbiter's FCV is `None`: it holds no users, and answers only
+/// what needs no authentication (`hello`, `buildInfo`).
 pub(crate) async fn versions(
     lab: &Lab,
     name: &str,
     hosts: &[String],
-) -> Result<Vec<(String, String, String)>, String> {
+) -> Result<Vec<(String, String, Option<String>)>, String> {
     let mut found = Vec::new();
     for host in hosts {
-        let client = mongo(lab, name, std::slice::from_ref(host), true).await?;
-        let admin = client.database("admin");
+        let anonymous = anonymous_direct(host)?;
+        let admin = anonymous.database("admin");
+        let hello = admin
+            .run_command(doc! {"hello": 1})
+            .await
+            .map_err(fail("hello"))?;
         let build = admin
             .run_command(doc! {"buildInfo": 1})
             .await
             .map_err(fail("buildInfo"))?;
-        let fcv = admin
+        let version = build.get_str("version").unwrap_or_default().to_string();
+        if hello.get_bool("arbiterOnly").unwrap_or(false) {
+            found.push((host.clone(), version, None));
+            continue;
+        }
+        let client = mongo(lab, name, std::slice::from_ref(host), true).await?;
+        let fcv = client
+            .database("admin")
             .run_command(doc! {"getParameter": 1, "featureCompatibilityVersion": 1})
             .await
             .map_err(fail("getParameter featureCompatibilityVersion"))?;
-        found.push((
-            host.clone(),
-            build.get_str("version").unwrap_or_default().to_string(),
-            fcv.get_document("featureCompatibilityVersion")
-                .ok()
-                .and_then(|f| f.get_str("version").ok())
-                .unwrap_or_default()
-                .to_string(),
-        ));
+        let fcv = fcv
+            .get_document("featureCompatibilityVersion")
+            .ok()
+            .and_then(|f| f.get_str("version").ok())
+            .unwrap_or_default()
+            .to_string();
+        found.push((host.clone(), version, Some(fcv)));
     }
     Ok(found)
 }
@@ -167,7 +177,7 @@ async fn an_image_upgrade_to_8_0_rolls_one_member_at_a_time_and_raises_the_fcv_o
         let first = versions(lab, name, &hosts).await?;
         if first
             .iter()
-            .any(|(_, version, fcv)| !version.starts_with("7.0") || fcv != "7.0")
+            .any(|(_, version, fcv)| !version.starts_with("7.0") || fcv.as_deref() != Some("7.0"))
         {
             return Err(format!(
                 "the set does not start on 7.0 with FCV 7.0: {first:?}"
@@ -193,7 +203,7 @@ async fn an_image_upgrade_to_8_0_rolls_one_member_at_a_time_and_raises_the_fcv_o
         }
         let upgraded = versions(lab, name, &hosts).await?;
         eprintln!("after the roll (host, buildInfo.version, FCV): {upgraded:?}");
-        let not_8: Vec<&(String, String, String)> = upgraded
+        let not_8: Vec<&(String, String, Option<String>)> = upgraded
             .iter()
             .filter(|(_, version, _)| !version.starts_with("8.0"))
             .collect();
@@ -202,8 +212,10 @@ async fn an_image_upgrade_to_8_0_rolls_one_member_at_a_time_and_raises_the_fcv_o
                 "after the roll, members not on 8.0 (host, buildInfo.version, FCV): {not_8:?}"
             ));
         }
-        let raised: Vec<&(String, String, String)> =
-            upgraded.iter().filter(|(_, _, fcv)| fcv != "7.0").collect();
+        let raised: Vec<&(String, String, Option<String>)> = upgraded
+            .iter()
+            .filter(|(_, _, fcv)| fcv.as_deref() != Some("7.0"))
+            .collect();
         if !raised.is_empty() {
             roll.failures
                 .push(format!("the FCV left 7.0 before it was asked: {raised:?}"));
@@ -226,7 +238,7 @@ async fn an_image_upgrade_to_8_0_rolls_one_member_at_a_time_and_raises_the_fcv_o
         let deadline = Instant::now() + FCV_TIMEOUT;
         loop {
             let now = versions(lab, name, &hosts).await?;
-            if now.iter().all(|(_, _, fcv)| fcv == "8.0") {
+            if now.iter().all(|(_, _, fcv)| fcv.as_deref() == Some("8.0")) {
                 phase(started, "upgrade: FCV 8.0 on every member");
                 // The status says so from the next pass on (a status write
                 // wakes no pass): within STATUS_GRACE, as for the roll.

@@ -5,23 +5,28 @@
 //! the `setFeatureCompatibilityVersion` it knows: mongod refuses `confirm`
 //! before 7.0 and requires it from 7.0 on.
 //!
-//! Lab number 56, one cluster of three members (the roll across clusters is
-//! `rolling`'s subject).
+//! The instance is FedState's arbiter topology. An arbiter never applies the
+//! oplog, so an FCV document on its disk never moves: one written at its
+//! birth would stop it two releases later (exit 62). Its FCV is not asked:
+//! an arbiter holds no users, and it answers only `hello` and `buildInfo`.
+//!
+//! Lab number 56, one cluster of two data members and the arbiter (the roll
+//! across clusters is `rolling`'s subject).
 
 use std::time::{Duration, Instant};
 
+use crate::e2e::{fedstate_sample, set_shape};
 use crate::harness::*;
 use crate::rolling::{everywhere, versions};
-use federation_sim::control_plane::ToSubmission;
 use lab::lab::Lab;
 use serde_json::json;
 
-const SPLIT: &str = "a=3";
 /// How long one step (a roll of three members, or an FCV raise) may take.
 const STEP_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// Waits until every member runs `release` with FCV `fcv` and the cluster's
-/// status reports that FCV (the next image is checked against it).
+/// Waits until every member runs `release`, every data member with FCV `fcv`,
+/// and the cluster's status reports that FCV (the next image is checked
+/// against it).
 async fn wait_release(
     lab: &Lab,
     name: &str,
@@ -35,7 +40,10 @@ async fn wait_release(
         let seen = versions(lab, name, hosts).await;
         let members_there = seen.as_ref().is_ok_and(|members| {
             members.iter().all(|(_, version, member_fcv)| {
-                version.starts_with(&format!("{release}.")) && member_fcv == fcv
+                version.starts_with(&format!("{release}."))
+                    && member_fcv
+                        .as_deref()
+                        .is_none_or(|member_fcv| member_fcv == fcv)
             })
         });
         let reported = statuses(lab, name).await?.iter().all(|(_, m)| {
@@ -58,18 +66,21 @@ async fn wait_release(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_instance_created_on_5_0_is_raised_release_by_release_to_8_0() {
+async fn an_arbiter_set_created_on_5_0_is_raised_release_by_release_to_8_0() {
     let started = Instant::now();
     scenario(56, 1, async |lab| {
         let _passes = ControlPlanePasses::start(lab);
         let name = "versions";
-        let mut instance = request(name, SPLIT);
-        instance.image = "mongo:5.0".into();
+        let mut instance = fedstate_sample(name, &[("a", 2)], true);
+        instance.object.spec.image_setting.image = "mongo:5.0".into();
         lab.control_plane()
-            .apply(&instance.to_submission())
+            .apply(&instance)
             .await
             .map_err(fail("apply"))?;
-        ready(lab, name, SPLIT).await?;
+        wait_for(lab, name, "2 and an arbiter", 1, |m| {
+            set_shape(m) == (3, 1, 1)
+        })
+        .await?;
         let hosts = hosts_of(lab, 0, name).await?;
         wait_release(lab, name, &hosts, "5.0", "5.0").await?;
         eprintln!("{name}: ready on 5.0 after {:?}", started.elapsed());
