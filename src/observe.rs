@@ -135,14 +135,28 @@ pub fn local_slots(validated: &Validated, wanted: Wanted) -> BTreeSet<MemberSlot
     slots
 }
 
+/// A member to ask directly, and whether it is the arbiter: an arbiter holds
+/// no users (its pod gets no root user, and it never applies the oplog that
+/// carries them), so it is asked `hello` alone, without credentials.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MemberToAsk {
+    pub address: MemberAddress,
+    pub arbiter: bool,
+}
+
 /// The local members to ask directly: those whose pod is Ready, so that
 /// their Service routes to them (a member that cannot answer would only cost
 /// a server-selection timeout; its pod's Ready brings the next pass).
-pub fn local_members_to_ask(validated: &Validated, wanted: Wanted) -> BTreeSet<MemberAddress> {
+pub fn local_members_to_ask(validated: &Validated, wanted: Wanted) -> BTreeSet<MemberToAsk> {
     local_slots(validated, wanted)
         .into_iter()
         .filter(|slot| validated.pod_ready(*slot))
-        .filter_map(|slot| validated.address(slot))
+        .filter_map(|slot| {
+            Some(MemberToAsk {
+                address: validated.address(slot)?,
+                arbiter: slot == MemberSlot::Arbiter,
+            })
+        })
         .collect()
 }
 
@@ -154,7 +168,7 @@ pub fn remote_members_to_ask(
     validated: &Validated,
     known_replica_set_id: Option<&str>,
     local_probes: &BTreeMap<MemberAddress, MemberProbe>,
-) -> Vec<MemberAddress> {
+) -> Vec<MemberToAsk> {
     if known_replica_set_id.is_some() || local_probes.values().any(|p| p.has_config) {
         return Vec::new();
     }
@@ -162,8 +176,11 @@ pub fn remote_members_to_ask(
         .hostconf
         .members
         .iter()
-        .map(|m| m.address.clone())
-        .filter(|a| !local_probes.contains_key(a) && a.host != validated.vip)
+        .filter(|m| !local_probes.contains_key(&m.address) && m.address.host != validated.vip)
+        .map(|m| MemberToAsk {
+            address: m.address.clone(),
+            arbiter: m.arbiter,
+        })
         .collect()
 }
 
@@ -299,13 +316,21 @@ pub(crate) mod fixtures {
 mod tests {
     use super::fixtures::*;
     use super::*;
+    use crate::hostconf::HostConf;
+
+    fn data_member(host: &str, port: u16) -> MemberToAsk {
+        MemberToAsk {
+            address: address(host, port),
+            arbiter: false,
+        }
+    }
 
     #[test]
     fn only_running_local_members_are_asked() {
         let asked = local_members_to_ask(&validated(), TWO);
         assert_eq!(
             asked,
-            BTreeSet::from([address(VIP, 30001), address(VIP, 30004)])
+            BTreeSet::from([data_member(VIP, 30001), data_member(VIP, 30004)])
         );
     }
 
@@ -320,7 +345,36 @@ mod tests {
             .unwrap();
         facts.pod_ready = false;
         let asked = local_members_to_ask(&validated, TWO);
-        assert_eq!(asked, BTreeSet::from([address(VIP, 30004)]));
+        assert_eq!(asked, BTreeSet::from([data_member(VIP, 30004)]));
+    }
+
+    #[test]
+    fn arbiters_local_or_remote_are_asked_as_arbiters() {
+        let mut validated = validated();
+        validated.hostconf = HostConf::from_config_map_data(&BTreeMap::from([
+            ("datas".to_string(), "host:'10.0.0.1:30001'".to_string()),
+            ("arbiters".to_string(), "host:'10.0.0.2:30009'".to_string()),
+        ]))
+        .unwrap();
+        let remote = remote_members_to_ask(&validated, None, &BTreeMap::new());
+        let remote_arbiter = MemberToAsk {
+            address: address("10.0.0.2", 30009),
+            arbiter: true,
+        };
+        assert_eq!(remote, vec![remote_arbiter]);
+
+        let mut facts = validated.stateful_sets[&MemberSlot::Data(0)].clone();
+        facts.recorded_host = Some(address(VIP, 30009));
+        validated.stateful_sets.insert(MemberSlot::Arbiter, facts);
+        let wanted = Wanted {
+            members: 2,
+            arbiter: true,
+        };
+        let local_arbiter = MemberToAsk {
+            address: address(VIP, 30009),
+            arbiter: true,
+        };
+        assert!(local_members_to_ask(&validated, wanted).contains(&local_arbiter));
     }
 
     #[test]
@@ -330,7 +384,10 @@ mod tests {
         let remote = remote_members_to_ask(&validated, None, &fresh);
         assert_eq!(
             remote,
-            vec![address("10.0.0.2", 30001), address("10.0.0.3", 30001)]
+            vec![
+                data_member("10.0.0.2", 30001),
+                data_member("10.0.0.3", 30001)
+            ]
         );
         assert!(remote_members_to_ask(&validated, Some("id-1"), &fresh).is_empty());
         let configured = BTreeMap::from([(address(VIP, 30001), probe(true))]);

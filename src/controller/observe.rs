@@ -2,7 +2,7 @@
 //! replica set through its seeds. Which members to ask and which seeds to use
 //! are decided by the pure [`crate::observe`]; nothing here decides.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::join_all;
 
@@ -13,7 +13,7 @@ use crate::member::Wanted;
 use crate::mongo::{codes, MongoGateway, SetReading};
 use crate::observe::{
     known_replica_set_id, local_members_to_ask, remote_members_to_ask, seeds, DroppedMembers,
-    MemberProbe,
+    MemberProbe, MemberToAsk,
 };
 use crate::validate::{InvalidInput, RootCredentials, Validated};
 
@@ -21,6 +21,8 @@ use crate::validate::{InvalidInput, RootCredentials, Validated};
 pub struct MongoAnswers {
     /// What each member asked directly answered (absent: it did not answer).
     pub probes: BTreeMap<MemberAddress, MemberProbe>,
+    /// The members asked as arbiters, without credentials.
+    pub arbiters: BTreeSet<MemberAddress>,
     /// The replica set as read through the seeds, when it could be.
     pub reading: Option<SetReading>,
     /// When members refused the root user and none answered with it: the
@@ -40,8 +42,10 @@ pub async fn observe(
     let credentials = &validated.root;
     let known_id = known_replica_set_id(mongodb);
     let local = local_members_to_ask(validated, wanted);
+    let mut arbiters: BTreeSet<MemberAddress> = arbiters_of(&local);
     let (mut probes, mut refused_credentials) = ask(gateway, local, credentials).await;
     let remote = remote_members_to_ask(validated, known_id, &probes);
+    arbiters.extend(arbiters_of(&remote));
     let (remote_probes, remote_refused) = ask(gateway, remote, credentials).await;
     probes.extend(remote_probes);
     refused_credentials.extend(remote_refused);
@@ -58,23 +62,38 @@ pub async fn observe(
         }
         None => None,
     };
-    let credentials_refused = credentials_refused(mongodb, &refused_credentials, &probes, &reading);
+    let answered_with_credentials = probes.keys().any(|address| !arbiters.contains(address));
+    let credentials_refused = credentials_refused(
+        mongodb,
+        &refused_credentials,
+        answered_with_credentials,
+        &reading,
+    );
     MongoAnswers {
         probes,
+        arbiters,
         reading,
         credentials_refused,
     }
 }
 
+fn arbiters_of<'a>(members: impl IntoIterator<Item = &'a MemberToAsk>) -> BTreeSet<MemberAddress> {
+    members
+        .into_iter()
+        .filter(|member| member.arbiter)
+        .map(|member| member.address.clone())
+        .collect()
+}
+
 /// `refused` as the credentials refused, when no member answered with them
-/// and the set could not be read either.
+/// (an arbiter is asked without) and the set could not be read either.
 fn credentials_refused(
     mongodb: &MongoDB,
     refused: &[MemberAddress],
-    probes: &BTreeMap<MemberAddress, MemberProbe>,
+    answered_with_credentials: bool,
     reading: &Option<SetReading>,
 ) -> Option<InvalidInput> {
-    if refused.is_empty() || !probes.is_empty() || reading.is_some() {
+    if refused.is_empty() || answered_with_credentials || reading.is_some() {
         return None;
     }
     let secret = BuildContext::from_mongodb(mongodb)
@@ -88,16 +107,21 @@ fn credentials_refused(
     })
 }
 
-/// Asks each of `members` directly, at once; those that do not answer are
-/// left out, and those that refuse the credentials listed apart.
+/// Asks each of `members` directly, at once (an arbiter without
+/// credentials); those that do not answer are left out, and those that
+/// refuse the credentials listed apart.
 async fn ask(
     gateway: &MongoGateway,
-    members: impl IntoIterator<Item = MemberAddress>,
+    members: impl IntoIterator<Item = MemberToAsk>,
     credentials: &RootCredentials,
 ) -> (BTreeMap<MemberAddress, MemberProbe>, Vec<MemberAddress>) {
-    let questions = members.into_iter().map(|address| async move {
-        let answer = gateway.ask_member(&address, credentials).await;
-        (address, answer)
+    let questions = members.into_iter().map(|member| async move {
+        let answer = if member.arbiter {
+            gateway.ask_arbiter(&member.address).await
+        } else {
+            gateway.ask_member(&member.address, credentials).await
+        };
+        (member.address, answer)
     });
     let mut probes = BTreeMap::new();
     let mut refused = Vec::new();

@@ -15,6 +15,7 @@ use super::events::error_chain;
 use super::observe::MongoAnswers;
 use crate::api::{MongoDB, RecoveryStatus, RECOVERY_ANNOTATION};
 use crate::hostconf::MemberAddress;
+use crate::member::MemberSlot;
 use crate::mongo::recovery_store::RecoveryRecord;
 use crate::planner::Step;
 use crate::recovery::{plan_recovery, recovery_status, RecoveryInput, RecoveryStep};
@@ -59,9 +60,12 @@ pub async fn recover(
         .map(|value| value.trim())
         .filter(|value| !value.is_empty());
     let recorded = mongodb.status.as_ref().and_then(|s| s.recovery.as_ref());
+    // The forced reconfig goes to a data member: an arbiter is asked nothing
+    // but `hello`.
     let local_answering: Vec<MemberAddress> = validated
         .stateful_sets
         .keys()
+        .filter(|slot| **slot != MemberSlot::Arbiter)
         .filter_map(|slot| validated.address(*slot))
         .filter(|address| answers.probes.get(address).is_some_and(|p| p.has_config))
         .collect();

@@ -23,6 +23,7 @@ use super::observe::MongoAnswers;
 use crate::api::MongoDB;
 use crate::build::names;
 use crate::hostconf::MemberAddress;
+use crate::member::MemberSlot;
 use crate::mongo::{codes, MongoError};
 use crate::observe::ObservedSet;
 use crate::replset::MemberState;
@@ -247,7 +248,8 @@ async fn carry_out(
             if !renew(ctx, validated, primary, lease).await.map_err(mongo)? {
                 return Ok(None);
             }
-            if *caveat != Some(RestartCaveat::NoPossibleSuccessor) {
+            // An arbiter is never primary (and answers only `hello`).
+            if *caveat != Some(RestartCaveat::NoPossibleSuccessor) && *slot != MemberSlot::Arbiter {
                 let probe = gateway.ask_member(&lease.member, credentials).await;
                 if probe.is_ok_and(|p| p.state == Some(MemberState::Primary)) {
                     tracing::info!(member = %lease.member, "the member is primary again; not restarted");
@@ -357,7 +359,8 @@ async fn local_versions(
         .keys()
         .filter(|address| address.host == validated.vip);
     let asked = local.map(|address| async move {
-        let version = ctx.gateway.server_version(address, &validated.root).await;
+        let credentials = (!answers.arbiters.contains(address)).then_some(&validated.root);
+        let version = ctx.gateway.server_version(address, credentials).await;
         (address.clone(), version.ok())
     });
     join_all(asked)

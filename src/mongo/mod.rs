@@ -190,8 +190,8 @@ struct ClientKey {
     hosts: Vec<MemberAddress>,
     direct: bool,
     set_name: Option<String>,
-    username: String,
-    password_fingerprint: String,
+    /// The user and its password's fingerprint; `None`: no credentials.
+    user: Option<(String, String)>,
 }
 
 impl MongoGateway {
@@ -237,12 +237,28 @@ impl MongoGateway {
         set_name: Option<&str>,
         credentials: &RootCredentials,
     ) -> Result<GatewayClient, MongoError> {
+        self.cached_client(hosts, direct, set_name, Some(credentials))
+    }
+
+    /// A client to one member, asked directly without credentials: all an
+    /// arbiter answers. It holds no users, and drivers never authenticate to
+    /// one (the Rust driver skips an arbiter: `ServerType::can_auth`).
+    fn anonymous_client(&self, member: &MemberAddress) -> Result<GatewayClient, MongoError> {
+        self.cached_client(std::slice::from_ref(member), true, None, None)
+    }
+
+    fn cached_client(
+        &self,
+        hosts: &[MemberAddress],
+        direct: bool,
+        set_name: Option<&str>,
+        credentials: Option<&RootCredentials>,
+    ) -> Result<GatewayClient, MongoError> {
         let key = ClientKey {
             hosts: hosts.to_vec(),
             direct,
             set_name: set_name.map(str::to_string),
-            username: credentials.username.clone(),
-            password_fingerprint: crate::build::fingerprint(&credentials.password),
+            user: credentials.map(|c| (c.username.clone(), crate::build::fingerprint(&c.password))),
         };
         let mut clients = self
             .clients
@@ -260,14 +276,16 @@ impl MongoGateway {
         hosts: &[MemberAddress],
         direct: bool,
         set_name: Option<&str>,
-        credentials: &RootCredentials,
+        credentials: Option<&RootCredentials>,
     ) -> Result<GatewayClient, MongoError> {
-        let credential = Credential::builder()
-            .username(credentials.username.clone())
-            .password(credentials.password.clone())
-            .source("admin".to_string())
-            .mechanism(AuthMechanism::ScramSha256)
-            .build();
+        let credential = credentials.map(|credentials| {
+            Credential::builder()
+                .username(credentials.username.clone())
+                .password(credentials.password.clone())
+                .source("admin".to_string())
+                .mechanism(AuthMechanism::ScramSha256)
+                .build()
+        });
         let mut options = ClientOptions::builder()
             .hosts(
                 hosts
@@ -441,6 +459,17 @@ impl MongoGateway {
             }
             Err(error) => Err(error),
         }
+    }
+
+    /// Asks an arbiter, directly and without credentials, with `hello` alone:
+    /// the one question it answers that tells its state. mongod answers
+    /// without `setName` while it has no config, or has one without itself
+    /// (REMOVED): either way an arbiter that may be added.
+    pub async fn ask_arbiter(&self, member: &MemberAddress) -> Result<MemberProbe, MongoError> {
+        let target = member.to_string();
+        let client = self.anonymous_client(member)?;
+        let hello = Self::ask(&client, doc! {"hello": 1}, &target).await?;
+        Ok(probe_from_hello(&hello))
     }
 
     /// Observes the replica set through the seed list: `replSetGetStatus`, and the
@@ -742,6 +771,33 @@ impl fmt::Debug for UserSpec {
             .field("name", &self.name)
             .field("roles", &self.roles)
             .finish_non_exhaustive()
+    }
+}
+
+/// What a member's `hello` tells of it (`TopologyCoordinator::fillHelloForReplSet`).
+fn probe_from_hello(hello: &Document) -> MemberProbe {
+    let set_name = hello.get_str("setName").ok().map(str::to_string);
+    let state = if set_name.is_none() {
+        None
+    } else if hello.get_bool("arbiterOnly").unwrap_or(false) {
+        Some(MemberState::Arbiter)
+    } else if hello.get_bool("isWritablePrimary").unwrap_or(false) {
+        Some(MemberState::Primary)
+    } else if hello.get_bool("secondary").unwrap_or(false) {
+        Some(MemberState::Secondary)
+    } else {
+        None
+    };
+    MemberProbe {
+        has_config: set_name.is_some(),
+        replica_set_id: None,
+        me: hello
+            .get_str("me")
+            .ok()
+            .and_then(|me| MemberAddress::parse(me).ok()),
+        set_name,
+        state,
+        too_stale: false,
     }
 }
 

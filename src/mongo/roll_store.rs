@@ -180,13 +180,20 @@ impl MongoGateway {
         write_outcome(&reply).map(drop)
     }
 
-    /// The server version `member` runs (`buildInfo`), asked directly.
+    /// The server version `member` runs (`buildInfo`, which needs no
+    /// authentication: mongod's `CmdBuildInfo::requiresAuth`), asked directly;
+    /// `None`: without credentials, as an arbiter is.
     pub async fn server_version(
         &self,
         member: &MemberAddress,
-        credentials: &RootCredentials,
+        credentials: Option<&RootCredentials>,
     ) -> Result<String, MongoError> {
-        let client = self.client(std::slice::from_ref(member), true, None, credentials)?;
+        let client = match credentials {
+            Some(credentials) => {
+                self.client(std::slice::from_ref(member), true, None, credentials)?
+            }
+            None => self.anonymous_client(member)?,
+        };
         let reply = Self::run(&client, doc! {"buildInfo": 1}, None, &member.to_string()).await?;
         reply
             .get_str("version")
@@ -220,7 +227,7 @@ impl MongoGateway {
         version: &str,
         credentials: &RootCredentials,
     ) -> Result<(), MongoError> {
-        let binary = self.server_version(primary, credentials).await?;
+        let binary = self.server_version(primary, Some(credentials)).await?;
         let client = self.client(std::slice::from_ref(primary), true, None, credentials)?;
         let command = set_fcv_command(version, &binary);
         Self::run(&client, command, None, &primary.to_string())

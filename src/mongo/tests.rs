@@ -89,41 +89,54 @@ fn credentials_never_show_in_debug_output() {
     assert!(!format!("{user:?}").contains("s3cr3t-value"));
 }
 
-/// Three mongod-sim members with a root user, initiated through the gateway,
-/// once one of them is primary: (gateway, members, credentials, primary).
-async fn running_set(
-    range: u8,
-) -> (
-    MongoGateway,
-    Vec<MemberAddress>,
-    RootCredentials,
-    MemberAddress,
-    std::sync::Arc<mongod_sim::Network>,
-) {
-    use crate::replset::{ConfigMember, ConfigSettings};
-    let credentials = RootCredentials {
+/// The root user of the simulated members.
+fn root() -> RootCredentials {
+    RootCredentials {
         username: "root".into(),
         password: "root-Pa55word".into(),
-    };
-    let network = mongod_sim::Network::new();
-    let members: Vec<MemberAddress> = (1..=3)
-        .map(|i| MemberAddress {
-            host: format!("127.{range}.{}.{i}", std::process::id() % 250),
-            port: 27017,
-        })
-        .collect();
-    for member in &members {
+    }
+}
+
+/// [`root`] as the image's entrypoint creates it on an empty volume.
+fn root_user() -> mongod_sim::RootUser {
+    let credentials = root();
+    mongod_sim::RootUser {
+        username: credentials.username,
+        password: credentials.password,
+    }
+}
+
+/// Starts a simulated mongod at each of `members`, `configure`d.
+async fn start_members(
+    network: &std::sync::Arc<mongod_sim::Network>,
+    members: &[MemberAddress],
+    configure: impl Fn(&MemberAddress, &mut mongod_sim::MemberSpec),
+) {
+    for member in members {
         let mut spec = mongod_sim::MemberSpec::new(member.to_string().parse().unwrap(), "rs0");
-        spec.root_user = Some(mongod_sim::RootUser {
-            username: credentials.username.clone(),
-            password: credentials.password.clone(),
-        });
+        configure(member, &mut spec);
         network
             .start_member(spec, mongod_sim::Volume::new())
             .await
             .expect("member starts");
     }
-    let config = ReplicaSetConfig {
+}
+
+/// Three member addresses on `127.<range>.<pid>.1..3`, this process's own.
+fn three_members(range: u8) -> Vec<MemberAddress> {
+    (1..=3)
+        .map(|i| MemberAddress {
+            host: format!("127.{range}.{}.{i}", std::process::id() % 250),
+            port: 27017,
+        })
+        .collect()
+}
+
+/// The first config of `members` (short timeouts), `arbiter` among them as
+/// the arbiter.
+fn initial_config(members: &[MemberAddress], arbiter: Option<&MemberAddress>) -> ReplicaSetConfig {
+    use crate::replset::{ConfigMember, ConfigSettings};
+    ReplicaSetConfig {
         set_name: "rs0".into(),
         version: 1,
         term: None,
@@ -133,9 +146,9 @@ async fn running_set(
             .map(|(host, id)| ConfigMember {
                 id,
                 host: host.clone(),
-                arbiter_only: false,
+                arbiter_only: Some(host) == arbiter,
                 votes: 1,
-                priority: 1.0,
+                priority: if Some(host) == arbiter { 0.0 } else { 1.0 },
                 hidden: false,
                 tags: Default::default(),
                 newly_added: false,
@@ -149,7 +162,28 @@ async fn running_set(
             },
             None,
         ),
-    };
+    }
+}
+
+/// Three mongod-sim members with a root user, initiated through the gateway,
+/// once one of them is primary: (gateway, members, credentials, primary).
+async fn running_set(
+    range: u8,
+) -> (
+    MongoGateway,
+    Vec<MemberAddress>,
+    RootCredentials,
+    MemberAddress,
+    std::sync::Arc<mongod_sim::Network>,
+) {
+    let credentials = root();
+    let network = mongod_sim::Network::new();
+    let members = three_members(range);
+    start_members(&network, &members, |_, spec| {
+        spec.root_user = Some(root_user());
+    })
+    .await;
+    let config = initial_config(&members, None);
     let gateway = MongoGateway::new();
     gateway
         .initiate(&members[0], &config, &credentials)
@@ -170,10 +204,7 @@ async fn running_set(
 /// Asks a member at `address` with a fresh gateway: its answer and how
 /// long it took.
 async fn ask_timed(address: std::net::SocketAddr) -> (Result<MemberProbe, MongoError>, Duration) {
-    let credentials = RootCredentials {
-        username: "root".into(),
-        password: "root-Pa55word".into(),
-    };
+    let credentials = root();
     let member = MemberAddress {
         host: address.ip().to_string(),
         port: address.port(),
@@ -330,5 +361,64 @@ async fn closing_a_pass_clients_is_bounded_when_a_member_stops_answering() {
         started.elapsed(),
         closed.is_err()
     );
+    network.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_arbiter_without_users_is_asked_hello_and_build_info_only() {
+    let credentials = root();
+    let network = mongod_sim::Network::new();
+    let members = three_members(98);
+    let arbiter = &members[2];
+    start_members(&network, &members, |member, spec| {
+        spec.keyfile = Some("YXJiaXRlcmtleWZpbGU=".into());
+        spec.clients_on_own_host = false;
+        spec.root_user = (member != arbiter).then(root_user);
+    })
+    .await;
+    let gateway = MongoGateway::new();
+    let fresh = gateway.ask_arbiter(arbiter).await.expect("hello answered");
+    assert!(!fresh.has_config && fresh.state.is_none(), "{fresh:?}");
+    // With credentials, a member without users refuses them.
+    let refused = gateway.ask_member(arbiter, &credentials).await.unwrap_err();
+    assert_eq!(
+        refused.code(),
+        Some(codes::AUTHENTICATION_FAILED),
+        "{refused}"
+    );
+
+    let config = initial_config(&members, Some(arbiter));
+    gateway
+        .initiate(&members[0], &config, &credentials)
+        .await
+        .expect("initiated");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let probe = loop {
+        let probe = gateway.ask_arbiter(arbiter).await.expect("hello answered");
+        if probe.state == Some(MemberState::Arbiter) {
+            break probe;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not ARBITER: {probe:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(probe.has_config);
+    assert_eq!(probe.set_name.as_deref(), Some("rs0"));
+    assert_eq!(probe.me.as_ref(), Some(arbiter));
+    // The driver no longer authenticates to it: any other question is refused.
+    let unauthorized = gateway.ask_member(arbiter, &credentials).await.unwrap_err();
+    assert_eq!(
+        unauthorized.code(),
+        Some(codes::UNAUTHORIZED),
+        "{unauthorized}"
+    );
+    let version = gateway
+        .server_version(arbiter, None)
+        .await
+        .expect("buildInfo");
+    assert!(version.starts_with("7.0"), "{version}");
+    gateway.close().await;
     network.stop_all();
 }

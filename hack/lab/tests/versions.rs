@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 use crate::e2e::{fedstate_sample, set_shape};
 use crate::harness::*;
 use crate::rolling::{everywhere, versions};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
 use lab::lab::Lab;
 use serde_json::json;
 
@@ -58,11 +60,32 @@ async fn wait_release(
         if Instant::now() > deadline {
             return Err(format!(
                 "not every member on {release} with FCV {fcv} (reported: {reported}) after \
-                 {STEP_TIMEOUT:?}: (host, buildInfo.version, FCV) {seen:?}"
+                 {STEP_TIMEOUT:?}: (host, buildInfo.version, FCV) {seen:?}; pods' last exit \
+                 codes {:?}",
+                last_exit_codes(lab).await
             ));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Each pod's mongod container's last exit code, when it ended (62: mongod
+/// refused the featureCompatibilityVersion on its disk).
+async fn last_exit_codes(lab: &Lab) -> Vec<(String, i32)> {
+    let api: Api<Pod> = Api::namespaced(lab.clusters()[0].client.clone(), "default");
+    let Ok(pods) = api.list(&Default::default()).await else {
+        return Vec::new();
+    };
+    pods.items
+        .into_iter()
+        .filter_map(|pod| {
+            let name = pod.metadata.name?;
+            let statuses = pod.status?.container_statuses?;
+            let mongod = statuses.into_iter().find(|c| c.name == "mongod")?;
+            let code = mongod.last_state?.terminated?.exit_code;
+            Some((name, code))
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
