@@ -1,6 +1,7 @@
-//! The pod spec every member runs (data members and the arbiter alike): mongod,
-//! the keyfile init container, the optional exporter sidecar, their volumes,
-//! probes, resources, security and scheduling.
+//! The pod spec every member runs: mongod, the keyfile init container, the
+//! optional exporter sidecar, their volumes, probes, resources, security and
+//! scheduling. The arbiter's is the same without the root user's environment
+//! ([`arbiter_pod_spec`]).
 //!
 //! The spec depends only on the `MongoDB` object, never on which member runs it,
 //! so its hash is one revision for the whole instance.
@@ -38,6 +39,8 @@ pub const DATA_VOLUME: &str = "data";
 pub const CUSTOM_CONFIG_KEY: &str = "mongod.yaml";
 
 const MONGOD_CONTAINER: &str = "mongod";
+/// The official image's entrypoint creates the root user from these.
+const ROOT_USER_ENV_PREFIX: &str = "MONGO_INITDB_";
 const KEYFILE_INIT_CONTAINER: &str = "keyfile-init";
 const EXPORTER_CONTAINER: &str = "metrics-exporter";
 
@@ -93,6 +96,26 @@ pub(super) fn member_pod_spec(ctx: &BuildContext) -> PodSpec {
         enable_service_links: Some(false),
         ..PodSpec::default()
     }
+}
+
+/// The arbiter's pod spec: the members' without `MONGO_INITDB_*`. Nothing
+/// authenticates to an arbiter (drivers never do, and its peers use the
+/// keyfile), and the entrypoint's first start that would create the root user
+/// also writes a featureCompatibilityVersion document. An arbiter never
+/// applies the oplog, so that document would never move, and two releases
+/// later mongod would refuse to start on it (exit 62).
+pub(super) fn arbiter_pod_spec(member_spec: PodSpec) -> PodSpec {
+    let mut spec = member_spec;
+    for container in &mut spec.containers {
+        if container.name == MONGOD_CONTAINER {
+            let env = container.env.take().unwrap_or_default().into_iter();
+            let kept: Vec<EnvVar> = env
+                .filter(|variable| !variable.name.starts_with(ROOT_USER_ENV_PREFIX))
+                .collect();
+            container.env = (!kept.is_empty()).then_some(kept);
+        }
+    }
+    spec
 }
 
 /// mongod, started through the official image's entrypoint (only `args`, no

@@ -4,7 +4,8 @@
 //! per member lets the operator remove exactly the member it chose.
 //!
 //! The StatefulSet's pod template carries the instance's revision (a hash of the
-//! pod spec and of the content digest of the credentials and custom config),
+//! members' pod spec, from which the arbiter's follows, and of the content
+//! digest of the credentials and custom config),
 //! which the status reports as `currentRevision`. Updates are `OnDelete`: the
 //! operator replaces the pods itself, one member of the whole set at a time
 //! ([`crate::roll`]).
@@ -21,7 +22,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use std::collections::BTreeMap;
 
 use super::labels::{component_labels, Component};
-use super::pod::{member_pod_spec, DATA_VOLUME};
+use super::pod::{arbiter_pod_spec, member_pod_spec, DATA_VOLUME};
 use super::secrets::sha256_hex;
 use super::{names, BuildContext, BuildError, MemberTarget};
 use crate::member::MemberSlot;
@@ -64,6 +65,11 @@ pub fn member_stateful_set(
     let labels = component_labels(ctx.name(), component(target.slot));
     let pod_spec = member_pod_spec(ctx);
     let revision = revision(&pod_spec, ctx.content_digest());
+    // The arbiter's spec follows from the members' (the revision names both).
+    let pod_spec = match target.slot {
+        MemberSlot::Data(_) => pod_spec,
+        MemberSlot::Arbiter => arbiter_pod_spec(pod_spec),
+    };
 
     let mut metadata = ctx.object_meta(name, labels.clone());
     metadata.annotations = target

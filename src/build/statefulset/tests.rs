@@ -185,6 +185,29 @@ fn arbiter_statefulset_is_named_and_labelled_as_the_arbiter() {
 }
 
 #[test]
+fn the_arbiter_gets_no_root_user_and_the_members_revision() {
+    let member = build(&mongodb(), &member(0));
+    let selector = BTreeMap::from([("app".to_string(), "demo-mongodb-arbiter".to_string())]);
+    let arbiter = build(
+        &mongodb(),
+        &MemberTarget {
+            slot: MemberSlot::Arbiter,
+            selector,
+            host: None,
+        },
+    );
+    assert_eq!(arbiter.revision, member.revision);
+    let arbiter_pod = arbiter.stateful_set.spec.unwrap().template.spec.unwrap();
+    assert_eq!(secret_refs(container(&arbiter_pod, "mongod")), []);
+    let member_pod = member.stateful_set.spec.unwrap().template.spec.unwrap();
+    assert_eq!(secret_refs(container(&member_pod, "mongod")).len(), 2);
+    // Nothing else differs.
+    let mut without_root_user = member_pod.clone();
+    without_root_user.containers[0].env = None;
+    assert_eq!(arbiter_pod, without_root_user);
+}
+
+#[test]
 fn mongod_args_enable_replica_set_keyfile_and_auth_and_never_carry_a_secret() {
     let pod = pod_spec(&mongodb());
     let mongod = container(&pod, "mongod");
