@@ -517,14 +517,37 @@ impl ClusterWriteConcern {
     /// voter with a new `_id` is `newlyAdded` there, so adding one changes
     /// nothing until mongod's own reconfig clears the flag.
     pub fn refuses_change(&self, old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> bool {
-        let mut installed = new.clone();
-        for m in installed.members.iter_mut() {
-            m.newly_added |=
-                m.votes > 0 && !m.arbiter_only && !old.members.iter().any(|o| o.id == m.id);
+        *self == ClusterWriteConcern::Implicit
+            && old.implicit_default_write_concern()
+                != as_installed(old, new).implicit_default_write_concern()
+    }
+
+    /// Whether, with none set, a member that the reconfig from `old` to `new`
+    /// adds would stay `newlyAdded` (no vote) for good: mongod's own reconfig
+    /// that clears the flag once the member caught up meets the same rule, and
+    /// is refused (and tried again on every heartbeat) when it would change
+    /// the implicit default.
+    pub fn strands_newly_added(&self, old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> bool {
+        let installed = as_installed(old, new);
+        let mut cleared = installed.clone();
+        for m in cleared.members.iter_mut() {
+            m.newly_added = false;
         }
         *self == ClusterWriteConcern::Implicit
-            && old.implicit_default_write_concern() != installed.implicit_default_write_concern()
+            && installed.implicit_default_write_concern()
+                != cleared.implicit_default_write_concern()
     }
+}
+
+/// `new` as mongod installs it from `old`: a data-bearing voter with a new
+/// `_id` is `newlyAdded` there.
+fn as_installed(old: &ReplicaSetConfig, new: &ReplicaSetConfig) -> ReplicaSetConfig {
+    let mut installed = new.clone();
+    for m in installed.members.iter_mut() {
+        m.newly_added |=
+            m.votes > 0 && !m.arbiter_only && !old.members.iter().any(|o| o.id == m.id);
+    }
+    installed
 }
 
 impl ReplicaSetConfig {
@@ -908,6 +931,16 @@ mod tests {
         };
         assert!(!set.refuses_change(&shape(3), &shape(4)));
         assert!(!ClusterWriteConcern::NotSetBefore50.refuses_change(&shape(3), &shape(4)));
+        // A fourth data voter under a new `_id`: installed newlyAdded (no
+        // change), but mongod's clearing of the flag would flip the default.
+        let mut joined = shape(3);
+        joined.members.push(voter(10, 10));
+        assert!(!cwwc.refuses_change(&shape(3), &joined));
+        assert!(cwwc.strands_newly_added(&shape(3), &joined));
+        assert!(!set.strands_newly_added(&shape(3), &joined));
+        let mut fifth = shape(4);
+        fifth.members.push(voter(10, 10));
+        assert!(!cwwc.strands_newly_added(&shape(4), &fifth));
     }
 
     #[test]

@@ -133,3 +133,18 @@ pub(super) fn member_resyncing(input: &PlanInput, set: &ObservedSet) -> Option<S
         })
     })
 }
+
+/// The wait to report once nothing else is left to do while a wanted local
+/// member is still `newlyAdded`: it has no vote until mongod clears the flag,
+/// so the set is not in sync before (and, with the write concern not pinned,
+/// mongod may never clear it: `cluster-write-concern-pinned`).
+pub(super) fn member_newly_added(input: &PlanInput, set: &ObservedSet) -> Option<Step> {
+    input.local_members.iter().find_map(|facts| {
+        let entry = facts.entry_in(&set.config)?;
+        (input.is_wanted(facts.slot) && entry.newly_added).then(|| {
+            wait(WaitReason::NewlyAddedMemberSyncing {
+                host: entry.host.clone(),
+            })
+        })
+    })
+}

@@ -98,7 +98,9 @@ pub use steps::{
 };
 
 use initiate::plan_initiate;
-use member_data::{member_resyncing, resync_too_stale_members, silence_emptied_members};
+use member_data::{
+    member_newly_added, member_resyncing, resync_too_stale_members, silence_emptied_members,
+};
 use member_settings::update_member_settings;
 use membership::{
     add_wanted, delete_departed, hold_secondary_for_leaving_arbiter, promote_non_voters,
@@ -173,7 +175,8 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     update_member_settings(input, set)?;
     update_settings(input, set)?;
     report_leftovers(input, set)?;
-    match waiting_member.or_else(|| member_resyncing(input, set)) {
+    let syncing = || member_resyncing(input, set).or_else(|| member_newly_added(input, set));
+    match waiting_member.or_else(syncing) {
         Some(wait) => Break(wait),
         None => Continue(()),
     }

@@ -147,15 +147,18 @@ pub(super) fn check_healthy_majority(
 /// The reconfig step, or a refusal naming what mongod would reject
 /// (`docs/replica-set-rules.md`: `reconfig-accepted-without-force`,
 /// `one-voting-change-per-reconfig`, `config-within-mongodb-limits`), or a
-/// wait while it would change the implicit default write concern with none
-/// pinned yet (`cluster-write-concern-pinned`).
+/// wait while it, or mongod's clearing of the `newlyAdded` flag it sets,
+/// would change the implicit default write concern with none pinned yet
+/// (`cluster-write-concern-pinned`).
 pub(super) fn checked_reconfig(
     set: &ObservedSet,
     config: ReplicaSetConfig,
     change: Change,
 ) -> Step {
     let old = &set.config;
-    if set.write_concern.refuses_change(old, &config) {
+    let write_concern = &set.write_concern;
+    if write_concern.refuses_change(old, &config) || write_concern.strands_newly_added(old, &config)
+    {
         return wait(WaitReason::ClusterWriteConcernNotSet {
             change: change.to_string(),
             from: old.implicit_default_write_concern(),

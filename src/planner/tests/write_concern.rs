@@ -157,3 +157,51 @@ fn the_pinned_default_is_that_of_the_set_hostconf_lists_not_of_the_first_config(
         }
     );
 }
+
+#[test]
+fn a_member_whose_newly_added_clearing_would_flip_the_default_waits_until_it_is_pinned() {
+    // {b0, b1, b2, arbiter}: three data voters of four, {w: 1}. a0 joins
+    // newlyAdded (no vote, so the config it is added with keeps {w: 1}), but
+    // mongod's own reconfig that clears the flag makes four of five,
+    // {w: "majority"}: refused on every heartbeat while nothing is pinned,
+    // a0 would stay without a vote for good.
+    let mut members: Vec<ConfigMember> = (0..3).map(|i| voter(i, remote(i as u32))).collect();
+    members.push(arbiter(3, remote(9)));
+    let mut set = healthy(config(members), &remote(0));
+    set.write_concern = ClusterWriteConcern::Implicit;
+    let facts = vec![data(0, Some(empty_probe()))];
+    let mut joining = input(1, facts, Observed::Configured(set));
+    assert!(
+        matches!(
+            plan(&joining),
+            Step::Wait {
+                reason: WaitReason::ClusterWriteConcernNotSet {
+                    from: DefaultW::One,
+                    to: DefaultW::Majority,
+                    ..
+                }
+            }
+        ),
+        "{:?}",
+        plan(&joining)
+    );
+    if let Observed::Configured(set) = &mut joining.observed {
+        set.write_concern = ClusterWriteConcern::Global { w: "1".into() };
+    }
+    let (_, change) = expect_reconfig(plan(&joining));
+    assert_eq!(change, Change::AddMember { host: local(0) });
+}
+
+#[test]
+fn a_local_member_still_newly_added_is_not_in_sync() {
+    let (facts, mut set) = three_local_in_sync(0);
+    assert_eq!(
+        plan(&input(3, facts.clone(), Observed::Configured(set.clone()))),
+        Step::InSync
+    );
+    set.config.members[2].newly_added = true;
+    assert_eq!(
+        plan(&input(3, facts, Observed::Configured(set))),
+        wait(WaitReason::NewlyAddedMemberSyncing { host: local(2) })
+    );
+}
