@@ -36,8 +36,16 @@ const ROLL_TIMEOUT: Duration = Duration::from_secs(240);
 /// How long the operator may take to report a failed initiate.
 const EVENT_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The instance with `cpu` as its request and limit, at mongod's default
+/// heartbeat interval and election timeout: a restarted member finds itself
+/// at the first heartbeat after its Service routes to it, and the lab's
+/// shorter interval (500 ms) left the operator too short a time to see it
+/// REMOVED on a busy machine.
 fn with_cpu(name: &str, cpu: &str) -> Submission {
-    let mut submission = request(name, SPLIT).to_submission();
+    let mut instance = request(name, SPLIT);
+    instance.settings.heartbeat_interval_millis = 2_000;
+    instance.settings.election_timeout_millis = 10_000;
+    let mut submission = instance.to_submission();
     let quantities = BTreeMap::from([
         ("cpu".to_string(), cpu.to_string()),
         ("memory".to_string(), "512Mi".to_string()),
