@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use federation_sim::control_plane::{InstanceRequest, Split};
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use lab::lab::{sibling_binary, Lab, LabOptions};
 use mongodb::bson::{doc, Document};
@@ -96,6 +97,30 @@ pub async fn apply_user_fields(lab: &Lab, name: &str, field_manager: &str, spec:
     }
     let _ = std::fs::remove_file(&manifest);
     Ok(())
+}
+
+/// The reasons of cluster `index`'s Events about instance `name`, oldest first.
+pub async fn event_reasons_in(lab: &Lab, index: usize, name: &str) -> Result<Vec<String>, String> {
+    let api: Api<Event> = Api::namespaced(lab.clusters()[index].client.clone(), "default");
+    let mut events: Vec<Event> = api
+        .list(&Default::default())
+        .await
+        .map_err(fail("Events"))?
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect();
+    events.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
+    Ok(events.into_iter().filter_map(|e| e.reason).collect())
+}
+
+/// Waits for FedState's own status to report instance `name`, as a FedState
+/// user does before a change (its scale-down reads that status).
+pub async fn settled(lab: &Lab, name: &str) -> Outcome {
+    lab.control_plane()
+        .settled("default", name, READY_TIMEOUT)
+        .await
+        .map_err(fail("FedState's status"))
 }
 
 /// A driver client for one member, asked directly without credentials: what

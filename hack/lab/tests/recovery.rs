@@ -18,8 +18,6 @@
 use std::time::{Duration, Instant};
 
 use crate::harness::*;
-use k8s_openapi::api::events::v1::Event;
-use kube::Api;
 use lab::lab::{sibling_binary, Lab};
 use lab::observe::SetSampler;
 use mongodb_member_operator::api::{MongoDB, RecoveryPhase};
@@ -58,21 +56,6 @@ fn hosts_in(config: &mongodb::bson::Document) -> Vec<String> {
         .unwrap_or_default();
     hosts.sort();
     hosts
-}
-
-/// The reasons of cluster `index`'s Events about the object, oldest first.
-async fn event_reasons(lab: &Lab, index: usize) -> Result<Vec<String>, String> {
-    let api: Api<Event> = Api::namespaced(lab.clusters()[index].client.clone(), "default");
-    let mut events: Vec<Event> = api
-        .list(&Default::default())
-        .await
-        .map_err(fail("Events"))?
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(NAME))
-        .collect();
-    events.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
-    Ok(events.into_iter().filter_map(|e| e.reason).collect())
 }
 
 /// What a run of the plugin printed.
@@ -269,7 +252,7 @@ async fn two_lost_clusters_are_recovered_only_on_request_and_come_back_only_resy
         if hosts_in(&forced) != kept || version(&forced) < 10_000 {
             return Err(format!("the forced config is not a0 + a1: {forced}"));
         }
-        let reasons = event_reasons(lab, 0).await?;
+        let reasons = event_reasons_in(lab, 0, NAME).await?;
         let position = |reason: &str| reasons.iter().position(|r| r == reason);
         match (
             position("VotingMajorityLost"),

@@ -29,7 +29,7 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(180);
 /// Waits until every member runs `release`, every data member with FCV `fcv`,
 /// and the cluster's status reports that FCV (the next image is checked
 /// against it).
-async fn wait_release(
+pub(crate) async fn wait_release(
     lab: &Lab,
     name: &str,
     hosts: &[String],

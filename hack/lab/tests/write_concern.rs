@@ -6,15 +6,24 @@
 //! and it refuses to make a PSA set's secondary electable from a config with a
 //! single writable voter. The operator pins the implicit default as the
 //! cluster-wide one right after initiate, and re-adds a PSA member in two
-//! steps. A w:"majority" writer runs throughout and loses nothing.
+//! steps. A set from 4.4, which has nothing pinned, is pinned on 5.0 by the
+//! cluster whose member is then the primary, its rsInit cluster gone. A
+//! w:"majority" writer runs throughout and loses nothing.
+//!
+//! Labs 50, 51 and 67.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::e2e::{fedstate_sample, set_shape};
 use crate::harness::*;
+use crate::rolling::everywhere;
+use crate::versions::wait_release;
+use federation_sim::control_plane::{Submission, ToSubmission};
+use kube::Api;
 use lab::lab::Lab;
 use mongodb::bson::Document;
-use mongodb_member_operator::api::RecoveryPhase;
+use mongodb_member_operator::api::{MongoDB, RecoveryPhase};
+use serde_json::json;
 
 /// The config's members as (host, arbiterOnly, priority).
 pub(super) fn members_of(config: &Document) -> Vec<(String, bool, f64)> {
@@ -211,6 +220,121 @@ async fn a_psa_member_removed_and_readded_gets_its_vote_then_its_priority() {
             writer.stop_and_check().await?;
         }
         Ok(())
+    })
+    .await;
+}
+
+/// Applies `submission` and waits until the set is ready as `split`.
+async fn reshaped(lab: &Lab, name: &str, submission: &Submission, split: &str) -> Outcome {
+    lab.control_plane()
+        .apply(submission)
+        .await
+        .map_err(fail("apply"))?;
+    ready(lab, name, split).await
+}
+
+/// The write concern cluster `index` reports, as (w, source).
+async fn reported_write_concern(
+    lab: &Lab,
+    index: usize,
+    name: &str,
+) -> Result<Option<(Option<String>, String)>, String> {
+    let api: Api<MongoDB> = Api::namespaced(lab.clusters()[index].client.clone(), "default");
+    let object = api.get(name).await.map_err(fail("MongoDB"))?;
+    Ok(object
+        .status
+        .and_then(|s| s.default_write_concern)
+        .map(|wc| (wc.w, wc.source)))
+}
+
+/// A set created on 4.4 has no cluster-wide write concern (4.4 keeps no
+/// implicit default). Its rsInit cluster leaves; once the set runs 5.0 the
+/// cluster whose member is then the primary pins one — no rsInit cluster
+/// needed — and the rsInit cluster comes back without a reconfig refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_4_4_set_whose_rs_init_cluster_left_is_pinned_by_the_primarys_cluster_on_5_0() {
+    scenario(67, 3, async |lab| {
+        const NAME: &str = "pin";
+        let _passes = ControlPlanePasses::start(lab);
+        let control_plane = lab.control_plane();
+        let on_4_4 = |split: &str| {
+            let mut instance = request(NAME, split);
+            instance.image = "mongo:4.4.29".into();
+            instance.to_submission()
+        };
+        reshaped(lab, NAME, &on_4_4("a=2,b=2,c=1"), "a=2,b=2,c=1").await?;
+        let pinned_on_4_4 = reported_write_concern(lab, 0, NAME).await?;
+        if pinned_on_4_4.as_ref().is_some_and(|(_, source)| source == "global") {
+            return Err(format!("pinned on 4.4: {pinned_on_4_4:?}"));
+        }
+
+        // a, the rsInit cluster (FedState's first largest), leaves.
+        settled(lab, NAME).await?;
+        reshaped(lab, NAME, &on_4_4("a=0,b=2,c=1"), "b=2,c=1").await?;
+        let hosts = hosts_of(lab, 1, NAME).await?;
+        let writer = MajorityWriter::start(lab, NAME, &hosts).await?;
+
+        // 5.0, then FCV 5.0, as a user raises a FedState instance.
+        for (name, path, value, fcv) in [
+            ("image", "/spec/image", "mongo:5.0.30", "4.4"),
+            ("fcv", "/spec/featureCompatibilityVersion", "5.0", "5.0"),
+        ] {
+            control_plane
+                .apply_override_policy(
+                    "default",
+                    NAME,
+                    &format!("{NAME}-{name}"),
+                    everywhere(NAME, path, json!(value)),
+                )
+                .await
+                .map_err(fail("OverridePolicy"))?;
+            wait_release(lab, NAME, &hosts, "5.0", fcv).await?;
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let b = reported_write_concern(lab, 1, NAME).await?;
+            if b.as_ref().is_some_and(|(_, source)| source == "global") {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("no cluster-wide write concern pinned: b reports {b:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let pinned_by: Vec<usize> = {
+            let mut by = Vec::new();
+            for index in 0..3 {
+                let reasons = event_reasons_in(lab, index, NAME).await?;
+                if reasons.iter().any(|r| r == "SetClusterWriteConcern") {
+                    by.push(index);
+                }
+            }
+            by
+        };
+        if pinned_by.len() != 1 || pinned_by.contains(&0) {
+            return Err(format!(
+                "the write concern should be pinned once, by b or c: pinned by clusters {pinned_by:?}"
+            ));
+        }
+
+        // a comes back: its members are added and vote, nothing refused.
+        settled(lab, NAME).await?;
+        // FedState (d28f763) cannot scale out one cluster alone: it would
+        // withdraw the others' Services (the lab-only correction, as in e2e).
+        let back = on_4_4("a=2,b=2,c=1").keep_unchanged_clusters_on_scale_up();
+        reshaped(lab, NAME, &back, "a=2,b=2,c=1").await?;
+        for index in 0..3 {
+            let reasons = event_reasons_in(lab, index, NAME).await?;
+            if let Some(refused) = reasons.iter().find(|r| {
+                ["ImplicitWriteConcernWouldChange", "ReconfigRefused"].contains(&r.as_str())
+            }) {
+                return Err(format!("cluster {index}: a reconfig was refused ({refused})"));
+            }
+        }
+        match writer {
+            Some(writer) => writer.stop_and_check().await,
+            None => Ok(()),
+        }
     })
     .await;
 }
