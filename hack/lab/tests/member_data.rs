@@ -9,9 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::harness::*;
+use federation_sim::control_plane::ToSubmission;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Api;
 use lab::lab::Lab;
+use lab::observe::Sampler;
+use lab::scenarios::Recorder;
 use mongod_sim::{MemberState, ReplSetConfig};
 use mongodb_member_operator::api::MongoDB;
 
@@ -237,12 +240,17 @@ async fn resync_events(lab: &Lab) -> Result<usize, String> {
     Ok(names.lines().count())
 }
 
-/// What cluster `cluster`'s status said about a too-stale member so far:
-/// Degraded naming its resync (or the wait for a majority before it), and
-/// the member's role RECOVERING in `localMembers`.
-#[derive(Default)]
+/// What one cluster's status said about a too-stale member so far: the
+/// messages of Degraded naming its resync (or the wait for a majority before
+/// it), and whether `localMembers` showed it RECOVERING. That role is the
+/// primary's view (`replSetGetStatus`), which lags the member's own by up to
+/// a heartbeat: when a majority is at hand the operator may resync the member
+/// on its own `tooStale` before the primary shows it RECOVERING (two runs in
+/// seven, one with the resync 60 ms after the member was added), so the role
+/// is printed, not required.
+#[derive(Default, Clone)]
 struct StaleReport {
-    degraded: bool,
+    degraded: Vec<String>,
     recovering: bool,
 }
 
@@ -251,22 +259,30 @@ impl StaleReport {
         let Some(status) = &object.status else {
             return;
         };
-        self.degraded |= status.conditions.iter().any(|c| {
-            c.type_ == "Degraded"
+        for c in &status.conditions {
+            if c.type_ == "Degraded"
                 && c.status == "True"
                 && ["ResyncMember", "TooStaleMemberWaitsForMajority"].contains(&c.reason.as_str())
-        });
+                && !self.degraded.contains(&c.message)
+            {
+                self.degraded.push(c.message.clone());
+            }
+        }
         self.recovering |= status
             .local_members
             .iter()
             .any(|m| m.stateful_set == stateful_set && m.role == "RECOVERING");
     }
+
+    /// Whether Degraded said that `host` is too stale.
+    fn degraded_for(&self, host: &str) -> bool {
+        self.degraded
+            .iter()
+            .any(|m| m.contains(host) && m.contains("too stale"))
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "after the scale-up the FedState stand-in flips member 0's Service \
-            between clusters on every pass, and the set loses its primary (see \
-            docs/reliability.md); run with --run-ignored"]
 async fn a_slot_scaled_up_onto_a_volume_the_oplog_window_left_behind_is_resynced() {
     scenario(57, 3, async |lab| {
         let control_plane = lab.control_plane();
@@ -286,7 +302,12 @@ async fn a_slot_scaled_up_onto_a_volume_the_oplog_window_left_behind_is_resynced
         };
         writer.wait_acknowledged(5, Duration::from_secs(60)).await?;
 
-        // b1 leaves; its StatefulSet goes and its claim stays (Retain).
+        // b1 leaves; its StatefulSet goes and its claim stays (Retain). As a
+        // FedState user does, each change waits for FedState's own status.
+        control_plane
+            .settled("default", "back", READY_TIMEOUT)
+            .await
+            .map_err(fail("FedState's status"))?;
         control_plane
             .apply(&request("back", "a=1,b=1,c=1"))
             .await
@@ -296,6 +317,11 @@ async fn a_slot_scaled_up_onto_a_volume_the_oplog_window_left_behind_is_resynced
         let kept = claim_uid(lab, 1, "back", 1)
             .await?
             .ok_or("b1's claim was deleted despite the Retain policy")?;
+
+        control_plane
+            .settled("default", "back", READY_TIMEOUT)
+            .await
+            .map_err(fail("FedState's status"))?;
 
         // The set writes past a tiny oplog window while b1 is away, and c0
         // is cut off: a0 and b0 are a majority of the three voters.
@@ -311,8 +337,26 @@ async fn a_slot_scaled_up_onto_a_volume_the_oplog_window_left_behind_is_resynced
         // newlyAdded: no vote) at its Service's new nodePort: too stale,
         // reported, resynced onto a new claim while a0 and b0 are mongod's
         // majority, and a SECONDARY that votes again.
+        //
+        // FedState (d28f763) cannot grow b alone: its ClusterScaleHandler
+        // gives member 0's Service to b only, the next pass to a and c only,
+        // and so on every pass (hack/federation-sim/README.md, "A partial
+        // scale-up withdraws Services"); only a scale-up in which every
+        // cluster with members grows escapes it, not this one. This
+        // test is about the operator's handling of the stale slot, so the
+        // scale-up runs with the lab-only correction, as the e2e scale-outs do.
+        let objects: Api<MongoDB> = Api::namespaced(lab.clusters()[1].client.clone(), "default");
+        // The report lasts one pass: with a majority at hand the operator
+        // resyncs at the first pass that finds the member too stale, and its
+        // next pass (within about 200 ms in the runs seen) no longer reports
+        // Degraded. A watch keeps every status; polling missed it.
+        let watch = Recorder::start(objects);
         control_plane
-            .apply(&request("back", "a=1,b=2,c=1"))
+            .apply(
+                &request("back", "a=1,b=2,c=1")
+                    .to_submission()
+                    .keep_unchanged_clusters_on_scale_up(),
+            )
             .await
             .map_err(fail("scale out"))?;
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -323,16 +367,22 @@ async fn a_slot_scaled_up_onto_a_volume_the_oplog_window_left_behind_is_resynced
                 Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
             }
         };
-        let objects: Api<MongoDB> = Api::namespaced(lab.clusters()[1].client.clone(), "default");
-        let mut report = StaleReport::default();
-        let mut stale_seen = false;
+        // b1 is RECOVERING only until the operator's next pass resyncs it
+        // (about 200 ms in the runs seen): sampled every 10 ms, not polled.
+        let states = {
+            let network = lab.network().clone();
+            let host = b1.clone();
+            Sampler::start(Duration::from_millis(10), move || {
+                network
+                    .running()
+                    .into_iter()
+                    .find(|listen| network.aliases_of(listen).contains(&host))
+                    .and_then(|listen| network.member(&listen).map(|m| m.state()))
+            })
+        };
         let deadline = Instant::now() + Duration::from_secs(150);
         let resynced = loop {
-            if let Some(object) = objects.get_opt("back").await.map_err(fail("MongoDB"))? {
-                report.look(&object, "back-mongodb-1");
-            }
             let state = state_of(lab, &b1);
-            stale_seen |= state == Some(MemberState::Recovering);
             let claim = claim_uid(lab, 1, "back", 1).await?;
             if state == Some(MemberState::Secondary) && entry_votes(&primary_config(lab)?, &b1) {
                 break claim;
@@ -346,6 +396,8 @@ async fn a_slot_scaled_up_onto_a_volume_the_oplog_window_left_behind_is_resynced
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         };
+        let stale_seen = states.samples().contains(&Some(MemberState::Recovering));
+        drop(states);
         if !stale_seen {
             return Err(format!(
                 "{b1} came back without being too stale: the test proves nothing"
@@ -356,13 +408,23 @@ async fn a_slot_scaled_up_onto_a_volume_the_oplog_window_left_behind_is_resynced
                 "{b1} is SECONDARY on its old claim {kept}: never resynced"
             ));
         }
-        if !report.degraded || !report.recovering {
+        let mut report = StaleReport::default();
+        for (_, object) in watch.seen() {
+            if object.metadata.name.as_deref() == Some("back") {
+                report.look(&object, "back-mongodb-1");
+            }
+        }
+        drop(watch);
+        if !report.degraded_for(&b1) {
             return Err(format!(
-                "cluster b did not report the too-stale member: Degraded {}, RECOVERING in \
-                 localMembers {}",
-                report.degraded, report.recovering
+                "cluster b did not report {b1} too stale: Degraded {:?}",
+                report.degraded
             ));
         }
+        eprintln!(
+            "cluster b's Degraded: {:?}; RECOVERING in localMembers: {}",
+            report.degraded, report.recovering
+        );
         let resyncs = resync_events(lab).await?;
         if resyncs != 1 {
             return Err(format!("{resyncs} ResyncMember Events, expected one"));

@@ -25,6 +25,20 @@ fn vips() -> BTreeMap<String, String> {
         .collect()
 }
 
+/// A federation that admitted `members` and ran its first two passes, the
+/// second with the binding Karmada made of them.
+fn formed(members: &[(&str, i32)]) -> Federation {
+    let mut federation = Federation::new(admitted(members));
+    federation.pass(None);
+    let local: Vec<(&str, usize)> = members
+        .iter()
+        .map(|(cluster, count)| (*cluster, *count as usize))
+        .collect();
+    let binding = federation.binding(&local);
+    federation.pass(Some(&binding));
+    federation
+}
+
 fn admitted(members: &[(&str, i32)]) -> MultiCloudMongoDB {
     admit(
         MultiCloudMongoDB::sample("demo", "default", members),
@@ -315,9 +329,7 @@ fn rs_init_and_the_arbiter_follow_the_cluster_with_most_members_every_pass() {
 
 #[test]
 fn scale_down_waits_for_current_members_then_drops_services_by_node_port() {
-    let mut federation = Federation::new(admitted(&[("a", 3), ("b", 2), ("c", 1)]));
-    federation.pass(None);
-    federation.pass(Some(&federation.binding(&[("a", 3), ("b", 2), ("c", 1)])));
+    let mut federation = formed(&[("a", 3), ("b", 2), ("c", 1)]);
     let port2 = federation.port(2);
     federation.scale(&[("a", 1), ("b", 2), ("c", 1)]);
 
@@ -364,9 +376,7 @@ fn scale_down_waits_for_current_members_then_drops_services_by_node_port() {
 
 #[test]
 fn scale_to_zero_withdraws_mongodb_and_hostconf_then_services_once_the_cluster_left_the_binding() {
-    let mut federation = Federation::new(admitted(&[("a", 2), ("b", 2), ("c", 1)]));
-    federation.pass(None);
-    federation.pass(Some(&federation.binding(&[("a", 2), ("b", 2), ("c", 1)])));
+    let mut federation = formed(&[("a", 2), ("b", 2), ("c", 1)]);
     federation.scale(&[("a", 2), ("b", 2), ("c", 0)]);
     // c still in the binding, reporting 1 member.
     let Outcome(outcome, _) =
@@ -414,9 +424,7 @@ fn a_scale_down_before_any_status_deletes_every_member_service() {
 
 #[test]
 fn a_partial_scale_up_rewrites_service_policies_with_only_the_growing_clusters() {
-    let mut federation = Federation::new(admitted(&[("a", 2), ("b", 2), ("c", 1)]));
-    federation.pass(None);
-    federation.pass(Some(&federation.binding(&[("a", 2), ("b", 2), ("c", 1)])));
+    let mut federation = formed(&[("a", 2), ("b", 2), ("c", 1)]);
     federation.scale(&[("a", 3), ("b", 2), ("c", 2)]);
     federation.pass(Some(&federation.binding(&[("a", 2), ("b", 2), ("c", 1)])));
     // FedState's ClusterScaleHandler: b does not grow, so it loses its Services.
@@ -482,4 +490,62 @@ fn deletion_goes_in_fedstates_order_and_the_arbiter_service_waits_for_garbage_co
     let collected = garbage_collect(&mut federation.objects);
     assert!(collected.contains(&"Service demo-mongodb-arbiter".to_string()));
     assert_eq!(federation.objects, Objects::default());
+}
+
+#[test]
+fn a_slot_scaled_down_and_up_again_flips_member_0s_policy_on_every_pass() {
+    // 1/2/1 -> 1/1/1 -> 1/2/1 (the lab's member_data scenario). The scale-in
+    // is clean: b keeps member 0, Service 1 and its policy go (the policy's
+    // re-create fails once), the next pass rebuilds hostconf.
+    let mut federation = formed(&[("a", 1), ("b", 2), ("c", 1)]);
+    federation.scale(&[("a", 1), ("b", 1), ("c", 1)]);
+    let shrunk = federation.binding(&[("a", 1), ("b", 1), ("c", 1)]);
+    federation.pass(Some(&shrunk)).0.unwrap();
+    let Outcome(outcome, _) = federation.pass(Some(&shrunk));
+    assert!(outcome
+        .unwrap_err()
+        .contains("resourceVersion should not be set"));
+    federation.pass(Some(&shrunk)).0.unwrap();
+    federation.pass(Some(&shrunk)).0.unwrap();
+    assert!(!federation.objects.services.contains_key("demo-mongodb-1"));
+    assert_eq!(federation.service_clusters(0), ["a", "b", "c"]);
+    assert_eq!(federation.hostconf()["datas"].lines().count(), 3);
+
+    // The scale-up grows b only. ClusterScaleHandler (params.
+    // ServiceNameWithCluster still empty) gives Services 0 and 1 to b alone;
+    // hostconf then lists a and c with no member, so the next pass "scales
+    // them up" and gives Service 0 to a and c alone, hostconf then lists b
+    // once, and so on: member 0's Service leaves and comes back to every
+    // cluster on every pass, whatever the data plane reports.
+    let mut corrected = Federation {
+        object: federation.object.clone(),
+        objects: federation.objects.clone(),
+        ports: federation.ports.clone(),
+        rng: StdRng::seed_from_u64(7),
+        deviations: Deviations {
+            keep_unchanged_clusters_on_scale_up: true,
+        },
+    };
+    federation.scale(&[("a", 1), ("b", 2), ("c", 1)]);
+    for _ in 0..3 {
+        federation.pass(Some(&shrunk)).0.unwrap();
+        assert_eq!(federation.service_clusters(0), ["b"]);
+        assert_eq!(federation.service_clusters(1), ["b"]);
+        assert!(!federation.hostconf()["datas"].contains("127.9.1.1"));
+        federation.pass(Some(&shrunk)).0.unwrap();
+        assert_eq!(federation.service_clusters(0), ["a", "c"]);
+        assert_eq!(federation.service_clusters(1), ["b"]);
+        assert!(
+            !federation.hostconf()["datas"].contains(&format!("127.9.2.1:{}", federation.port(0)))
+        );
+    }
+
+    // With the lab-only correction the scale-up settles in one pass.
+    corrected.scale(&[("a", 1), ("b", 2), ("c", 1)]);
+    for _ in 0..3 {
+        corrected.pass(Some(&shrunk)).0.unwrap();
+        assert_eq!(corrected.service_clusters(0), ["a", "b", "c"]);
+        assert_eq!(corrected.service_clusters(1), ["b"]);
+        assert_eq!(corrected.hostconf()["datas"].lines().count(), 4);
+    }
 }

@@ -322,8 +322,8 @@ fn look_at(network: Arc<Network>) -> Probe {
 }
 
 /// Every object a kube-rs watcher delivers from one API, with the instant it
-/// arrived, until dropped.
-struct Recorder<K> {
+/// arrived, until dropped: what lasts a single write, which polling misses.
+pub struct Recorder<K> {
     seen: Arc<Mutex<Vec<(Instant, K)>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -333,7 +333,8 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default,
 {
-    fn start(api: Api<K>) -> Recorder<K> {
+    /// Starts watching `api`.
+    pub fn start(api: Api<K>) -> Recorder<K> {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = seen.clone();
         let task = tokio::spawn(async move {
@@ -352,7 +353,8 @@ where
         Recorder { seen, task }
     }
 
-    fn seen(&self) -> Vec<(Instant, K)> {
+    /// What arrived so far, oldest first.
+    pub fn seen(&self) -> Vec<(Instant, K)> {
         self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
