@@ -140,7 +140,9 @@ pub fn local_slots(validated: &Validated, wanted: Wanted) -> BTreeSet<MemberSlot
 /// carries them), so it is asked `hello` alone, without credentials.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct MemberToAsk {
+    /// Its `VIP:NodePort`.
     pub address: MemberAddress,
+    /// Its slot is the arbiter's, or hostconf lists it under `arbiters`.
     pub arbiter: bool,
 }
 

@@ -77,6 +77,7 @@ pub async fn observe(
     }
 }
 
+/// The addresses of the arbiters among `members`.
 fn arbiters_of<'a>(members: impl IntoIterator<Item = &'a MemberToAsk>) -> BTreeSet<MemberAddress> {
     members
         .into_iter()
