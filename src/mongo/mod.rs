@@ -424,10 +424,7 @@ impl MongoGateway {
                         }
                         Err(_) => (None, false),
                     };
-                let me = hello
-                    .get_str("me")
-                    .ok()
-                    .and_then(|me| MemberAddress::parse(me).ok());
+                let me = me_in(&hello);
                 Ok(MemberProbe {
                     has_config: true,
                     replica_set_id: config.settings.replica_set_id,
@@ -774,6 +771,14 @@ impl fmt::Debug for UserSpec {
     }
 }
 
+/// The host a member goes by in its config (`hello`'s `me`), when it found itself there.
+fn me_in(hello: &Document) -> Option<MemberAddress> {
+    hello
+        .get_str("me")
+        .ok()
+        .and_then(|me| MemberAddress::parse(me).ok())
+}
+
 /// What a member's `hello` tells of it (`TopologyCoordinator::fillHelloForReplSet`).
 fn probe_from_hello(hello: &Document) -> MemberProbe {
     let set_name = hello.get_str("setName").ok().map(str::to_string);
@@ -791,10 +796,7 @@ fn probe_from_hello(hello: &Document) -> MemberProbe {
     MemberProbe {
         has_config: set_name.is_some(),
         replica_set_id: None,
-        me: hello
-            .get_str("me")
-            .ok()
-            .and_then(|me| MemberAddress::parse(me).ok()),
+        me: me_in(hello),
         set_name,
         state,
         too_stale: false,

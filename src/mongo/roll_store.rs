@@ -188,12 +188,7 @@ impl MongoGateway {
         member: &MemberAddress,
         credentials: Option<&RootCredentials>,
     ) -> Result<String, MongoError> {
-        let client = match credentials {
-            Some(credentials) => {
-                self.client(std::slice::from_ref(member), true, None, credentials)?
-            }
-            None => self.anonymous_client(member)?,
-        };
+        let client = self.cached_client(std::slice::from_ref(member), true, None, credentials)?;
         let reply = Self::run(&client, doc! {"buildInfo": 1}, None, &member.to_string()).await?;
         reply
             .get_str("version")

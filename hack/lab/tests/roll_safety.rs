@@ -16,8 +16,6 @@ use std::time::{Duration, Instant};
 
 use crate::harness::*;
 use crate::rolling::{acknowledged_between, longest_write_gap, rolled_status, sized};
-use k8s_openapi::api::events::v1::Event;
-use kube::Api;
 use lab::lab::Lab;
 
 /// How long the roll of one member may take, from the change to every
@@ -49,19 +47,8 @@ fn gaps_over(
 /// The reasons of every cluster's Events about instance `name`.
 pub(super) async fn event_reasons(lab: &Lab, name: &str) -> Result<Vec<String>, String> {
     let mut reasons = Vec::new();
-    for cluster in lab.clusters() {
-        let api: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
-        let events = api
-            .list(&Default::default())
-            .await
-            .map_err(fail("Events"))?;
-        reasons.extend(
-            events
-                .items
-                .into_iter()
-                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-                .filter_map(|e| e.reason),
-        );
+    for index in 0..lab.clusters().len() {
+        reasons.extend(event_reasons_in(lab, index, name).await?);
     }
     Ok(reasons)
 }
