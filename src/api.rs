@@ -39,6 +39,12 @@ pub const DEFAULT_IMAGE: &str = "mongo:7.0";
 /// is carried out or refused once, and ignored afterwards
 /// (`docs/disaster-recovery.md`).
 pub const RECOVERY_ANNOTATION: &str = "middleware.fedstate.io/disaster-recovery";
+/// The annotation by which an SRE asks this cluster's operator to forget a
+/// cluster lost for good: remove its members from the set, one safe reconfig
+/// at a time, and keep them out should they come back. Its value is the lost
+/// cluster's VIP, then optionally a reason; it names the request, carried
+/// out or refused once (`docs/disaster-recovery.md`).
+pub const FORGET_CLUSTER_ANNOTATION: &str = "middleware.fedstate.io/forget-cluster";
 
 /// What a Kubernetes quantity looks like (`1Gi`, `500m`, `1.5`, `2e9`): the
 /// pattern controller-gen gives every `resource.Quantity`, so that the API
@@ -557,6 +563,11 @@ pub struct MongoDBStatus {
     /// and how far it went. Kept until another request replaces it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<RecoveryStatus>,
+    /// The last request to forget a lost cluster asked of this cluster
+    /// (annotation `middleware.fedstate.io/forget-cluster`): which members,
+    /// and how far it went. Kept until another request replaces it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forget_cluster: Option<ForgetClusterStatus>,
 }
 
 /// The default write concern in force, and its source.
@@ -612,6 +623,43 @@ pub enum RecoveryPhase {
     /// set once it has a primary again.
     Forced,
     /// Forced and recorded in the set; the request is ignored from now on.
+    Done,
+    /// Not carried out (the reason is in `message`); the request is ignored
+    /// from now on: ask again with another reason.
+    Refused,
+}
+
+/// A request to forget a lost cluster, and how far it went.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ForgetClusterStatus {
+    /// The request: the annotation's value.
+    pub request: String,
+    /// The VIP of the cluster to forget.
+    pub cluster: String,
+    /// Removing, Done or Refused.
+    pub phase: ForgetClusterPhase,
+    /// What was or will be done, or why not, in words.
+    pub message: String,
+    /// The cluster's members in the config when the request was taken up
+    /// (`host:port`): recorded in the replica set, so that none of them is
+    /// re-added as it is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
+    /// When the phase was entered.
+    pub since: Time,
+}
+
+/// How far forgetting a lost cluster went.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, strum::IntoStaticStr,
+)]
+pub enum ForgetClusterPhase {
+    /// Its members are recorded in the set as forgotten; they are removed one
+    /// safe reconfig per pass (the planner's `RemoveForgottenMember`).
+    Removing,
+    /// No member of the cluster is left in the config; the request is ignored
+    /// from now on.
     Done,
     /// Not carried out (the reason is in `message`); the request is ignored
     /// from now on: ask again with another reason.

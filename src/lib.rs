@@ -7,7 +7,8 @@
 //!   member vocabulary ([`member`]), the desired-object builders ([`build`]),
 //!   whom stage `observe` asks and what it saw ([`observe`]), the replica-set
 //!   model and planner ([`replset`], [`planner`]), the rolling restart
-//!   ([`roll`]), disaster recovery ([`recovery`]) and [`status`] computation,
+//!   ([`roll`]), disaster recovery ([`recovery`]), forgetting a lost cluster
+//!   ([`forget`]) and [`status`] computation,
 //!   and the `kubectl mongodb` plugin's views and decisions ([`cli`]) — no
 //!   client, no async;
 //! - Kubernetes I/O: the [`controller`] pipeline, over the clients of
@@ -19,6 +20,7 @@ pub mod build;
 pub mod cli;
 pub mod controller;
 pub mod crd;
+pub mod forget;
 pub mod hostconf;
 pub mod kube_clients;
 pub mod leader;

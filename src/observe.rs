@@ -27,13 +27,16 @@ pub enum DroppedMembers {
     Read(Vec<DroppedMember>),
 }
 
-/// A member a disaster recovery dropped.
+/// A member a disaster recovery dropped, or removed with its cluster when
+/// an SRE asked to forget that cluster.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DroppedMember {
-    /// Its host in the config the recovery started from.
+    /// Its host in the config the recovery or the forgetting started from.
     pub host: MemberAddress,
-    /// Which recovery: where, when and why it was asked for.
+    /// Which recovery or forgetting: where, when and why it was asked for.
     pub recovery: String,
+    /// Removed with its cluster forgotten on request, not by a recovery.
+    pub forgotten: bool,
 }
 
 /// What a member answered when asked directly about its replica-set state.

@@ -10,7 +10,8 @@
 //! Public reason enums are read through strum's `VariantNames`. Three enums are
 //! private to their modules and cannot be reached from here — the controller's
 //! `Notice` (`src/controller/events.rs`), `RecoveryNotice`
-//! (`src/controller/recovery.rs`) and status's `StatusReason` (`src/status.rs`) —
+//! (`src/controller/recovery.rs`), `ForgetNotice` (`src/controller/forget.rs`)
+//! and status's `StatusReason` (`src/status.rs`) —
 //! so their variants are read from the source text instead ([`variants_in_source`]).
 
 use std::collections::BTreeSet;
@@ -18,6 +19,7 @@ use std::path::Path;
 
 use mongodb_member_operator::build::BuildError;
 use mongodb_member_operator::controller::FailedStage;
+use mongodb_member_operator::forget::ForgetRefusal;
 use mongodb_member_operator::planner::{Change, Refusal, Step, WaitReason};
 use mongodb_member_operator::recovery::RecoveryRefusal;
 use mongodb_member_operator::roll::{RestartCaveat, RollStep, RollWait};
@@ -103,6 +105,7 @@ fn reasons() -> Vec<(&'static str, Vec<String>)> {
         ("RollWait", owned(RollWait::VARIANTS)),
         ("RestartCaveat", owned(RestartCaveat::VARIANTS)),
         ("RecoveryRefusal", owned(RecoveryRefusal::VARIANTS)),
+        ("ForgetRefusal", owned(ForgetRefusal::VARIANTS)),
         ("FailedStage", owned(FailedStage::VARIANTS)),
         (
             "Notice",
@@ -111,6 +114,10 @@ fn reasons() -> Vec<(&'static str, Vec<String>)> {
         (
             "RecoveryNotice",
             variants_in_source(&read("src/controller/recovery.rs"), "RecoveryNotice"),
+        ),
+        (
+            "ForgetNotice",
+            variants_in_source(&read("src/controller/forget.rs"), "ForgetNotice"),
         ),
         (
             "StatusReason",

@@ -18,9 +18,9 @@ use kube::api::{Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Config};
-use mongodb_member_operator::api::{MongoDB, RecoveryPhase};
-use mongodb_member_operator::cli::recover;
+use mongodb_member_operator::api::{ForgetClusterPhase, MongoDB, RecoveryPhase};
 use mongodb_member_operator::cli::status::{self, ContextReport, Unread};
+use mongodb_member_operator::cli::{forget, recover};
 use tokio::sync::mpsc;
 
 /// Looks after one MongoDB replica set spread over the member clusters of a
@@ -86,6 +86,21 @@ enum Command {
     /// printing each phase. Exits 0 once Done. Make sure the lost clusters
     /// are down or fenced first: see docs/disaster-recovery.md.
     Recover(RecoverArgs),
+    /// Ask one surviving cluster's operator to forget a cluster lost for good.
+    ///
+    /// For a set that still has a voting majority but keeps the dead members
+    /// of a cluster that will not come back (every roll and FCV raise waits
+    /// on them, and they count in the majority): prints the dry run from
+    /// cluster CONTEXT's status (the members at the lost cluster's VIP, which
+    /// are removed; the others, kept), refuses (exit 1) while a member at
+    /// that VIP is up, when CONTEXT reports a lost voting majority (use
+    /// `recover`), or when no member is at that VIP; asks for confirmation
+    /// (--yes, or y on a terminal), then sets the annotation
+    /// `middleware.fedstate.io/forget-cluster=<VIP> <reason>` on CONTEXT's
+    /// object and follows `status.forgetCluster` (Removing, Done; or
+    /// Refused), printing each phase. Exits 0 once Done. See
+    /// docs/disaster-recovery.md.
+    ForgetCluster(ForgetClusterArgs),
 }
 
 #[derive(Args, Debug)]
@@ -120,12 +135,35 @@ struct RecoverArgs {
     timeout: u64,
 }
 
+#[derive(Args, Debug)]
+struct ForgetClusterArgs {
+    /// The MongoDB object's name.
+    name: String,
+    /// The surviving cluster to ask (one context).
+    #[arg(long, value_name = "CONTEXT")]
+    context: String,
+    /// The lost cluster's VIP: the host part of its members' addresses, as
+    /// `kubectl mongodb status` shows them.
+    #[arg(long, value_name = "VIP")]
+    cluster: String,
+    /// Why (default: the time asked); with the VIP it names the request.
+    #[arg(long)]
+    reason: Option<String>,
+    /// Ask without a confirmation prompt.
+    #[arg(short, long)]
+    yes: bool,
+    /// How long to follow the removals before giving up, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    timeout: u64,
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match &cli.command {
         Command::Status(args) => run_status(&cli.common, args).await,
         Command::Recover(args) => run_recover(&cli.common, args).await,
+        Command::ForgetCluster(args) => run_forget_cluster(&cli.common, args).await,
     };
     match outcome {
         Ok(code) => code,
@@ -365,17 +403,22 @@ fn exit(success: bool) -> ExitCode {
     }
 }
 
-async fn run_recover(common: &Common, args: &RecoverArgs) -> anyhow::Result<ExitCode> {
-    let target = targets(common, std::slice::from_ref(&args.context))
+/// The one context asked and its object NAME, read.
+async fn read_one(common: &Common, context: &str, name: &str) -> anyhow::Result<(Target, MongoDB)> {
+    let target = targets(common, &[context.to_string()])
         .await?
         .pop()
         .context("no context")?;
     let timeout = Duration::from_secs(common.request_timeout.max(1));
-    let report = read(&target, &args.name, timeout).await;
-    let mongodb = match report.outcome {
-        Ok(mongodb) => mongodb,
-        Err(_) => bail!("{}", status::errors(&args.name, &[report]).join("; ")),
-    };
+    let report = read(&target, name, timeout).await;
+    match report.outcome {
+        Ok(mongodb) => Ok((target, mongodb)),
+        Err(_) => bail!("{}", status::errors(name, &[report]).join("; ")),
+    }
+}
+
+async fn run_recover(common: &Common, args: &RecoverArgs) -> anyhow::Result<ExitCode> {
+    let (target, mongodb) = read_one(common, &args.context, &args.name).await?;
     let plan = match recover::dry_run(&args.context, &mongodb, &args.reason) {
         Ok(plan) => plan,
         Err(refusal) => {
@@ -392,7 +435,8 @@ async fn run_recover(common: &Common, args: &RecoverArgs) -> anyhow::Result<Exit
             args.context
         );
     } else {
-        if !args.yes && !confirm(&args.context, &args.name)? {
+        let question = recover::question(&args.context, &args.name);
+        if !args.yes && !confirm(&question)? {
             eprintln!(
                 "refused: not confirmed (pass --yes, or answer y on a terminal); nothing asked"
             );
@@ -410,56 +454,140 @@ async fn run_recover(common: &Common, args: &RecoverArgs) -> anyhow::Result<Exit
     follow(api, args).await
 }
 
-/// Asks on the terminal; false when stdin is not one.
-fn confirm(context: &str, name: &str) -> anyhow::Result<bool> {
+/// Asks `question` on the terminal; false when stdin is not one.
+fn confirm(question: &str) -> anyhow::Result<bool> {
     if !std::io::stdin().is_terminal() {
         return Ok(false);
     }
-    print!("{}", recover::question(context, name));
+    print!("{question}");
     std::io::stdout().flush()?;
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;
     Ok(recover::confirmed(&answer))
 }
 
-/// Prints each phase of the request until Done (0) or Refused (1).
+/// Prints each phase of the recovery until Done (0) or Refused (1).
 async fn follow(api: Api<MongoDB>, args: &RecoverArgs) -> anyhow::Result<ExitCode> {
-    let config = watcher::Config::default().fields(&format!("metadata.name={}", args.name));
-    let mut objects = watcher(api, config)
-        .default_backoff()
-        .applied_objects()
-        .boxed();
-    let mut last = None;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
-    loop {
-        let next = tokio::time::timeout_at(deadline, objects.next()).await;
-        let mongodb = match next {
-            Err(_) => bail!(
-                "no Done or Refused from {}'s operator within {}s: is it running? (follow it with \
-                 `kubectl mongodb status {}`)",
-                args.context,
-                args.timeout,
-                args.name
-            ),
-            Ok(None) => bail!("the watch on {} ended", args.context),
-            Ok(Some(Err(error))) => {
-                eprintln!("watch on {}: {error}; retrying", args.context);
+    let follow = Follow {
+        context: &args.context,
+        name: &args.name,
+        timeout: args.timeout,
+    };
+    follow
+        .phases(api, |mongodb| {
+            let recovery = recover::progress(mongodb, &args.reason)?;
+            let end = match recovery.phase {
+                RecoveryPhase::Done => Some(ExitCode::SUCCESS),
+                RecoveryPhase::Refused => Some(ExitCode::FAILURE),
+                RecoveryPhase::Planned | RecoveryPhase::Forced => None,
+            };
+            Some((recover::phase_line(recovery), end))
+        })
+        .await
+}
+
+async fn run_forget_cluster(common: &Common, args: &ForgetClusterArgs) -> anyhow::Result<ExitCode> {
+    let (target, mongodb) = read_one(common, &args.context, &args.name).await?;
+    let plan = match forget::dry_run(&args.context, &mongodb, &args.cluster) {
+        Ok(plan) => plan,
+        Err(refusal) => {
+            eprintln!("refused: {refusal}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    println!("{plan}");
+    let question = forget::question(&args.context, &args.name, &args.cluster);
+    if !args.yes && !confirm(&question)? {
+        eprintln!("refused: not confirmed (pass --yes, or answer y on a terminal); nothing asked");
+        return Ok(ExitCode::FAILURE);
+    }
+    let reason = match &args.reason {
+        Some(reason) => reason.clone(),
+        None => format!(
+            "asked at {}",
+            Timestamp::now().round(k8s_openapi::jiff::Unit::Second)?
+        ),
+    };
+    let request = forget::request(&args.cluster, &reason);
+    let client = target.client.ok().context("no client")?;
+    let api = api(&client, &target.namespace);
+    let patch = forget::annotation_patch(&request);
+    api.patch(&args.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| anyhow::anyhow!("annotating {}: {}", args.context, describe(&e)))?;
+    println!(
+        "asked: {} {}/{} annotated with the request; following status.forgetCluster",
+        args.context, target.namespace, args.name
+    );
+    let follow = Follow {
+        context: &args.context,
+        name: &args.name,
+        timeout: args.timeout,
+    };
+    follow
+        .phases(api, |mongodb| {
+            let forgetting = forget::progress(mongodb, &request)?;
+            let end = match forgetting.phase {
+                ForgetClusterPhase::Done => Some(ExitCode::SUCCESS),
+                ForgetClusterPhase::Refused => Some(ExitCode::FAILURE),
+                ForgetClusterPhase::Removing => None,
+            };
+            Some((forget::phase_line(forgetting), end))
+        })
+        .await
+}
+
+/// Following one request on one object until its operator ends it.
+struct Follow<'a> {
+    context: &'a str,
+    name: &'a str,
+    timeout: u64,
+}
+
+impl Follow<'_> {
+    /// Prints each new line `phase` gives for the object (once), until it
+    /// gives an exit code with it.
+    async fn phases(
+        &self,
+        api: Api<MongoDB>,
+        phase: impl Fn(&MongoDB) -> Option<(String, Option<ExitCode>)>,
+    ) -> anyhow::Result<ExitCode> {
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
+        let mut objects = watcher(api, config)
+            .default_backoff()
+            .applied_objects()
+            .boxed();
+        let mut last = None;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(self.timeout);
+        loop {
+            let next = tokio::time::timeout_at(deadline, objects.next()).await;
+            let mongodb = match next {
+                Err(_) => bail!(
+                    "no Done or Refused from {}'s operator within {}s: is it running? (follow it \
+                     with `kubectl mongodb status {}`)",
+                    self.context,
+                    self.timeout,
+                    self.name
+                ),
+                Ok(None) => bail!("the watch on {} ended", self.context),
+                Ok(Some(Err(error))) => {
+                    eprintln!("watch on {}: {error}; retrying", self.context);
+                    continue;
+                }
+                Ok(Some(Ok(mongodb))) => mongodb,
+            };
+            let Some((line, end)) = phase(&mongodb) else {
+                continue;
+            };
+            let phase_word = line.split(':').next().map(str::to_string);
+            if last == phase_word {
                 continue;
             }
-            Ok(Some(Ok(mongodb))) => mongodb,
-        };
-        let Some(recovery) = recover::progress(&mongodb, &args.reason) else {
-            continue;
-        };
-        if last == Some(recovery.phase) {
-            continue;
-        }
-        last = Some(recovery.phase);
-        println!("{}", recover::phase_line(recovery));
-        match recovery.phase {
-            RecoveryPhase::Done => return Ok(ExitCode::SUCCESS),
-            RecoveryPhase::Refused => return Ok(ExitCode::FAILURE),
-            RecoveryPhase::Planned | RecoveryPhase::Forced => {}
+            last = phase_word;
+            println!("{line}");
+            if let Some(code) = end {
+                return Ok(code);
+            }
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The `kubectl mongodb` plugin's pure part (no client, no clock, no I/O):
 //! what the on-call SRE reads about one replica set spread over several
-//! clusters, and what the plugin decides about a disaster-recovery request.
+//! clusters, and what the plugin decides about a disaster-recovery request
+//! or a request to forget a lost cluster.
 //! The binary (`src/bin/kubectl-mongodb.rs`) reads the `MongoDB` objects,
 //! watches and patches them, and prints what this module renders.
 //!
@@ -9,8 +10,10 @@
 //!   `recovery`), with the clusters that cannot be read, disagree or look
 //!   stale said as such;
 //! - [`recover`]: the dry run of a recovery request from the chosen
-//!   cluster's status, the refusals, and the phases followed afterwards.
+//!   cluster's status, the refusals, and the phases followed afterwards;
+//! - [`forget`]: the same for forgetting a lost cluster.
 
+pub mod forget;
 pub mod recover;
 pub mod status;
 

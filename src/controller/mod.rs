@@ -29,6 +29,7 @@ mod credentials;
 mod dereference;
 mod events;
 pub mod finalizer;
+mod forget;
 mod observe;
 mod pass;
 mod record;

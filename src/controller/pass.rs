@@ -2,7 +2,7 @@
 //! needs of the object and of the stages before it.
 //!
 //! `dereference` → `validate` → `build` → `apply` → `observe` → `plan` →
-//! `record` → `act` → `recovery` → `roll` → `status`
+//! `record` → `act` → `recovery` → `forget` → `roll` → `status`
 //!
 //! Input the pass cannot use ends it ([`PassOutcome::InvalidInput`]): the
 //! caller reports it or, for an object being deleted, lets it go.
@@ -16,6 +16,7 @@ use super::apply::apply_desired;
 use super::context::PassContext;
 use super::credentials::{remember_root, set_new_root_password};
 use super::dereference::dereference;
+use super::forget::forget;
 use super::observe::{dropped_members, observe};
 use super::record::record;
 use super::recovery::recover;
@@ -24,6 +25,7 @@ use super::status::{self, Report};
 use super::ReconcileError;
 use crate::api::MongoDB;
 use crate::build::{self, BuildContext, DesiredObjects};
+use crate::forget::forgotten_cluster;
 use crate::member::Wanted;
 use crate::planner::{has_left, plan, PlanInput, Step};
 use crate::validate::{validate, InvalidInput, Validated};
@@ -100,6 +102,7 @@ pub async fn pass(
         ctx.stepped_down_recently(),
         ctx.step_down_held(),
     );
+    input.forgotten_cluster = forgotten_cluster(mongodb);
     if input.needs_dropped_members() {
         let reading = answers.reading.as_ref();
         input.dropped_members = dropped_members(&ctx.gateway, reading, &validated.root).await;
@@ -125,6 +128,12 @@ pub async fn pass(
     } else {
         Some(recover(ctx, mongodb, &validated, &answers, &step).await)
     };
+    // forget: a lost cluster's members recorded as forgotten, only as an SRE asked for it on this object (MongoDB I/O).
+    let forgotten = if paused || leaving {
+        None
+    } else {
+        Some(forget(ctx, mongodb, &validated, &answers, &step).await)
+    };
     // roll: once in sync, replace one outdated pod of the whole set at a time (MongoDB and Kubernetes I/O).
     let revision = desired.and_then(|d| d.revision);
     let rolled = match (&revision, &acted) {
@@ -148,6 +157,7 @@ pub async fn pass(
         revision,
         apply_failures: &apply_failures,
         recovery: recovered.as_ref().and_then(|r| r.status.clone()),
+        forget_cluster: forgotten.as_ref().and_then(|f| f.status.clone()),
     };
     let status_changed = status::write(ctx, mongodb, &report).await?;
 
@@ -158,6 +168,7 @@ pub async fn pass(
     let sooner = [
         rolled.and_then(|rolled| rolled.requeue),
         recovered.and_then(|recovered| recovered.requeue),
+        forgotten.and_then(|forgotten| forgotten.requeue),
         status_changed.then_some(AFTER_STATUS_CHANGE),
     ];
     let requeue = sooner.into_iter().flatten().fold(requeue, Duration::min);

@@ -12,7 +12,7 @@ use kube::Api;
 
 use super::context::PassContext;
 use super::{ReconcileError, FIELD_MANAGER};
-use crate::api::{MongoDB, RecoveryStatus};
+use crate::api::{ForgetClusterStatus, MongoDB, RecoveryStatus};
 use crate::observe::ObservedSet;
 use crate::planner::{Step, WaitReason};
 use crate::roll::RollStep;
@@ -45,6 +45,8 @@ pub struct Report<'a> {
     pub apply_failures: &'a [String],
     /// `status.recovery` after this pass.
     pub recovery: Option<RecoveryStatus>,
+    /// `status.forgetCluster` after this pass.
+    pub forget_cluster: Option<ForgetClusterStatus>,
 }
 
 /// Computes the status and writes it when it differs from the stored one;
@@ -71,6 +73,7 @@ pub async fn write(
         revision: report.revision.clone(),
         apply_failures: report.apply_failures,
         recovery: report.recovery.clone(),
+        forget_cluster: report.forget_cluster.clone(),
         now: Time(k8s_openapi::jiff::Timestamp::now()),
     });
     ctx.metrics

@@ -1,13 +1,18 @@
 //! Disaster recovery's MongoDB I/O: the forced reconfig an SRE asked for
-//! ([`crate::recovery`]), and the record of each recovery in the replica set,
-//! in `mongodb_member_operator.recoveries`, which every cluster's operator
-//! reads before it adds a member that holds a config: one a recovery dropped
-//! is not re-added as it is.
+//! ([`crate::recovery`]), and the record of each recovery, and of each lost
+//! cluster forgotten on request ([`crate::forget`]), in the replica set, in
+//! `mongodb_member_operator.recoveries`, which every cluster's operator
+//! reads before it adds a member that holds a config: one a recovery dropped,
+//! or one removed with its forgotten cluster, is not re-added as it is.
 //!
-//! Document: `{_id: "<vip>/<fromConfigVersion>", cluster, instance, request,
-//! fromConfigVersion, kept: [host], dropped: [host], at}` (`at` in Unix
-//! milliseconds), written with an upsert (w:"majority") on the primary the
-//! pass observed, so a pass that repeats it changes nothing.
+//! Documents: `{_id: "<vip>/<fromConfigVersion>", cluster, instance, request,
+//! fromConfigVersion, kept: [host], dropped: [host], at}` for a recovery, and
+//! `{_id: "forget/<forgotten vip>/<fromConfigVersion>", kind:
+//! "forgetCluster", cluster, instance, request, forgotten, fromConfigVersion,
+//! dropped: [host], at}` for a forgotten cluster (`cluster`: the VIP of the
+//! cluster that carried it out; `at` in Unix milliseconds), each written
+//! with an upsert (w:"majority") on the primary the pass observed, so a pass
+//! that repeats it changes nothing.
 
 use mongodb::bson::{doc, Bson, Document};
 
@@ -20,6 +25,8 @@ use crate::validate::RootCredentials;
 
 /// The collection of the recovery records.
 pub const COLLECTION: &str = "recoveries";
+/// The `kind` of a forgotten cluster's record.
+const FORGET_KIND: &str = "forgetCluster";
 
 /// A recovery as recorded in the set.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,6 +43,26 @@ pub struct RecoveryRecord {
     pub kept: Vec<String>,
     /// The members dropped.
     pub dropped: Vec<String>,
+    /// When it was recorded (Unix milliseconds).
+    pub at_millis: i64,
+}
+
+/// A lost cluster forgotten on request, as recorded in the set before any of
+/// its members is removed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForgetRecord {
+    /// The VIP of the cluster that carries it out.
+    pub cluster: String,
+    /// `namespace/name` of the object it was asked on.
+    pub instance: String,
+    /// The request (the annotation's value).
+    pub request: String,
+    /// The VIP of the cluster forgotten.
+    pub forgotten: String,
+    /// The config version its removals start from.
+    pub from_config_version: i64,
+    /// Its members (`host:port`).
+    pub members: Vec<String>,
     /// When it was recorded (Unix milliseconds).
     pub at_millis: i64,
 }
@@ -77,9 +104,44 @@ impl MongoGateway {
             "dropped": &record.dropped,
             "at": record.at_millis,
         };
+        self.upsert_record(primary, &id, document, credentials)
+            .await
+    }
+
+    /// Writes `record` into the set through `primary` (an upsert: once).
+    pub async fn record_forgotten(
+        &self,
+        primary: &MemberAddress,
+        record: &ForgetRecord,
+        credentials: &RootCredentials,
+    ) -> Result<(), MongoError> {
+        let id = format!("forget/{}/{}", record.forgotten, record.from_config_version);
+        let document = doc! {
+            "_id": &id,
+            "kind": FORGET_KIND,
+            "cluster": &record.cluster,
+            "instance": &record.instance,
+            "request": &record.request,
+            "forgotten": &record.forgotten,
+            "fromConfigVersion": record.from_config_version,
+            "dropped": &record.members,
+            "at": record.at_millis,
+        };
+        self.upsert_record(primary, &id, document, credentials)
+            .await
+    }
+
+    /// Upserts `document` as record `id` (w:"majority") through `primary`.
+    async fn upsert_record(
+        &self,
+        primary: &MemberAddress,
+        id: &str,
+        document: Document,
+        credentials: &RootCredentials,
+    ) -> Result<(), MongoError> {
         let command = doc! {
             "update": COLLECTION,
-            "updates": [{"q": {"_id": &id}, "u": document, "upsert": true}],
+            "updates": [{"q": {"_id": id}, "u": document, "upsert": true}],
             "writeConcern": majority(),
         };
         let reply = self.on_primary(primary, command, credentials).await?;
@@ -107,18 +169,30 @@ impl MongoGateway {
     }
 }
 
-/// The members one record dropped, each with a line saying which recovery.
+/// The members one record dropped, each with a line saying which recovery
+/// or forgetting.
 fn dropped_by(document: &Document) -> Vec<DroppedMember> {
     let text = |key: &str| document.get_str(key).unwrap_or("?").to_owned();
     let at = integer(document.get("at"))
         .and_then(|millis| k8s_openapi::jiff::Timestamp::from_millisecond(millis).ok())
         .map_or_else(|| "?".to_string(), |at| at.to_string());
-    let recovery = format!(
-        "forced in cluster {} on {} at {at}, asked for: {:?}",
-        text("cluster"),
-        text("instance"),
-        text("request")
-    );
+    let forgotten = document.get_str("kind") == Ok(FORGET_KIND);
+    let recovery = if forgotten {
+        format!(
+            "cluster {} forgotten by cluster {} on {} at {at}, asked for: {:?}",
+            text("forgotten"),
+            text("cluster"),
+            text("instance"),
+            text("request")
+        )
+    } else {
+        format!(
+            "forced in cluster {} on {} at {at}, asked for: {:?}",
+            text("cluster"),
+            text("instance"),
+            text("request")
+        )
+    };
     document
         .get_array("dropped")
         .map(|hosts| {
@@ -129,6 +203,7 @@ fn dropped_by(document: &Document) -> Vec<DroppedMember> {
                 .map(|host| DroppedMember {
                     host,
                     recovery: recovery.clone(),
+                    forgotten,
                 })
                 .collect()
         })
@@ -153,5 +228,23 @@ mod tests {
         assert!(dropped[0].recovery.contains("cluster 10.0.0.1"));
         assert!(dropped[0].recovery.contains("clusters b and c burnt down"));
         assert!(dropped[0].recovery.contains("2023-11-14T22:13:20Z"));
+        assert!(!dropped[0].forgotten);
+    }
+
+    #[test]
+    fn a_forgotten_clusters_record_names_its_members_as_forgotten() {
+        let document = doc! {
+            "_id": "forget/10.0.0.3/9", "kind": "forgetCluster", "cluster": "10.0.0.1",
+            "instance": "default/weather", "request": "10.0.0.3 lost in the fire",
+            "forgotten": "10.0.0.3", "fromConfigVersion": 9i64,
+            "dropped": ["10.0.0.3:30001", "10.0.0.3:30002"], "at": 1_700_000_000_000i64,
+        };
+        let dropped = dropped_by(&document);
+        assert_eq!(dropped.len(), 2);
+        assert!(dropped.iter().all(|d| d.forgotten));
+        assert!(dropped[0]
+            .recovery
+            .contains("cluster 10.0.0.3 forgotten by cluster 10.0.0.1"));
+        assert!(dropped[0].recovery.contains("lost in the fire"));
     }
 }

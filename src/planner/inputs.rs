@@ -54,6 +54,10 @@ pub struct PlanInput {
     /// The members disaster recoveries forced out of the set, as recorded in
     /// it; read only when [`PlanInput::needs_dropped_members`] says so.
     pub dropped_members: DroppedMembers,
+    /// The VIP of a lost cluster an SRE asked this cluster to forget, once
+    /// its members are recorded in the set as forgotten: they are removed
+    /// like unwanted local members (`crate::forget`).
+    pub forgotten_cluster: Option<String>,
 }
 
 /// What is known about one local member.
@@ -139,6 +143,7 @@ impl PlanInput {
             stepped_down_recently,
             step_down_held,
             dropped_members: DroppedMembers::NotRead,
+            forgotten_cluster: None,
         }
     }
 
@@ -173,12 +178,19 @@ impl PlanInput {
     }
 
     /// Whether `host` is the config host of a local member this cluster no
-    /// longer wants.
+    /// longer wants, or of a member of the cluster it forgets.
     pub(super) fn is_leaving(&self, config: &ReplicaSetConfig, host: &MemberAddress) -> bool {
-        self.local_members
-            .iter()
-            .filter(|m| !self.is_wanted(m.slot))
-            .any(|m| m.entry_in(config).is_some_and(|e| &e.host == host))
+        self.is_forgotten(host)
+            || self
+                .local_members
+                .iter()
+                .filter(|m| !self.is_wanted(m.slot))
+                .any(|m| m.entry_in(config).is_some_and(|e| &e.host == host))
+    }
+
+    /// Whether `host` is at the VIP of the cluster this cluster forgets.
+    pub(super) fn is_forgotten(&self, host: &MemberAddress) -> bool {
+        self.forgotten_cluster.as_deref() == Some(host.host.as_str())
     }
 
     /// A config entry at this cluster's VIP that no local member is

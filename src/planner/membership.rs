@@ -99,7 +99,41 @@ pub(super) fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFl
     if is_torn_down(input, set) {
         return Continue(());
     }
+    let change = Change::RemoveMember { host: host.clone() };
+    remove_member(input, set, host, leaving.address.as_ref(), change)
+}
 
+/// Removes a member of the cluster an SRE asked this cluster to forget
+/// ([`PlanInput::forgotten_cluster`]), the highest `_id` first and the arbiter
+/// last, with every rule of a removal: a primary is stepped down first, and
+/// a removal that would leave fewer healthy voters than a majority is
+/// refused (`docs/replica-set-rules.md`, `only-local-members-change`).
+pub(super) fn remove_forgotten(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+    let Some(forgotten) = set
+        .config
+        .members
+        .iter()
+        .filter(|m| input.is_forgotten(&m.host))
+        .min_by_key(|m| (m.arbiter_only, std::cmp::Reverse(m.id)))
+    else {
+        return Continue(());
+    };
+    let host = &forgotten.host;
+    let change = Change::RemoveForgottenMember { host: host.clone() };
+    remove_member(input, set, host, Some(host), change)
+}
+
+/// Removes `host` from the config (`change`), stepping it down first when it
+/// is the primary (`docs/replica-set-rules.md`,
+/// `step-down-before-removing-the-primary`); `answers_at`: where the member
+/// answers now, which a step-down is sent to.
+fn remove_member(
+    input: &PlanInput,
+    set: &ObservedSet,
+    host: &MemberAddress,
+    answers_at: Option<&MemberAddress>,
+    change: Change,
+) -> ControlFlow<Step> {
     if input.stepped_down_recently.as_ref() == Some(host)
         && set.primary.as_ref().is_none_or(|p| p == host)
     {
@@ -108,11 +142,11 @@ pub(super) fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFl
         }));
     }
     let primary = check_reconfig_allowed(set)?;
-    if primary == host && leaving.address.as_ref() != Some(host) {
+    if primary == host && answers_at != Some(host) {
         // Asked to step down at its old host, it would not answer.
         return Break(wait(WaitReason::PrimaryAddressChanged {
             primary: host.clone(),
-            now_at: leaving.address.clone().unwrap_or_else(|| host.clone()),
+            now_at: answers_at.cloned().unwrap_or_else(|| host.clone()),
         }));
     }
     if primary == host {
@@ -148,11 +182,7 @@ pub(super) fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFl
             needed,
         }));
     }
-    Break(checked_reconfig(
-        set,
-        config,
-        Change::RemoveMember { host: host.clone() },
-    ))
+    Break(checked_reconfig(set, config, change))
 }
 
 /// Steps `primary` down before a change it cannot take as primary (its
@@ -385,9 +415,9 @@ fn check_may_join(
     check_same_replica_set(host, probe, set_id)
 }
 
-/// A member a disaster recovery dropped joins only once resynced from scratch
-/// (it holds no config then): its data may have diverged
-/// (`docs/disaster-recovery.md`).
+/// A member a disaster recovery dropped, or one removed with its cluster
+/// forgotten on request, joins only once resynced from scratch (it holds no
+/// config then): its data may have diverged (`docs/disaster-recovery.md`).
 fn check_not_dropped(
     input: &PlanInput,
     host: &MemberAddress,
@@ -406,6 +436,10 @@ fn check_not_dropped(
     };
     let is_it = |d: &&DroppedMember| &d.host == host || probe.me.as_ref() == Some(&d.host);
     match dropped.iter().find(is_it) {
+        Some(d) if d.forgotten => Break(refuse(Refusal::ForgottenWithItsCluster {
+            host: host.clone(),
+            forgotten: d.recovery.clone(),
+        })),
         Some(d) => Break(refuse(Refusal::DroppedByRecovery {
             host: host.clone(),
             recovery: d.recovery.clone(),

@@ -14,7 +14,9 @@
 //!
 //! - Only this cluster's members (host = this cluster's VIP) are added, promoted
 //!   or removed; other clusters' members are only counted
-//!   (`only-local-members-change`).
+//!   (`only-local-members-change`), except those of a lost cluster an SRE
+//!   asked this cluster to forget ([`PlanInput::forgotten_cluster`]), which
+//!   are removed.
 //! - **Initiate** only in the `rsInit` cluster, only when no replica-set id is
 //!   recorded, no member that answered has a config, every desired local member
 //!   answers, and a majority of hostconf's data members answered
@@ -30,7 +32,9 @@
 //!   (`never-delete-a-member-in-the-config`), then remove unwanted members
 //!   (highest index first, the arbiter last; step a primary down first, once a
 //!   healthy electable secondary that stays in the set can take over:
-//!   `step-down-before-removing-the-primary`), then add wanted members (index
+//!   `step-down-before-removing-the-primary`; before them, the members of a
+//!   lost cluster an SRE asked this cluster to forget, by the same rules),
+//!   then add wanted members (index
 //!   order, the arbiter last; never one holding another set:
 //!   `never-add-a-member-of-another-set`; one not ready or refused is passed
 //!   over and reported last), then promote non-voters, then bring existing
@@ -104,7 +108,8 @@ use member_data::{
 use member_settings::update_member_settings;
 use membership::{
     add_wanted, delete_departed, hold_secondary_for_leaving_arbiter, promote_non_voters,
-    readdress_members, rebalance_votes, remove_unwanted, report_leftovers, update_settings,
+    readdress_members, rebalance_votes, remove_forgotten, remove_unwanted, report_leftovers,
+    update_settings,
 };
 use reconfig::{check_voting_majority, pin_cluster_write_concern};
 
@@ -164,6 +169,7 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     readdress_members(input, set)?;
     silence_emptied_members(input, set)?;
     resync_too_stale_members(input, set)?;
+    remove_forgotten(input, set)?;
     remove_unwanted(input, set)?;
     hold_secondary_for_leaving_arbiter(input, set)?;
     // A wanted member that is not ready yet, or refused, holds up neither

@@ -88,6 +88,10 @@ pub enum Change {
     RemoveMember {
         host: MemberAddress,
     },
+    /// A member of a lost cluster an SRE asked this cluster to forget.
+    RemoveForgottenMember {
+        host: MemberAddress,
+    },
     /// The member's address changed: its entry keeps its `_id`, votes and
     /// priority, and takes the new host.
     ReaddressMember {
@@ -122,6 +126,12 @@ impl fmt::Display for Change {
                  would vote for any candidate while it resyncs"
             ),
             Change::RemoveMember { host } => write!(f, "remove {host}"),
+            Change::RemoveForgottenMember { host } => {
+                write!(
+                    f,
+                    "remove {host}, a member of a cluster forgotten on request"
+                )
+            }
             Change::ReaddressMember { from, to } => {
                 write!(f, "change the host of the member at {from} to {to}")
             }
@@ -394,6 +404,16 @@ pub enum Refusal {
     DroppedByRecovery {
         host: MemberAddress,
         recovery: String,
+    },
+    #[error(
+        "{host} was removed from the set with its cluster, forgotten on request ({forgotten}), \
+         and still holds its data from then: it is not re-added as it is. To bring it back, \
+         delete its PersistentVolumeClaim and its pod: it rejoins and resyncs from scratch \
+         (docs/disaster-recovery.md)"
+    )]
+    ForgottenWithItsCluster {
+        host: MemberAddress,
+        forgotten: String,
     },
     #[error(
         "mongod refused to {change} (103): the new config would change the implicit default \

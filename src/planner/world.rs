@@ -362,6 +362,7 @@ impl World {
             step_down_held: None,
             // The model has no disaster recovery: nothing was ever dropped.
             dropped_members: DroppedMembers::Read(Vec::new()),
+            forgotten_cluster: None,
         }
     }
 

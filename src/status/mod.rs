@@ -16,7 +16,7 @@ mod tests;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::api::{CurrentInfo, MongoDB, MongoDBStatus, RecoveryStatus};
+use crate::api::{CurrentInfo, ForgetClusterStatus, MongoDB, MongoDBStatus, RecoveryStatus};
 use crate::build;
 use crate::observe::ObservedSet;
 use crate::planner::Step;
@@ -98,6 +98,9 @@ pub struct StatusInput<'a> {
     pub apply_failures: &'a [String],
     /// The disaster recovery after this pass (`None`: as recorded before).
     pub recovery: Option<RecoveryStatus>,
+    /// The forgetting of a lost cluster after this pass (`None`: as recorded
+    /// before).
+    pub forget_cluster: Option<ForgetClusterStatus>,
     /// Now, for conditions that flip.
     pub now: Time,
 }
@@ -192,6 +195,7 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
         ready_members: Some(format!("{}/{}", view.ready_local, desired_members(input))),
         local_members: members::local_member_statuses(input),
         recovery: input.recovery.clone().or(previous.recovery),
+        forget_cluster: input.forget_cluster.clone().or(previous.forget_cluster),
     }
 }
 

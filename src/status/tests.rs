@@ -105,6 +105,7 @@ fn input<'a>(
         revision: Some("abc".into()),
         apply_failures: &[],
         recovery: None,
+        forget_cluster: None,
         now,
     }
 }

@@ -569,6 +569,30 @@ pub async fn wait_for(
     }
 }
 
+/// Whether a condition `type_` of `mongodb` has `reason`.
+pub fn reason_is(mongodb: &MongoDB, type_: &str, reason: &str) -> bool {
+    mongodb.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.reason == reason)
+    })
+}
+
+/// The hosts of `config`'s members, sorted.
+pub fn hosts_in(config: &mongodb::bson::Document) -> Vec<String> {
+    let mut hosts: Vec<String> = config
+        .get_array("members")
+        .map(|members| {
+            members
+                .iter()
+                .filter_map(|m| m.as_document()?.get_str("host").ok().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    hosts.sort();
+    hosts
+}
+
 pub fn ready_condition(
     mongodb: &MongoDB,
 ) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
@@ -749,4 +773,39 @@ pub async fn until_stateful_set_gone(lab: &Lab, cluster: usize, stateful_set: &s
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     Ok(())
+}
+
+/// What a run of the plugin printed.
+pub struct Plugin {
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `kubectl-mongodb ARGS` with the lab's kubeconfig, as the SRE would.
+pub async fn plugin(lab: &Lab, args: &[&str]) -> Result<Plugin, String> {
+    let binary = sibling_binary("kubectl-mongodb").map_err(fail("the plugin"))?;
+    let run = tokio::process::Command::new(binary)
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(lab.kubeconfig())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(READY_TIMEOUT, run)
+        .await
+        .map_err(|_| format!("kubectl-mongodb {args:?}: not done after {READY_TIMEOUT:?}"))?
+        .map_err(fail("running kubectl-mongodb"))?;
+    let plugin = Plugin {
+        success: output.status.success(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    eprintln!(
+        "$ kubectl mongodb {} ({})\n{}{}",
+        args.join(" "),
+        output.status,
+        plugin.stdout,
+        plugin.stderr
+    );
+    Ok(plugin)
 }

@@ -18,7 +18,7 @@
 use std::time::{Duration, Instant};
 
 use crate::harness::*;
-use lab::lab::{sibling_binary, Lab};
+use lab::lab::Lab;
 use lab::observe::SetSampler;
 use mongodb_member_operator::api::{MongoDB, RecoveryPhase};
 
@@ -34,63 +34,6 @@ async fn until(
     check: impl Fn(&MongoDB) -> bool,
 ) -> Result<MongoDB, String> {
     until_in(lab, index, NAME, what, check).await
-}
-
-fn reason_is(mongodb: &MongoDB, type_: &str, reason: &str) -> bool {
-    mongodb.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == type_ && c.reason == reason)
-    })
-}
-
-fn hosts_in(config: &mongodb::bson::Document) -> Vec<String> {
-    let mut hosts: Vec<String> = config
-        .get_array("members")
-        .map(|members| {
-            members
-                .iter()
-                .filter_map(|m| m.as_document()?.get_str("host").ok().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    hosts.sort();
-    hosts
-}
-
-/// What a run of the plugin printed.
-struct Plugin {
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `kubectl-mongodb ARGS` with the lab's kubeconfig, as the SRE would.
-async fn plugin(lab: &Lab, args: &[&str]) -> Result<Plugin, String> {
-    let binary = sibling_binary("kubectl-mongodb").map_err(fail("the plugin"))?;
-    let run = tokio::process::Command::new(binary)
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(lab.kubeconfig())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(READY_TIMEOUT, run)
-        .await
-        .map_err(|_| format!("kubectl-mongodb {args:?}: not done after {READY_TIMEOUT:?}"))?
-        .map_err(fail("running kubectl-mongodb"))?;
-    let plugin = Plugin {
-        success: output.status.success(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    };
-    eprintln!(
-        "$ kubectl mongodb {} ({})\n{}{}",
-        args.join(" "),
-        output.status,
-        plugin.stdout,
-        plugin.stderr
-    );
-    Ok(plugin)
 }
 
 /// The row of the status' cluster table for `cluster`.

@@ -24,7 +24,7 @@ use lab::observe::{self};
 use mongodb::bson::doc;
 use serde_json::{json, Value};
 
-mod watch;
+pub(crate) mod watch;
 
 pub(crate) use watch::{acknowledged_between, longest_write_gap, rolled_status};
 use watch::{phase, raw_objects, seconds, Bounds, Roll, ROLL_TIMEOUT, STATUS_GRACE};

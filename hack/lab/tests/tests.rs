@@ -17,6 +17,7 @@ mod credentials;
 mod demo;
 mod e2e;
 mod faults;
+mod forget_cluster;
 mod hostconf_settings;
 mod lab_lifecycle;
 mod member_data;

@@ -126,6 +126,7 @@ fn fixture() -> PlanInput {
         stepped_down_recently: None,
         step_down_held: None,
         dropped_members: DroppedMembers::Read(Vec::new()),
+        forgotten_cluster: None,
     }
 }
 

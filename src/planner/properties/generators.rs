@@ -359,6 +359,7 @@ prop_compose! {
             stepped_down_recently,
             step_down_held: None,
             dropped_members: DroppedMembers::Read(Vec::new()),
+            forgotten_cluster: None,
         }
     }
 }

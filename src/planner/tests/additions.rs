@@ -145,6 +145,7 @@ fn a_member_a_disaster_recovery_dropped_is_refused_until_resynced_from_scratch()
     input.dropped_members = DroppedMembers::Read(vec![DroppedMember {
         host: local(3),
         recovery: recovery.clone(),
+        forgotten: false,
     }]);
     let step = plan(&input);
     assert_eq!(
@@ -325,6 +326,7 @@ fn with_a_dropped_member_3(desired: u32, more: Vec<LocalMemberFacts>) -> PlanInp
     input.dropped_members = DroppedMembers::Read(vec![DroppedMember {
         host: local(3),
         recovery: "forced in cluster 10.0.0.9".to_owned(),
+        forgotten: false,
     }]);
     input
 }

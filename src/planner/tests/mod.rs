@@ -3,6 +3,7 @@
 
 mod additions;
 mod existing_set;
+mod forgotten;
 mod initiate;
 mod inputs;
 mod member_data;
@@ -202,6 +203,7 @@ fn input(desired: u32, local_members: Vec<LocalMemberFacts>, observed: Observed)
         stepped_down_recently: None,
         step_down_held: None,
         dropped_members: DroppedMembers::Read(Vec::new()),
+        forgotten_cluster: None,
     }
 }
 
