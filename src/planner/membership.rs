@@ -81,8 +81,13 @@ pub(super) fn delete_departed(input: &PlanInput, set: &ObservedSet) -> ControlFl
 
 /// Removes the unwanted member with the highest index (the arbiter last),
 /// stepping it down first when it is the primary (`docs/replica-set-rules.md`,
-/// `step-down-before-removing-the-primary`).
-pub(super) fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+/// `step-down-before-removing-the-primary`). A primary without a successor
+/// yet holds up nothing: its wait is returned for the caller to report once
+/// nothing else can be done ([`hold_without_successor`]).
+pub(super) fn remove_unwanted(
+    input: &PlanInput,
+    set: &ObservedSet,
+) -> ControlFlow<Step, Option<Step>> {
     let mut unwanted: Vec<(&LocalMemberFacts, &MemberAddress)> = input
         .local_members
         .iter()
@@ -94,13 +99,19 @@ pub(super) fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFl
         MemberSlot::Arbiter => (true, std::cmp::Reverse(0)),
     });
     let Some(&(leaving, host)) = unwanted.first() else {
-        return Continue(());
+        return Continue(None);
     };
     if is_torn_down(input, set) {
-        return Continue(());
+        return Continue(None);
     }
     let change = Change::RemoveMember { host: host.clone() };
-    remove_member(input, set, host, leaving.address.as_ref(), change)
+    hold_without_successor(remove_member(
+        input,
+        set,
+        host,
+        leaving.address.as_ref(),
+        change,
+    ))
 }
 
 /// Removes a member of the cluster an SRE asked this cluster to forget
@@ -108,7 +119,10 @@ pub(super) fn remove_unwanted(input: &PlanInput, set: &ObservedSet) -> ControlFl
 /// last, with every rule of a removal: a primary is stepped down first, and
 /// a removal that would leave fewer healthy voters than a majority is
 /// refused (`docs/replica-set-rules.md`, `only-local-members-change`).
-pub(super) fn remove_forgotten(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
+pub(super) fn remove_forgotten(
+    input: &PlanInput,
+    set: &ObservedSet,
+) -> ControlFlow<Step, Option<Step>> {
     let Some(forgotten) = set
         .config
         .members
@@ -116,11 +130,27 @@ pub(super) fn remove_forgotten(input: &PlanInput, set: &ObservedSet) -> ControlF
         .filter(|m| input.is_forgotten(&m.host))
         .min_by_key(|m| (m.arbiter_only, std::cmp::Reverse(m.id)))
     else {
-        return Continue(());
+        return Continue(None);
     };
     let host = &forgotten.host;
     let change = Change::RemoveForgottenMember { host: host.clone() };
-    remove_member(input, set, host, Some(host), change)
+    hold_without_successor(remove_member(input, set, host, Some(host), change))
+}
+
+/// A removal whose primary waits for a successor (`NoElectableSecondary`)
+/// lets the stages after it go on: one of them may make that successor (a
+/// silenced member given its vote back by `promote_non_voters`), and would
+/// never run while the removal waited first.
+fn hold_without_successor(removal: ControlFlow<Step>) -> ControlFlow<Step, Option<Step>> {
+    match removal {
+        Break(
+            step @ Step::Wait {
+                reason: WaitReason::NoElectableSecondary { .. },
+            },
+        ) => Continue(Some(step)),
+        Break(step) => Break(step),
+        Continue(()) => Continue(None),
+    }
 }
 
 /// Removes `host` from the config (`change`), stepping it down first when it
@@ -726,9 +756,24 @@ pub(super) fn update_settings(input: &PlanInput, set: &ObservedSet) -> ControlFl
 /// What this cluster cannot fix on its own: a local-VIP host in the config that
 /// no local member accounts for (`docs/replica-set-rules.md`,
 /// `only-local-members-change`), and an unwanted StatefulSet whose address is
-/// unknown (`never-delete-a-member-in-the-config`).
+/// unknown (`never-delete-a-member-in-the-config`). Such a host that nobody
+/// answers at and that holds no vote is removed instead: a member added at an
+/// address its Service left between the plan and the reconfig, which joined
+/// again at its new one; it counts in no majority, and should a local member
+/// it stood for come back, that member holds this set's config and is added
+/// again.
 pub(super) fn report_leftovers(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     if let Some(m) = input.unaccounted_local_entry(&set.config) {
+        let answers = set.members.get(&m.host).is_some_and(|s| s.healthy);
+        if m.votes == 0 && !answers {
+            check_reconfig_allowed(set)?;
+            let mut config = next_version(&set.config);
+            config.members.retain(|e| e.id != m.id);
+            let change = Change::RemoveUnaccountedEntry {
+                host: m.host.clone(),
+            };
+            return Break(checked_reconfig(set, config, change));
+        }
         return Break(refuse(Refusal::UnaccountedLocalMember {
             host: m.host.clone(),
         }));

@@ -169,8 +169,10 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     readdress_members(input, set)?;
     silence_emptied_members(input, set)?;
     resync_too_stale_members(input, set)?;
-    remove_forgotten(input, set)?;
-    remove_unwanted(input, set)?;
+    // A primary that must leave but has no successor yet holds up nothing
+    // (a later stage may make one); its wait is reported last.
+    let forgotten_waits = remove_forgotten(input, set)?;
+    let removal_waits = remove_unwanted(input, set)?;
     hold_secondary_for_leaving_arbiter(input, set)?;
     // A wanted member that is not ready yet, or refused, holds up neither
     // the next one, nor promotions, nor settings; its refusal or wait is
@@ -182,7 +184,8 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     update_settings(input, set)?;
     report_leftovers(input, set)?;
     let syncing = || member_resyncing(input, set).or_else(|| member_newly_added(input, set));
-    match waiting_member.or_else(syncing) {
+    let held = forgotten_waits.or(removal_waits).or(waiting_member);
+    match held.or_else(syncing) {
         Some(wait) => Break(wait),
         None => Continue(()),
     }

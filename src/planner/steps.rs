@@ -92,6 +92,11 @@ pub enum Change {
     RemoveForgottenMember {
         host: MemberAddress,
     },
+    /// A non-voting entry at this cluster's VIP that no local member
+    /// accounts for and nobody answers at.
+    RemoveUnaccountedEntry {
+        host: MemberAddress,
+    },
     /// The member's address changed: its entry keeps its `_id`, votes and
     /// priority, and takes the new host.
     ReaddressMember {
@@ -132,6 +137,11 @@ impl fmt::Display for Change {
                     "remove {host}, a member of a cluster forgotten on request"
                 )
             }
+            Change::RemoveUnaccountedEntry { host } => write!(
+                f,
+                "remove {host}: a non-voter at this cluster's VIP that no member here \
+                 accounts for and nobody answers at"
+            ),
             Change::ReaddressMember { from, to } => {
                 write!(f, "change the host of the member at {from} to {to}")
             }

@@ -64,15 +64,31 @@ fn refuses_a_set_with_another_name_or_replica_set_id() {
 }
 
 #[test]
-fn refuses_an_unaccounted_local_member() {
+fn refuses_an_unaccounted_local_member_that_answers_or_votes() {
+    // A voter nobody accounts for (it may be a local member under an old
+    // address): refused.
     let (facts, mut set) = three_local_in_sync(2);
-    set.config.members.push(non_voter(30, local(9)));
-    assert_eq!(
-        plan(&input(3, facts, Observed::Configured(set))),
-        Step::Refuse {
-            reason: Refusal::UnaccountedLocalMember { host: local(9) }
-        }
-    );
+    set.config.members.push(voter(30, local(9)));
+    let refused = Step::Refuse {
+        reason: Refusal::UnaccountedLocalMember { host: local(9) },
+    };
+    let voting = input(3, facts.clone(), Observed::Configured(set.clone()));
+    assert_eq!(plan(&voting), refused);
+
+    // A non-voter that answers heartbeats: refused too.
+    set.config.members.last_mut().unwrap().votes = 0;
+    set.config.members.last_mut().unwrap().priority = 0.0;
+    let healthy = member_status(MemberState::Secondary, true, Some(0));
+    set.members.insert(local(9), healthy);
+    let answering = input(3, facts.clone(), Observed::Configured(set.clone()));
+    assert_eq!(plan(&answering), refused);
+
+    // A non-voter nobody answers at (added where its Service no longer
+    // pointed): removed, a change no majority depends on.
+    set.members.remove(&local(9));
+    let (config, change) = expect_reconfig(plan(&input(3, facts, Observed::Configured(set))));
+    assert_eq!(change, Change::RemoveUnaccountedEntry { host: local(9) });
+    assert!(!config.contains(&local(9)));
 }
 
 #[test]

@@ -125,15 +125,18 @@ fn removes_the_old_primary_once_another_member_is_primary() {
 
 #[test]
 fn waits_to_step_down_a_primary_no_secondary_can_replace() {
-    // Member 1 (unwanted) is the only electable member; member 0 is passive.
+    // Member 1 (unwanted) is the only electable member; member 0 is passive
+    // and pinned so by hostconf (votes 0): nothing can make it a successor.
     let members = vec![non_voter(0, local(0)), voter(1, local(1))];
     let set = healthy(config(members), &local(1));
     let facts = vec![
         data(0, Some(member_probe(SET_ID, MemberState::Secondary))),
         data(1, Some(member_probe(SET_ID, MemberState::Primary))),
     ];
+    let mut input = input(1, facts, Observed::Configured(set));
+    input.hostconf.members[0].votes = Some(0);
     assert_eq!(
-        plan(&input(1, facts, Observed::Configured(set))),
+        plan(&input),
         Step::Wait {
             reason: WaitReason::NoElectableSecondary { primary: local(1) }
         }
@@ -495,4 +498,24 @@ fn an_arbiter_leaving_psa_waits_for_the_remote_secondary_to_be_held() {
             host: addr(VIP, port_of(MemberSlot::Arbiter))
         }
     );
+}
+
+#[test]
+fn a_leaving_primary_without_a_successor_lets_a_silenced_member_get_its_vote_back() {
+    // a0 lost its volume (silenced: no vote) and is SECONDARY again; a1, the
+    // primary, is no longer wanted. a0's vote comes back first, then a1 steps
+    // down to it: the removal's wait must not hold up the promotion.
+    let members = vec![non_voter(0, local(0)), voter(1, local(1))];
+    let facts = vec![
+        data(0, Some(member_probe(SET_ID, MemberState::Secondary))),
+        data(1, Some(member_probe(SET_ID, MemberState::Primary))),
+    ];
+    let set = healthy(config(members), &local(1));
+    let before = input(1, facts.clone(), Observed::Configured(set));
+    let (config, change) = expect_reconfig(plan(&before));
+    assert_eq!(change, Change::PromoteMember { host: local(0) });
+
+    let promoted = healthy(config, &local(1));
+    let after = input(1, facts, Observed::Configured(promoted));
+    assert!(matches!(plan(&after), Step::StepDown { primary, .. } if primary == local(1)));
 }
