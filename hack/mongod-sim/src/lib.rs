@@ -8,6 +8,7 @@ pub mod config;
 pub mod disk;
 pub mod error;
 pub mod fcv;
+pub mod keyfile;
 pub mod member;
 pub mod network;
 mod query;

@@ -76,7 +76,7 @@ fn parse_args() -> Result<Options> {
                 let path = value()?;
                 let content =
                     std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
-                keyfile = Some(content.split_whitespace().collect::<String>());
+                keyfile = Some(content);
             }
             "--lag-ms" => {
                 lag = Duration::from_millis(value()?.parse().context("--lag-ms must be a number")?)

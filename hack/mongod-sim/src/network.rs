@@ -443,25 +443,43 @@ impl Network {
     }
 
     /// The member `from` reaches when it dials `host`, if the network lets it
-    /// through and the internal-auth keyfiles match.
+    /// through and it authenticates as `__system` there.
     pub(crate) fn dial(&self, from: &Member, host: &str) -> Option<Arc<Member>> {
+        match self.dial_outcome(from, host) {
+            Dialled::Reached(to) => Some(to),
+            Dialled::Unreachable | Dialled::AuthenticationFailed => None,
+        }
+    }
+
+    /// What `from` meets when it dials `host`: the member, no answer, or a
+    /// member that refuses its internal authentication (`Keyfile`: its keys,
+    /// first then second, against the peer's).
+    pub(crate) fn dial_outcome(&self, from: &Member, host: &str) -> Dialled {
         let reg = self.reg();
         let target = resolve(&reg, host);
-        let to = reg.running.get(&target)?.clone();
+        let Some(to) = reg.running.get(&target).cloned() else {
+            return Dialled::Unreachable;
+        };
         let from_id = from.listen();
         if !reachable(&reg.faults, from_id, &target) {
-            return None;
+            return Dialled::Unreachable;
         }
         let hairpin = target == from_id && host != target;
         let site = reg.faults.sites.get(from_id);
         if hairpin && site.is_some_and(|s| reg.faults.no_hairpin.contains(s)) {
-            return None;
+            return Dialled::Unreachable;
         }
         drop(reg);
-        if from.keyfile() != to.keyfile() {
-            return None;
+        let authenticated = match (from.keyfile(), to.keyfile()) {
+            (Some(mine), Some(theirs)) => mine.authenticates_to(theirs),
+            (None, None) => true,
+            _ => false,
+        };
+        if authenticated {
+            Dialled::Reached(to)
+        } else {
+            Dialled::AuthenticationFailed
         }
-        Some(to)
     }
 
     /// The whole simulation as JSON (for the control interface and debugging).
@@ -526,6 +544,16 @@ fn reachable(f: &Faults, a: &str, b: &str) -> bool {
                 || sb.map(|s| f.cut_sites.contains(s)).unwrap_or(false))
         }
     }
+}
+
+/// What dialling a member met.
+pub(crate) enum Dialled {
+    /// The member, authenticated.
+    Reached(Arc<Member>),
+    /// Nobody answered (no process there, or the network cut it off).
+    Unreachable,
+    /// The member answered and refused `__system`'s authentication (18).
+    AuthenticationFailed,
 }
 
 #[cfg(test)]

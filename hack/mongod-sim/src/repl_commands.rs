@@ -279,7 +279,9 @@ pub(crate) fn get_status(member: &Member) -> CmdResult {
             let view = info.view.clone().filter(|_| info.up);
             let state = view.as_ref().map(|v| v.state).unwrap_or(MemberState::Down);
             d.insert("health", if info.up { 1.0 } else { 0.0 });
-            d.insert("state", state.code());
+            // `MemberData::setAuthIssue`: UNKNOWN (6), shown as not reachable.
+            let code = if info.auth_issue { 6 } else { state.code() };
+            d.insert("state", code);
             d.insert("stateStr", state.name());
             d.insert(
                 "uptime",
@@ -299,14 +301,19 @@ pub(crate) fn get_status(member: &Member) -> CmdResult {
                 DateTime::from_millis(info.last_heartbeat_ms),
             );
             d.insert("pingMs", 0_i64);
+            // `setAuthIssue` clears the message; `prepareStatusResponse` adds
+            // `authenticated: false` for such a member, and nothing otherwise.
             d.insert(
                 "lastHeartbeatMessage",
-                if info.up {
+                if info.up || info.auth_issue {
                     ""
                 } else {
                     "Error connecting to host"
                 },
             );
+            if info.auth_issue {
+                d.insert("authenticated", false);
+            }
             let ss = view.as_ref().and_then(|v| v.sync_source.clone());
             d.insert("syncSourceHost", ss.clone().unwrap_or_default());
             d.insert("syncSourceId", sync_source_id(&ss));

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::{now_ms, randomized_election_timeout, Inner, Member, MemberState, PeerView};
 use crate::config::ReplSetConfig;
-use crate::network::Network;
+use crate::network::{Dialled, Network};
 
 impl Member {
     /// What a heartbeat to this member answers.
@@ -118,10 +118,15 @@ impl Member {
         // in current config, retrying DNS resolution of members").
         let retry_self = my_host.is_none() && !due.is_empty();
         for host in due {
-            let result = net.dial(self, &host).map(|peer| {
-                let view = peer.view();
-                (peer, view)
-            });
+            let dialled = net.dial_outcome(self, &host);
+            let auth_issue = matches!(dialled, Dialled::AuthenticationFailed);
+            let result = match dialled {
+                Dialled::Reached(peer) => {
+                    let view = peer.view();
+                    Some((peer, view))
+                }
+                Dialled::Unreachable | Dialled::AuthenticationFailed => None,
+            };
             let mut inner = self.lock();
             let primary_before = self.known_primary(&inner);
             self.record_heartbeat(
@@ -129,6 +134,7 @@ impl Member {
                 &host,
                 now,
                 result.as_ref().map(|(_, v)| v.clone()),
+                auth_issue,
             );
             if self.known_primary(&inner) != primary_before {
                 // Clients waiting in an awaitable hello learn the new primary at once.
@@ -172,16 +178,21 @@ impl Member {
         }
     }
 
+    /// `auth_issue`: the peer refused internal authentication
+    /// (`TopologyCoordinator::processHeartbeatResponse`, Unauthorized or
+    /// AuthenticationFailed → `MemberData::setAuthIssue`).
     fn record_heartbeat(
         &self,
         inner: &mut Inner,
         host: &str,
         now: Instant,
         view: Option<PeerView>,
+        auth_issue: bool,
     ) {
         let info = inner.peers.entry(host.to_string()).or_default();
         info.last_attempt = Some(now);
         info.last_heartbeat_ms = now_ms();
+        info.auth_issue = auth_issue;
         match view {
             Some(v) => {
                 info.up = true;

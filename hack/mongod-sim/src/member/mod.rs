@@ -21,6 +21,7 @@ mod primary;
 mod replication;
 
 use crate::config::ReplSetConfig;
+use crate::keyfile::Keyfile;
 use crate::network::Network;
 use crate::scram;
 use crate::state::{DurableState, OpTime, Volume, SYSTEM_VERSION_NS, USERS_NS};
@@ -166,6 +167,8 @@ pub(crate) struct PeerInfo {
     pub last_heartbeat_ms: i64,
     pub view: Option<PeerView>,
     pub up: bool,
+    /// Its last heartbeat was refused internal authentication.
+    pub auth_issue: bool,
 }
 
 pub(crate) struct Inner {
@@ -231,6 +234,8 @@ pub struct Member {
     /// The process exit code once it died on its own (-1 while it runs or after
     /// an ordinary stop).
     exit_code: AtomicI32,
+    /// The keys of its keyfile, as read at start (none without a keyfile).
+    keyfile: Option<Keyfile>,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -300,6 +305,12 @@ impl Member {
             crate::fcv::startup_check(spec.version, &disk)
                 .and_then(|()| crate::disk::startup_check(&spec, &disk))
         };
+        // mongod sets up internal authentication before it opens its data.
+        let keyfile = spec.keyfile.as_deref().map(Keyfile::read).transpose();
+        let (keyfile, startup) = match keyfile {
+            Ok(keyfile) => (keyfile, startup),
+            Err(refused) => (None, Err(refused)),
+        };
         let (topology, _) = watch::channel(0);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let member = Arc::new(Member {
@@ -339,6 +350,7 @@ impl Member {
             next_connection_id: AtomicI64::new(1),
             tasks: Mutex::new(Vec::new()),
             exit_code: AtomicI32::new(-1),
+            keyfile,
         });
         if let Err(e) = startup {
             // mongod logs the reason and exits before it listens.
@@ -450,8 +462,8 @@ impl Member {
     pub(crate) fn spec(&self) -> &MemberSpec {
         &self.spec
     }
-    pub(crate) fn keyfile(&self) -> Option<&str> {
-        self.spec.keyfile.as_deref()
+    pub(crate) fn keyfile(&self) -> Option<&Keyfile> {
+        self.keyfile.as_ref()
     }
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
