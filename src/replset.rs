@@ -183,6 +183,10 @@ pub struct MemberStatus {
     pub lag_secs: Option<i64>,
     /// `configVersion` the member has installed.
     pub config_version: Option<i64>,
+    /// `authenticated: false`: its heartbeats are refused internal
+    /// authentication (mongod's `setAuthIssue`): its keyfile and the
+    /// reporting member's share no key.
+    pub authentication_refused: bool,
 }
 
 impl MemberStatus {

@@ -618,6 +618,7 @@ mod tests {
             sync_source: String::new(),
             lag_secs: lag,
             config_version: None,
+            authentication_refused: false,
         };
         let set = ObservedSet {
             config: crate::replset::ReplicaSetConfig {

@@ -138,9 +138,11 @@ pub async fn roll(
     match carry_out(ctx, validated, &reading.set, &step).await {
         Ok(Some(message)) => {
             ctx.metrics.step_taken((&step).into());
-            ctx.events
-                .publish(EventType::Normal, (&step).into(), message)
-                .await;
+            let kind = match step {
+                RollStep::StopOnKeyfileMismatch { .. } => EventType::Warning,
+                _ => EventType::Normal,
+            };
+            ctx.events.publish(kind, (&step).into(), message).await;
         }
         Ok(None) => {}
         Err(error) => {
@@ -322,6 +324,13 @@ async fn carry_out(
                 .await
                 .map_err(mongo)?;
             Ok(released.then(|| format!("{} is back: released the restart lease", lease.member)))
+        }
+        RollStep::StopOnKeyfileMismatch { lease, reason } => {
+            let released = gateway
+                .release_lease(primary, lease, credentials)
+                .await
+                .map_err(mongo)?;
+            Ok(released.then(|| format!("released the restart lease and stopped: {reason}")))
         }
     }
 }

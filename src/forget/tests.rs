@@ -56,6 +56,7 @@ fn set(c_alive: bool) -> ObservedSet {
                 sync_source: String::new(),
                 lag_secs: None,
                 config_version: Some(9),
+                authentication_refused: false,
             };
             (m.host.clone(), status)
         })

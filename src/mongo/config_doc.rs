@@ -436,6 +436,7 @@ mod tests {
             sync_source: String::new(),
             lag_secs: None,
             config_version: None,
+            authentication_refused: false,
         };
         let mut document = current_document();
         let three: Vec<Bson> = (0..3)

@@ -877,6 +877,7 @@ fn members_from_status(
                     .to_string(),
                 lag_secs,
                 config_version: integer(entry.get("configVersion")),
+                authentication_refused: entry.get_bool("authenticated") == Ok(false),
             },
         );
     }

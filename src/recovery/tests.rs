@@ -60,6 +60,7 @@ fn lost_set() -> ObservedSet {
                 sync_source: String::new(),
                 lag_secs: None,
                 config_version: Some(7),
+                authentication_refused: false,
             };
             (m.host.clone(), status)
         })

@@ -299,6 +299,13 @@ pub enum RollStep {
     /// The member is back, healthy and caught up: release the lease.
     #[strum(serialize = "ReleasingRestartLease")]
     Release { lease: Lease },
+    /// The restarted member's peers refuse its internal authentication
+    /// ([`RollWait::KeyfileMismatch`]): waiting changes nothing, so the
+    /// lease is released with a Warning Event and the roll stops there. It
+    /// goes on once the keyfiles agree: the fix is a new pod template, which
+    /// restarts the member again.
+    #[strum(serialize = "KeyfileMismatch")]
+    StopOnKeyfileMismatch { lease: Lease, reason: RollWait },
     /// Every member runs the requested release and no pod is outdated: raise
     /// the featureCompatibilityVersion.
     #[strum(serialize = "RaisingFeatureCompatibilityVersion")]
@@ -333,6 +340,20 @@ pub enum RollWait {
     /// The set has no primary.
     #[error("the replica set has no primary")]
     NoPrimary,
+    /// The primary reports a member whose heartbeats are refused internal
+    /// authentication (`authenticated: false`): the keyfile it runs shares
+    /// no key with the primary's.
+    #[error(
+        "{member} and the primary {primary} refuse each other's internal authentication: the \
+         keyfile of cluster {} shares no key with cluster {}'s; compare the keyfile in each \
+         cluster's credentials Secret (docs/runbook.md)",
+        member.host,
+        primary.host
+    )]
+    KeyfileMismatch {
+        member: MemberAddress,
+        primary: MemberAddress,
+    },
     /// The restarted member is not back yet.
     #[error("{member} is restarting")]
     MemberRestarting { member: MemberAddress },
@@ -451,6 +472,9 @@ impl fmt::Display for RollStep {
             RollStep::Renew { reason, .. } => write!(f, "wait: {reason}"),
             RollStep::Release { lease } => {
                 write!(f, "release the restart lease: {} is back", lease.member)
+            }
+            RollStep::StopOnKeyfileMismatch { reason, .. } => {
+                write!(f, "release the restart lease and stop: {reason}")
             }
             RollStep::RaiseFeatureCompatibility { version } => {
                 write!(f, "raise the featureCompatibilityVersion to {version}")
@@ -666,9 +690,12 @@ fn continue_restart(input: &RollInput, lease: &Lease, member: &LocalPod) -> Roll
         member.state,
         Some(MemberState::Primary | MemberState::Secondary | MemberState::Arbiter)
     );
-    let back = member.pod.as_ref().is_some_and(|p| !p.terminating)
-        && answers_healthy
-        && member_healthy(input, &member.address).is_ok();
+    let seen = member_healthy(input, &member.address);
+    if let Err(reason @ RollWait::KeyfileMismatch { .. }) = seen {
+        return RollStep::StopOnKeyfileMismatch { lease, reason };
+    }
+    let back =
+        member.pod.as_ref().is_some_and(|p| !p.terminating) && answers_healthy && seen.is_ok();
     if back {
         RollStep::Release { lease }
     } else {
@@ -818,6 +845,12 @@ fn member_healthy(input: &RollInput, member: &MemberAddress) -> Result<(), RollW
             state: "not reported".to_owned(),
         });
     };
+    if let (true, Some(primary)) = (status.authentication_refused, &input.set.primary) {
+        return Err(RollWait::KeyfileMismatch {
+            member: member.clone(),
+            primary: primary.clone(),
+        });
+    }
     if !status.counts_towards_majority() {
         let state = if status.healthy {
             format!("{:?}", status.state).to_uppercase()

@@ -171,6 +171,7 @@ impl Model {
                     sync_source: String::new(),
                     lag_secs: Some(0),
                     config_version: Some(1),
+                    authentication_refused: false,
                 };
                 (n.address.clone(), status)
             })
@@ -288,7 +289,7 @@ impl Model {
             RollStep::Renew { lease, .. } => {
                 self.renew(lease, c);
             }
-            RollStep::Release { lease } => {
+            RollStep::Release { lease } | RollStep::StopOnKeyfileMismatch { lease, .. } => {
                 if self.lease.as_ref().is_some_and(|l| same_taking(l, lease)) {
                     self.lease = None;
                 }

@@ -61,6 +61,7 @@ fn set() -> ObservedSet {
                     sync_source: String::new(),
                     lag_secs: Some(0),
                     config_version: Some(3),
+                    authentication_refused: false,
                 };
                 (host.clone(), status)
             })
@@ -387,6 +388,46 @@ fn the_lease_is_released_only_once_the_member_answers_healthy_on_its_revision() 
         .unwrap()
         .lag_secs = Some(0);
     assert!(matches!(plan_roll(&input), RollStep::Release { .. }));
+}
+
+#[test]
+fn a_restarted_member_its_peers_refuse_stops_the_roll_naming_both_clusters() {
+    // Restarted on the new revision with a keyfile that shares no key with
+    // the others': it answers, but the primary reports `authenticated: false`.
+    let mut input = input();
+    input.lease = ours(address(1, 30001), false);
+    input.local[1].pod.as_mut().unwrap().revision = Some("new".into());
+    let refused = |input: &mut RollInput, host: MemberAddress| {
+        let status = input.set.members.get_mut(&host).unwrap();
+        status.healthy = false;
+        status.state = MemberState::Unknown;
+        status.authentication_refused = true;
+    };
+    refused(&mut input, address(1, 30001));
+    let step = plan_roll(&input);
+    let RollStep::StopOnKeyfileMismatch { lease, reason } = &step else {
+        panic!("{step:?}");
+    };
+    assert_eq!(lease.member, address(1, 30001));
+    assert_eq!(<&str>::from(&step), "KeyfileMismatch");
+    let said = reason.to_string();
+    assert!(
+        said.contains("cluster 10.0.0.1 shares no key with cluster 10.0.0.1"),
+        "{said}"
+    );
+
+    // Another cluster's member refused: nothing is taken, and the wait says why.
+    let mut input = self::input();
+    refused(&mut input, address(3, 30000));
+    let step = plan_roll(&input);
+    let RollStep::Wait { reason } = &step else {
+        panic!("{step:?}");
+    };
+    assert!(
+        matches!(reason, RollWait::KeyfileMismatch { .. }),
+        "{reason:?}"
+    );
+    assert!(reason.to_string().contains("cluster 10.0.0.3"), "{reason}");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::members::{any_leaving, ready_local_members};
-use super::replica_set::{has_primary, unhealthy_members};
+use super::replica_set::{authentication_refused, has_primary, unhealthy_members};
 use super::{condition, desired_members, ConditionType, StatusInput};
 use crate::api::{MongoDB, MongoState};
 use crate::build::mongod_options::mongod_settings;
@@ -20,6 +20,7 @@ enum StatusReason {
     InSync,
     Idle,
     MembersUnhealthy,
+    KeyfileMismatch,
     Healthy,
     PlainTextRootPassword,
     CredentialsSecret,
@@ -188,6 +189,15 @@ pub(super) fn degraded<'a>(input: &StatusInput<'a>) -> Verdict<'a> {
     if blocked(input) || needs_attention {
         let (reason, message) = activity(input);
         return Verdict::new(true, reason, message);
+    }
+    let refused = authentication_refused(input.observation);
+    if !refused.is_empty() {
+        let message = format!(
+            "internal authentication refused between the primary and {}: their keyfiles share \
+             no key; compare the keyfile in each cluster's credentials Secret",
+            refused.join(", ")
+        );
+        return Verdict::new(true, StatusReason::KeyfileMismatch.as_str(), message);
     }
     let unhealthy = unhealthy_members(input.observation);
     if !unhealthy.is_empty() {
@@ -373,7 +383,9 @@ fn activity(input: &StatusInput) -> (&'static str, String) {
 /// The bounded reason of a roll step: what the roll waits for, or does.
 fn roll_reason(step: &RollStep) -> &'static str {
     match step {
-        RollStep::Wait { reason } | RollStep::Renew { reason, .. } => reason.into(),
+        RollStep::Wait { reason }
+        | RollStep::Renew { reason, .. }
+        | RollStep::StopOnKeyfileMismatch { reason, .. } => reason.into(),
         other => other.into(),
     }
 }

@@ -95,6 +95,20 @@ fn replset(observation: Option<&ObservedSet>) -> Vec<ReplSetMemberStatus> {
 }
 
 /// `host (state)` of each member the set reports unhealthy.
+/// The members whose heartbeats the reporting member (the primary) sees
+/// refused internal authentication, each with its cluster's VIP.
+pub(super) fn authentication_refused(observation: Option<&ObservedSet>) -> Vec<String> {
+    observation
+        .map(|o| {
+            o.members
+                .iter()
+                .filter(|(_, m)| m.authentication_refused)
+                .map(|(host, _)| format!("{host} (cluster {})", host.host))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub(super) fn unhealthy_members(observation: Option<&ObservedSet>) -> Vec<String> {
     observation
         .map(|o| {

@@ -40,6 +40,7 @@ fn observation(states: &[(u16, MemberState, bool)]) -> ObservedSet {
                     sync_source: String::new(),
                     lag_secs: Some(0),
                     config_version: Some(2),
+                    authentication_refused: false,
                 },
             )
         })

@@ -1,6 +1,9 @@
-//! Day-two changes of the credentials on a running set: a new root password
-//! in the credentials Secret of every cluster, as the control plane
-//! propagates it, under a w:"majority" writer.
+//! Day-two changes of the credentials on a running set, under a w:"majority"
+//! writer: a new root password in the credentials Secret of every cluster, as
+//! the control plane propagates it; a keyfile changed in one cluster only,
+//! which stops the roll as `KeyfileMismatch` until it is put back.
+//!
+//! Labs 77 and 69.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -25,13 +28,14 @@ const WRITER_PASSWORD: &str = "lab-writer-password";
 /// How long the set has to take the new password, every cluster to use it.
 const ROTATION_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// The user's credentials Secret: a keyfile that stays, the root user.
-fn credentials_secret(password: &str) -> Secret {
+/// The user's credentials Secret `name`: a keyfile of bytes `key_byte`,
+/// the root user.
+fn credentials_secret(name: &str, key_byte: u8, password: &str) -> Secret {
     use base64::Engine;
-    let keyfile = base64::engine::general_purpose::STANDARD.encode([7u8; 96]);
+    let keyfile = base64::engine::general_purpose::STANDARD.encode([key_byte; 96]);
     Secret {
         metadata: ObjectMeta {
-            name: Some(ROTATED_SECRET.into()),
+            name: Some(name.into()),
             ..ObjectMeta::default()
         },
         data: Some(BTreeMap::from([
@@ -46,27 +50,29 @@ fn credentials_secret(password: &str) -> Secret {
 /// Writes (creates or replaces) the credentials Secret in every cluster, as
 /// Karmada propagates a user's Secret (the lab's stand-in does not).
 async fn put_everywhere(lab: &Lab, password: &str) -> Outcome {
-    for cluster in lab.clusters() {
-        let secrets: Api<Secret> = Api::namespaced(cluster.client.clone(), "default");
-        let mut secret = credentials_secret(password);
-        match secrets
-            .get_opt(ROTATED_SECRET)
-            .await
-            .map_err(fail("Secret"))?
-        {
-            Some(found) => {
-                secret.metadata.resource_version = found.metadata.resource_version;
-                secrets
-                    .replace(ROTATED_SECRET, &PostParams::default(), &secret)
-                    .await
-                    .map_err(fail("replace the Secret"))?;
-            }
-            None => {
-                secrets
-                    .create(&PostParams::default(), &secret)
-                    .await
-                    .map_err(fail("create the Secret"))?;
-            }
+    for index in 0..lab.clusters().len() {
+        put_in(lab, index, credentials_secret(ROTATED_SECRET, 7, password)).await?;
+    }
+    Ok(())
+}
+
+/// Writes (creates or replaces) `secret` in cluster `index`.
+async fn put_in(lab: &Lab, index: usize, mut secret: Secret) -> Outcome {
+    let secrets: Api<Secret> = Api::namespaced(lab.clusters()[index].client.clone(), "default");
+    let name = secret.name_any();
+    match secrets.get_opt(&name).await.map_err(fail("Secret"))? {
+        Some(found) => {
+            secret.metadata.resource_version = found.metadata.resource_version;
+            secrets
+                .replace(&name, &PostParams::default(), &secret)
+                .await
+                .map_err(fail("replace the Secret"))?;
+        }
+        None => {
+            secrets
+                .create(&PostParams::default(), &secret)
+                .await
+                .map_err(fail("create the Secret"))?;
         }
     }
     Ok(())
@@ -177,6 +183,107 @@ async fn a_new_root_password_is_set_on_the_running_set_without_a_restart() {
         }
         if let Some(writer) = writer {
             writer.stop_and_check().await?;
+        }
+        Ok(())
+    })
+    .await;
+}
+
+const MISMATCH: &str = "mismatch";
+/// Named as the derived Secret would be (the harness reads the root user there).
+const MISMATCH_SECRET: &str = "mismatch-credentials";
+const MISMATCH_PASSWORD: &str = "mismatch-root-password";
+const MISMATCH_SPLIT: &str = "a=1,b=1,c=1";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyfile_that_differs_in_one_cluster_stops_the_roll_as_keyfile_mismatch() {
+    scenario(69, 3, async |lab| {
+        for index in 0..3 {
+            let secret = credentials_secret(MISMATCH_SECRET, 7, MISMATCH_PASSWORD);
+            put_in(lab, index, secret).await?;
+        }
+        let reference = format!("  credentialsSecretRef:\n    name: {MISMATCH_SECRET}\n");
+        apply_user_fields(lab, MISMATCH, "lab-credentials", &reference).await?;
+        let _passes = ControlPlanePasses::start(lab);
+        lab.control_plane()
+            .apply(&request(MISMATCH, MISMATCH_SPLIT))
+            .await
+            .map_err(fail("apply"))?;
+        ready(lab, MISMATCH, MISMATCH_SPLIT).await?;
+        let hosts = hosts_of(lab, 0, MISMATCH).await?;
+        let c0 = member_host(lab, 2, MISMATCH, 0).await?;
+        let c_vip = c0
+            .rsplit_once(':')
+            .map(|(vip, _)| vip.to_string())
+            .unwrap_or_default();
+        let writer = TimedMajorityWriter::start(lab, MISMATCH, &hosts).await?;
+        if let Some(writer) = &writer {
+            writer.wait_acknowledged(5, Duration::from_secs(60)).await?;
+        }
+
+        // Cluster c alone gets another keyfile: its member restarts on it,
+        // and the set refuses it.
+        put_in(
+            lab,
+            2,
+            credentials_secret(MISMATCH_SECRET, 9, MISMATCH_PASSWORD),
+        )
+        .await?;
+        let stopped = until_in(
+            lab,
+            2,
+            MISMATCH,
+            "c's roll stopped on KeyfileMismatch",
+            |m| reason_is(m, "UpToDate", "KeyfileMismatch"),
+        )
+        .await?;
+        let said = stopped
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "UpToDate"))
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        if !said.contains(&format!("cluster {c_vip}")) {
+            return Err(format!("the mismatch does not name cluster c: {said}"));
+        }
+        until_in(
+            lab,
+            0,
+            MISMATCH,
+            "a reports Degraded KeyfileMismatch",
+            |m| reason_is(m, "Degraded", "KeyfileMismatch"),
+        )
+        .await?;
+        let reasons = event_reasons_in(lab, 2, MISMATCH).await?;
+        if !reasons.iter().any(|r| r == "KeyfileMismatch") {
+            return Err(format!("no KeyfileMismatch Event in c: {reasons:?}"));
+        }
+        if let Some(writer) = &writer {
+            let before = writer.acknowledged().len();
+            writer
+                .wait_acknowledged(before + 5, Duration::from_secs(60))
+                .await?;
+        }
+
+        // The keyfile put back: c restarts its member again, and it rejoins.
+        put_in(
+            lab,
+            2,
+            credentials_secret(MISMATCH_SECRET, 7, MISMATCH_PASSWORD),
+        )
+        .await?;
+        ready(lab, MISMATCH, MISMATCH_SPLIT).await?;
+        until_in(lab, 2, MISMATCH, "c's roll over", |m| {
+            m.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "UpToDate" && c.status == "True")
+            }) && !reason_is(m, "Degraded", "KeyfileMismatch")
+        })
+        .await?;
+        if let Some(writer) = writer {
+            let acknowledged = writer.stop_and_check().await?.len();
+            eprintln!("{acknowledged} majority writes acknowledged, none lost");
         }
         Ok(())
     })

@@ -836,7 +836,9 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
         // 4. A keyfile in cluster c that differs from the other clusters'.
         // The credentials digest changes c's revision, and c's roll restarts
         // its member onto the new keyfile: it cannot rejoin (mongod refuses
-        // peers whose keyfile differs). One member down, the set writes on.
+        // peers whose keyfile differs), which the primary reports as
+        // `authenticated: false` and c as KeyfileMismatch. One member down,
+        // the set writes on.
         let most_unhealthy = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let watcher = {
             let client = mongo(lab, INPUTS, &hosts, false).await?;
@@ -881,11 +883,11 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
                     .find(|c| c.type_ == "Degraded" && c.status == "True")
                     .map(|c| format!("{}: {}", c.reason, c.message))
             });
-            if let Some(degraded) = degraded.filter(|d| d.starts_with("MembersUnhealthy")) {
+            if let Some(degraded) = degraded.filter(|d| d.starts_with("KeyfileMismatch")) {
                 break degraded;
             }
             if Instant::now() > deadline {
-                return Err("cluster c never reported its member unhealthy".into());
+                return Err("cluster c never reported the keyfile mismatch".into());
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         };

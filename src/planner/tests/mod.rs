@@ -220,6 +220,7 @@ pub(super) fn member_status(
         sync_source: String::new(),
         lag_secs,
         config_version: None,
+        authentication_refused: false,
     }
 }
 
