@@ -535,7 +535,7 @@ pub struct MongoDBStatus {
     pub current_info: CurrentInfo,
     /// Standard conditions with observedGeneration: Ready, ReplicaSetInitialized,
     /// MembersInSync, Progressing, Degraded, CredentialsFromSpec,
-    /// ConfigAccepted, ReplicaSetObserved, SettingsMatch, ObjectsApplied and
+    /// ConfigAccepted, StorageSufficient, ReplicaSetObserved, SettingsMatch, ObjectsApplied and
     /// UpToDate (docs/runbook.md says what each reason means).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]

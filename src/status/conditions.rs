@@ -13,7 +13,7 @@ use crate::roll::RollStep;
 /// The reasons status gives of its own (the others come from the planner's
 /// step and from [`InvalidInput`](crate::validate::InvalidInput)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
-enum StatusReason {
+pub(super) enum StatusReason {
     AllMembersReady,
     Initialized,
     NotInitialized,
@@ -22,6 +22,8 @@ enum StatusReason {
     MembersUnhealthy,
     KeyfileMismatch,
     Healthy,
+    StorageTooSmall,
+    StorageSufficient,
     PlainTextRootPassword,
     CredentialsSecret,
     AllSettingsAccepted,
@@ -39,7 +41,7 @@ enum StatusReason {
 }
 
 impl StatusReason {
-    fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         self.into()
     }
 }
@@ -52,7 +54,7 @@ pub(super) struct Verdict<'a> {
 }
 
 impl<'a> Verdict<'a> {
-    fn new(status: bool, reason: &'a str, message: impl Into<String>) -> Self {
+    pub(super) fn new(status: bool, reason: &'a str, message: impl Into<String>) -> Self {
         Verdict {
             status,
             reason,

@@ -11,6 +11,7 @@
 mod conditions;
 mod members;
 mod replica_set;
+pub mod storage;
 #[cfg(test)]
 mod tests;
 
@@ -42,6 +43,9 @@ pub enum ConditionType {
     CredentialsFromSpec,
     /// Every `spec.config` entry is passed to mongod.
     ConfigAccepted,
+    /// `spec.persistence.storage` holds mongod's oplog, journal and
+    /// diagnostic data with room for data (4Gi or more).
+    StorageSufficient,
     /// This pass read the replica set; False: the view in status is the last one read.
     ReplicaSetObserved,
     /// The set's settings are `spec.replicaSetSettings` (only the rsInit
@@ -130,6 +134,10 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
         (
             ConditionType::ConfigAccepted,
             conditions::config_accepted(input),
+        ),
+        (
+            ConditionType::StorageSufficient,
+            storage::storage_sufficient(input),
         ),
         (
             ConditionType::ReplicaSetObserved,

@@ -533,3 +533,27 @@ fn a_too_stale_member_is_degraded_saying_it_waits_to_be_resynced() {
         degraded.message
     );
 }
+
+#[test]
+fn a_disk_under_4gi_is_reported_with_what_to_set() {
+    let mut small = mongodb(1);
+    small.spec.persistence.storage =
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("1Gi".into());
+    let status = compute_status(&input(&small, None, &[], None, at(100)));
+    let storage = condition(&status, "StorageSufficient");
+    assert_eq!(
+        (storage.status.as_str(), storage.reason.as_str()),
+        ("False", "StorageTooSmall")
+    );
+    assert!(storage.message.contains("990 MB") && storage.message.contains("4Gi or more"));
+
+    let mut large = small.clone();
+    large.spec.persistence.storage =
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("8Gi".into());
+    let status = compute_status(&input(&large, None, &[], None, at(100)));
+    let storage = condition(&status, "StorageSufficient");
+    assert_eq!(
+        (storage.status.as_str(), storage.reason.as_str()),
+        ("True", "StorageSufficient")
+    );
+}
