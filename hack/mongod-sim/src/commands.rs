@@ -299,10 +299,17 @@ fn hello_response(member: &Member, conn: &Connection, body: &Document, legacy: b
             }
             d.insert("setName", cfg.set_name.clone());
             d.insert("setVersion", cfg.version as i32);
-            // mongod: `myState.primary() && !isSteppingDown()`.
+            // mongod: `fillHelloForReplSet` answers `myState.primary() &&
+            // !isSteppingDown()`; `_makeHelloResponse` then reports a primary
+            // that cannot accept writes yet (catching up after its election)
+            // as a secondary.
             let primary = inner.state == MemberState::Primary && !inner.stepping_down;
-            d.insert(writable_key, primary);
-            d.insert("secondary", inner.state == MemberState::Secondary);
+            let catching_up = primary && !Member::writable(&inner);
+            d.insert(writable_key, primary && !catching_up);
+            d.insert(
+                "secondary",
+                inner.state == MemberState::Secondary || catching_up,
+            );
             if let Some(p) = member.known_primary(&inner) {
                 d.insert("primary", p);
             }
@@ -537,9 +544,10 @@ pub(crate) fn write_planned<R>(
     plan: impl FnOnce(&DurableState) -> (Vec<Op>, R),
 ) -> Result<(OpTime, u64, R), CmdError> {
     let inner = member.lock();
-    // A primary attempting a step-down accepts no writes
-    // (`TopologyCoordinator::canAcceptWrites`: only a writable primary).
-    if inner.state != MemberState::Primary || inner.stepping_down {
+    // A primary attempting a step-down or still catching up after its
+    // election accepts no writes (`TopologyCoordinator::canAcceptWrites`:
+    // only leader mode "master").
+    if !Member::writable(&inner) {
         return Err(not_primary());
     }
     let mut disk = member.disk();
@@ -681,7 +689,7 @@ async fn create_user(member: &Member, body: &Document) -> CmdResult {
             "Must provide a 'pwd' field for all user documents",
         )
     })?;
-    if member.state() != MemberState::Primary {
+    if !member.is_writable_primary() {
         return Err(not_primary());
     }
     if member.disk().user(&db, user).is_some() {
@@ -699,7 +707,7 @@ async fn update_user(member: &Member, body: &Document) -> CmdResult {
     let user = body
         .get_str("updateUser")
         .map_err(|_| CmdError::new(error::BAD_VALUE, "updateUser must be a string"))?;
-    if member.state() != MemberState::Primary {
+    if !member.is_writable_primary() {
         return Err(not_primary());
     }
     let updated = ["pwd", "customData", "roles", "authenticationRestrictions"];
@@ -729,7 +737,7 @@ async fn drop_user(member: &Member, body: &Document) -> CmdResult {
     let user = body
         .get_str("dropUser")
         .map_err(|_| CmdError::new(error::BAD_VALUE, "dropUser must be a string"))?;
-    if member.state() != MemberState::Primary {
+    if !member.is_writable_primary() {
         return Err(not_primary());
     }
     if member.disk().user(&db, user).is_none() {
@@ -866,7 +874,7 @@ async fn insert(member: &Member, body: &Document) -> CmdResult {
         .get_array("documents")
         .map_err(|_| CmdError::new(error::FAILED_TO_PARSE, "missing documents"))?;
     let ordered = body.get_bool("ordered").unwrap_or(true);
-    if member.state() != MemberState::Primary {
+    if !member.is_writable_primary() {
         return Err(not_primary());
     }
     let mut docs_in = Vec::new();

@@ -14,7 +14,7 @@ use crate::commands::{
     db_of, not_primary, wait_for_write_concern, write_ops, CmdResult, WaitFailure, WriteConcern,
 };
 use crate::error::{self, fail, CmdError};
-use crate::member::{Member, MemberState};
+use crate::member::Member;
 use crate::state::{DurableState, Op, FCV_ID, SYSTEM_VERSION_NS};
 use crate::values::{render_document, type_name};
 use crate::version::{Release, ServerVersion};
@@ -303,7 +303,7 @@ pub(crate) async fn set_fcv(member: &Member, body: &Document) -> CmdResult {
             "setFeatureCompatibilityVersion may only be run against the admin database.",
         );
     }
-    if member.state() != MemberState::Primary {
+    if !member.is_writable_primary() {
         return Err(not_primary());
     }
     let binary = member.version();

@@ -5,7 +5,7 @@
 
 use crate::commands::{db_of, num, CmdResult};
 use crate::error::{self, fail, CmdError};
-use crate::member::{Member, MemberState};
+use crate::member::Member;
 use crate::values::{get_path, type_name, values_equal};
 use bson::{doc, Bson, Document};
 
@@ -17,7 +17,9 @@ fn check_readable(member: &Member, body: &Document) -> Result<(), CmdError> {
         .and_then(|r| r.get_str("mode").ok())
         .map(|m| m != "primary")
         .unwrap_or(false);
-    if member.state() != MemberState::Primary && !secondary_ok {
+    // `checkCanServeReadsFor`: without secondaryOk only a primary that
+    // accepts writes serves reads (not one catching up or stepping down).
+    if !member.is_writable_primary() && !secondary_ok {
         return fail(
             error::NOT_PRIMARY_NO_SECONDARY_OK,
             "not primary and secondaryOk=false",

@@ -199,7 +199,8 @@ pub(crate) async fn get_config(member: &Member, body: &Document) -> CmdResult {
     }
     let mut reply = doc! { "config": cfg.to_document() };
     if body.get_bool("commitmentStatus").unwrap_or(false) {
-        if member.state() != MemberState::Primary {
+        // `processReplSetGetConfig`: `canAcceptNonLocalWrites`.
+        if !member.is_writable_primary() {
             return fail(
                 error::NOT_WRITABLE_PRIMARY,
                 "commitmentStatus is only supported on primary.",
@@ -452,7 +453,9 @@ pub(crate) async fn reconfig(member: &Arc<Member>, body: &Document) -> CmdResult
     let _guard = ConfigOpGuard::acquire(member)?;
     let force = body.get("force").map(truthy).unwrap_or(false);
     let state = member.state();
-    if !force && state != MemberState::Primary {
+    // `_doReplSetReconfig`: a safe reconfig needs a writable primary
+    // (`canAcceptNonLocalWrites`: not catching up, not stepping down).
+    if !force && !member.is_writable_primary() {
         return fail(
             error::NOT_WRITABLE_PRIMARY,
             format!(

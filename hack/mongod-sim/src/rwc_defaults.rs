@@ -11,7 +11,7 @@ use crate::commands::{db_of, not_primary, wait_for_write_concern, write_concern,
 use crate::commands::{CmdResult, WriteConcern};
 use crate::config::ReplSetConfig;
 use crate::error::{self, fail, CmdError};
-use crate::member::{Member, MemberState};
+use crate::member::Member;
 use crate::state::{DurableState, Op};
 use crate::values::type_name;
 use crate::version::{Release, ServerVersion};
@@ -211,7 +211,7 @@ pub(crate) async fn set_default(member: &Member, body: &Document) -> CmdResult {
             format!("{CMD} may only be run against the admin database."),
         );
     }
-    if member.state() != MemberState::Primary {
+    if !member.is_writable_primary() {
         return Err(not_primary());
     }
     let rc = object_arg(body, CMD, "defaultReadConcern")?;

@@ -20,7 +20,7 @@ use crate::commands::{
     write_planned, CmdResult,
 };
 use crate::error::{self, fail, CmdError};
-use crate::member::{Member, MemberState};
+use crate::member::Member;
 use crate::query::Filter;
 use crate::state::{is_fcv_document, Op};
 use crate::values::{identical, render, type_name, values_equal};
@@ -520,7 +520,7 @@ pub(crate) async fn update(member: &Member, body: &Document) -> CmdResult {
             multi: truthy(s.get("multi")),
         });
     }
-    if member.state() != MemberState::Primary {
+    if !member.is_writable_primary() {
         return Err(not_primary());
     }
     let binary = member.version();
@@ -575,7 +575,7 @@ pub(crate) async fn delete(member: &Member, body: &Document) -> CmdResult {
         }
         parsed.push((q, limit == 1.0));
     }
-    if member.state() != MemberState::Primary {
+    if !member.is_writable_primary() {
         return Err(not_primary());
     }
     let (optime, generation, (n, write_errors)) = write_planned(member, |disk| {

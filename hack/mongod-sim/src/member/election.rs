@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::{election_id_for, now_ms, randomized_election_timeout, Inner, Member, MemberState};
 use crate::config::ReplSetConfig;
 use crate::network::Network;
-use crate::state::{LastVote, Op, OpTime, OplogEntry};
+use crate::state::{LastVote, OpTime};
 
 impl Member {
     /// Vote request from a candidate (replSetRequestVotes).
@@ -68,6 +68,10 @@ impl Member {
         }
         inner.state = MemberState::Secondary;
         inner.stepping_down = false;
+        if inner.catching_up.take().is_some() {
+            // `_updateMemberStateFromTopologyCoordinator`: catch-up is abandoned.
+            tracing::info!(member = %self.listen, id = 21363, "Exited primary catch-up mode");
+        }
         inner.election_id = None;
         inner.role_generation += 1;
         if let Some(d) = no_election_for {
@@ -219,25 +223,21 @@ impl Member {
         inner.role_generation += 1;
         inner.no_election_until = None;
         inner.sync_source = None;
-        {
-            let mut disk = self.disk();
-            let optime = disk.next_optime(new_term, now_ms());
-            disk.append(OplogEntry::new(
-                optime,
-                now_ms(),
-                Op::Noop {
-                    msg: "new primary".into(),
-                },
-            ));
-            inner.first_optime_of_my_term = optime;
-            // The new primary stamps the current config with its term.
-            if let Some(c) = disk.config.as_mut() {
-                c.term = new_term;
-            }
-        }
         inner.heartbeat_now = true;
-        self.bump_topology(&mut inner);
         tracing::info!(member = %self.listen, term = new_term, votes, "won election");
+        // PRIMARY, but writable only once it has caught up
+        // (`_postWonElectionUpdateMemberState` → `CatchupState::start_inlock`).
+        self.begin_catch_up(&mut inner, cfg, new_term);
+        self.bump_topology(&mut inner);
+        let catching_up = inner.catching_up.is_some();
+        drop(inner);
+        if catching_up {
+            // mongod cancels and restarts every heartbeat on winning; their
+            // responses give the catch-up target (or end it at once when no
+            // peer is ahead).
+            self.heartbeats(net, cfg);
+            self.catch_up(net, cfg);
+        }
         true
     }
 }

@@ -12,9 +12,10 @@
 //! [`Member::exit_code`].
 //!
 //! This module holds the member's state, its start and stop, and the loop that
-//! ticks every 10 ms; `heartbeat`, `replication`, `election` and `primary` hold
-//! what the loop does in each role.
+//! ticks every 10 ms; `heartbeat`, `replication`, `election`, `catch_up` and
+//! `primary` hold what the loop does in each role.
 
+mod catch_up;
 mod election;
 mod heartbeat;
 mod primary;
@@ -171,6 +172,23 @@ pub(crate) struct PeerInfo {
     pub auth_issue: bool,
 }
 
+/// A new primary's catch-up phase (mongod's `CatchupState`, then drain mode):
+/// PRIMARY but not writable until it holds the newest optime its peers
+/// reported since it won, the timeout passes, or it steps down.
+#[derive(Debug, Clone)]
+pub(crate) struct CatchUp {
+    /// The term it won.
+    pub term: i64,
+    /// When it won: only heartbeat responses from then on count (mongod
+    /// restarts every heartbeat on winning).
+    pub since: Instant,
+    /// The newest optime the peers reported since `since`; `None` until
+    /// every peer answered (or failed) a heartbeat.
+    pub target: Option<OpTime>,
+    /// `since` + `catchUpTimeoutMillis`; `None`: no limit (-1).
+    pub until: Option<Instant>,
+}
+
 pub(crate) struct Inner {
     pub state: MemberState,
     /// This member's host string in the current config.
@@ -196,6 +214,9 @@ pub(crate) struct Inner {
     /// leader mode `kAttemptingStepDown`): still PRIMARY, but writes are
     /// refused and hello says `isWritablePrimary: false`.
     pub stepping_down: bool,
+    /// A new primary still catching up ([`CatchUp`]): writes are refused and
+    /// hello says `isWritablePrimary: false`, `secondary: true`.
+    pub catching_up: Option<CatchUp>,
     pub takeover_since: Option<Instant>,
     pub heartbeat_now: bool,
     /// The next role refresh runs the full isSelf check (findSelfInConfig):
@@ -333,6 +354,7 @@ impl Member {
                 election_date_ms: 0,
                 step_up_requested: false,
                 stepping_down: false,
+                catching_up: None,
                 takeover_since: None,
                 heartbeat_now: true,
                 self_check_due: true,
@@ -494,6 +516,18 @@ impl Member {
     pub fn state(&self) -> MemberState {
         self.lock().state
     }
+    /// Whether it is a primary that accepts writes: not attempting a
+    /// step-down and not catching up after its election (mongod's
+    /// `canAcceptNonLocalWrites`, leader mode "master").
+    pub fn is_writable_primary(&self) -> bool {
+        Member::writable(&self.lock())
+    }
+    /// [`Member::is_writable_primary`] under the member's lock: the one test
+    /// every write, `hello`'s `isWritablePrimary` and the commands that need a
+    /// writable primary make.
+    pub(crate) fn writable(inner: &Inner) -> bool {
+        inner.state == MemberState::Primary && !inner.stepping_down && inner.catching_up.is_none()
+    }
     /// Current term.
     pub fn term(&self) -> i64 {
         self.disk().term
@@ -518,6 +552,8 @@ impl Member {
             "listen": self.listen,
             "me": inner.self_host,
             "state": inner.state.name(),
+            "writablePrimary": Member::writable(&inner),
+            "catchUpTarget": inner.catching_up.as_ref().map(|c| format!("{:?}", c.target)),
             "term": disk.term,
             "configVersion": disk.config.as_ref().map(|c| c.version),
             "configTerm": disk.config.as_ref().map(|c| c.term),
@@ -569,6 +605,7 @@ impl Member {
         if new_host != inner.self_host || new_state != inner.state {
             if inner.state == MemberState::Primary && new_state != MemberState::Primary {
                 inner.election_id = None;
+                inner.catching_up = None;
             }
             if inner.state != new_state {
                 inner.role_generation += 1;
@@ -648,6 +685,7 @@ impl Member {
             MemberState::Recovering => self.replicate(&net, &cfg),
             MemberState::Primary => {
                 self.primary_duties(&net, &cfg);
+                self.catch_up(&net, &cfg);
             }
             _ => {}
         }

@@ -76,7 +76,8 @@ impl Member {
     fn remove_newly_added(&self, net: &Network, cfg: &ReplSetConfig) {
         let ready = {
             let inner = self.lock();
-            if inner.config_op_in_progress || inner.state != MemberState::Primary {
+            // `doReplSetReconfig` needs a writable primary.
+            if inner.config_op_in_progress || !Member::writable(&inner) {
                 return;
             }
             cfg.members
@@ -114,7 +115,7 @@ impl Member {
             .config
             .as_ref()
             .is_some_and(|c| c.same_version(cfg));
-        if inner.config_op_in_progress || inner.state != MemberState::Primary || !unchanged {
+        if inner.config_op_in_progress || !Member::writable(&inner) || !unchanged {
             return;
         }
         inner.last_committed_in_prev_config = inner.commit_point;

@@ -184,6 +184,11 @@ impl Member {
             ) {
                 continue;
             }
+            // `TopologyCoordinator::_choosePrimaryAsSyncSource`: not a primary
+            // behind this member (a new primary still catching up).
+            if source_view_state == MemberState::Primary && source.last_optime() < my_last {
+                continue;
+            }
             // mongod's `SyncSourceResolver`: a source whose oplog starts after
             // our last optime cannot be used.
             if source.disk().too_far_ahead_of(my_last) {
@@ -277,7 +282,7 @@ impl Member {
         self.crash(crate::disk::DISK_FULL_EXIT_CODE);
     }
 
-    fn apply_entries(
+    pub(super) fn apply_entries(
         &self,
         net: &Network,
         cfg: &ReplSetConfig,
@@ -295,6 +300,11 @@ impl Member {
         let mut fatal = None;
         let mut full = false;
         for e in entries {
+            // Fetched without our locks: another fetch (a catch-up step run by
+            // the election while the loop ticks) may have appended it already.
+            if e.optime <= disk.last_optime() {
+                continue;
+            }
             if e.wall_ms > horizon {
                 break;
             }

@@ -37,6 +37,16 @@ impl Set {
 
     /// Starts `n` members on `prefix`.1..n:27017 (`prefix` the first three octets).
     pub async fn start_at(prefix: &str, n: usize, configure: impl Fn(&mut MemberSpec)) -> Set {
+        Set::start_from(prefix, 1, n, configure).await
+    }
+
+    /// Starts `n` members on `prefix`.`first`..`first`+n-1:27017.
+    pub async fn start_from(
+        prefix: &str,
+        first: usize,
+        n: usize,
+        configure: impl Fn(&mut MemberSpec),
+    ) -> Set {
         let net = Network::new();
         let mut set = Set {
             net,
@@ -44,7 +54,7 @@ impl Set {
             specs: Vec::new(),
             volumes: Vec::new(),
         };
-        for i in 1..=n {
+        for i in first..first + n {
             let host = format!("{prefix}.{i}:27017");
             let mut spec = MemberSpec::new(host.parse().unwrap(), "rs0");
             configure(&mut spec);
