@@ -481,7 +481,11 @@ async fn follow(api: Api<MongoDB>, args: &RecoverArgs) -> anyhow::Result<ExitCod
                 RecoveryPhase::Refused => Some(ExitCode::FAILURE),
                 RecoveryPhase::Planned | RecoveryPhase::Forced => None,
             };
-            Some((recover::phase_line(recovery), end))
+            Some(FollowedPhase {
+                phase: recovery.phase.into(),
+                line: recover::phase_line(recovery),
+                end,
+            })
         })
         .await
 }
@@ -532,9 +536,23 @@ async fn run_forget_cluster(common: &Common, args: &ForgetClusterArgs) -> anyhow
                 ForgetClusterPhase::Refused => Some(ExitCode::FAILURE),
                 ForgetClusterPhase::Removing => None,
             };
-            Some((forget::phase_line(forgetting), end))
+            Some(FollowedPhase {
+                phase: forgetting.phase.into(),
+                line: forget::phase_line(forgetting),
+                end,
+            })
         })
         .await
+}
+
+/// A request's phase as its operator reports it.
+struct FollowedPhase {
+    /// The phase's name: a line is printed once per phase.
+    phase: &'static str,
+    /// What to print.
+    line: String,
+    /// The exit code, when the phase ends the request.
+    end: Option<ExitCode>,
 }
 
 /// Following one request on one object until its operator ends it.
@@ -545,12 +563,12 @@ struct Follow<'a> {
 }
 
 impl Follow<'_> {
-    /// Prints each new line `phase` gives for the object (once), until it
-    /// gives an exit code with it.
+    /// Prints the line of each new phase `phase` gives for the object, until
+    /// one ends the request.
     async fn phases(
         &self,
         api: Api<MongoDB>,
-        phase: impl Fn(&MongoDB) -> Option<(String, Option<ExitCode>)>,
+        phase: impl Fn(&MongoDB) -> Option<FollowedPhase>,
     ) -> anyhow::Result<ExitCode> {
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
         let mut objects = watcher(api, config)
@@ -576,16 +594,15 @@ impl Follow<'_> {
                 }
                 Ok(Some(Ok(mongodb))) => mongodb,
             };
-            let Some((line, end)) = phase(&mongodb) else {
+            let Some(followed) = phase(&mongodb) else {
                 continue;
             };
-            let phase_word = line.split(':').next().map(str::to_string);
-            if last == phase_word {
+            if last == Some(followed.phase) {
                 continue;
             }
-            last = phase_word;
-            println!("{line}");
-            if let Some(code) = end {
+            last = Some(followed.phase);
+            println!("{}", followed.line);
+            if let Some(code) = followed.end {
                 return Ok(code);
             }
         }

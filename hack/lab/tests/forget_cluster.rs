@@ -23,7 +23,7 @@ const SPLIT: &str = "a=2,b=2,c=1";
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
 const ROLL_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// The phase of the forgetting cluster `index` reports, if any.
+/// The phase of the request to forget a cluster `mongodb` reports, if any.
 fn forget_phase(mongodb: &MongoDB) -> Option<ForgetClusterPhase> {
     mongodb
         .status
