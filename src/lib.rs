@@ -8,7 +8,8 @@
 //!   whom stage `observe` asks and what it saw ([`observe`]), the replica-set
 //!   model and planner ([`replset`], [`planner`]), the rolling restart
 //!   ([`roll`]), disaster recovery ([`recovery`]), forgetting a lost cluster
-//!   ([`forget`]) and [`status`] computation,
+//!   ([`forget`]), the member Services held while their member is in the
+//!   set ([`service_hold`]) and [`status`] computation,
 //!   and the `kubectl mongodb` plugin's views and decisions ([`cli`]) — no
 //!   client, no async;
 //! - Kubernetes I/O: the [`controller`] pipeline, over the clients of
@@ -31,6 +32,7 @@ pub mod planner;
 pub mod recovery;
 pub mod replset;
 pub mod roll;
+pub mod service_hold;
 pub mod status;
 pub mod telemetry;
 pub mod validate;

@@ -7,7 +7,7 @@
 //! ([`mod@super::caches`]): a pass lists nothing. Checking them is the pure
 //! `validate` stage's work.
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::{Api, Client, ResourceExt};
 
 use super::caches::{named, Caches};
@@ -58,12 +58,7 @@ pub async fn dereference(
         Some(reference) => get_secret(reference.name.clone()).await?,
         None => None,
     };
-    let mut services = caches.services.of_instance(&namespace, &instance);
-    // FedState's arbiter Service carries `app` but not the instance label.
-    let arbiter = names::arbiter(&instance);
-    if !services.iter().any(|s| s.name_any() == arbiter) {
-        services.extend(named(&caches.services.store, &namespace, &arbiter).map(|s| (*s).clone()));
-    }
+    let services = member_services(caches, mongodb);
     let stateful_sets = caches.stateful_sets.of_instance(&namespace, &instance);
     let pods = caches.pods.of_instance(&namespace, &instance);
     let custom_config = mongodb
@@ -139,4 +134,17 @@ mod tests {
         names.sort();
         assert_eq!(names, ["demo-mongodb-0", "demo-mongodb-arbiter"]);
     }
+}
+
+/// The instance's Services in the cache: those with its label, and FedState's
+/// arbiter Service, which carries `app` but not the instance label.
+pub fn member_services(caches: &Caches, mongodb: &MongoDB) -> Vec<Service> {
+    let namespace = mongodb.namespace().unwrap_or_default();
+    let instance = mongodb.name_any();
+    let mut services = caches.services.of_instance(&namespace, &instance);
+    let arbiter = names::arbiter(&instance);
+    if !services.iter().any(|s| s.name_any() == arbiter) {
+        services.extend(named(&caches.services.store, &namespace, &arbiter).map(|s| (*s).clone()));
+    }
+    services
 }

@@ -29,6 +29,11 @@ pub enum Notice {
     LeftWithoutCleanup,
     /// The API server refused a desired object; the pass went on.
     ApplyFailed,
+    /// A deleted member Service was let go: its member has left the set, or
+    /// the instance has gone.
+    MemberServiceReleased,
+    /// A deleted member Service is held: its member is still in the set.
+    MemberServiceHeld,
     /// A member's config entry could not be recorded on its StatefulSet; the
     /// pass went on and the next one tries again.
     RecordFailed,

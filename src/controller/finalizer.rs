@@ -11,7 +11,10 @@
 
 use json_patch::Patch as JsonPatch;
 use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use std::fmt::Debug;
+
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use crate::api::MongoDB;
@@ -45,8 +48,10 @@ pub fn phase(mongodb: &MongoDB) -> Phase {
 
 /// Why the finalizer list could not be changed.
 #[derive(Debug, thiserror::Error)]
-#[error("updating the finalizers of MongoDB {name}: {source}")]
+#[error("updating the finalizers of {kind} {name}: {source}")]
 pub struct FinalizerError {
+    /// The object's kind.
+    kind: &'static str,
     /// The object's name.
     name: String,
     /// What the API server said (a failed `test`: the list changed meanwhile).
@@ -54,58 +59,82 @@ pub struct FinalizerError {
     source: kube::Error,
 }
 
-/// The patch that adds the finalizer to the list as `mongodb` holds it.
-fn claim_patch(mongodb: &MongoDB) -> serde_json::Value {
-    if mongodb.finalizers().is_empty() {
-        json!([
+/// The patch that adds `finalizer` to the list as the object holds it.
+fn claim_patch(finalizers: &[String], finalizer: &str) -> serde_json::Value {
+    match finalizers.last() {
+        None => json!([
             {"op": "test", "path": "/metadata/finalizers", "value": null},
-            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
-        ])
-    } else {
-        let last = mongodb.finalizers().len() - 1;
-        json!([
-            {"op": "test", "path": format!("/metadata/finalizers/{last}"), "value": mongodb.finalizers()[last]},
-            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
-        ])
+            {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]},
+        ]),
+        Some(last) => json!([
+            {"op": "test", "path": format!("/metadata/finalizers/{}", finalizers.len() - 1), "value": last},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
+        ]),
     }
 }
 
-/// The patch that removes the finalizer, at the index `mongodb` holds it.
-fn release_patch(mongodb: &MongoDB) -> Option<serde_json::Value> {
-    let index = mongodb.finalizers().iter().position(|f| f == FINALIZER)?;
+/// The patch that removes `finalizer`, at the index the object holds it.
+fn release_patch(finalizers: &[String], finalizer: &str) -> Option<serde_json::Value> {
+    let index = finalizers.iter().position(|f| f == finalizer)?;
     Some(json!([
-        {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER},
+        {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": finalizer},
         {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
     ]))
 }
 
 /// Adds the finalizer.
 pub async fn claim(api: &Api<MongoDB>, mongodb: &MongoDB) -> Result<(), FinalizerError> {
-    send(api, mongodb, claim_patch(mongodb)).await
+    add(api, &mongodb.name_any(), mongodb.finalizers(), FINALIZER).await
 }
 
 /// Removes the finalizer (nothing to do when it is not there).
 pub async fn release(api: &Api<MongoDB>, mongodb: &MongoDB) -> Result<(), FinalizerError> {
-    match release_patch(mongodb) {
-        Some(patch) => send(api, mongodb, patch).await,
+    remove(api, &mongodb.name_any(), mongodb.finalizers(), FINALIZER).await
+}
+
+/// Adds `finalizer` to object `name` of `api`, whose list was read as `finalizers`.
+pub async fn add<K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug>(
+    api: &Api<K>,
+    name: &str,
+    finalizers: &[String],
+    finalizer: &str,
+) -> Result<(), FinalizerError> {
+    send(api, name, claim_patch(finalizers, finalizer)).await
+}
+
+/// Removes `finalizer` from object `name` of `api`, whose list was read as
+/// `finalizers` (nothing to do when it is not there).
+pub async fn remove<K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug>(
+    api: &Api<K>,
+    name: &str,
+    finalizers: &[String],
+    finalizer: &str,
+) -> Result<(), FinalizerError> {
+    match release_patch(finalizers, finalizer) {
+        Some(patch) => send(api, name, patch).await,
         None => Ok(()),
     }
 }
 
-async fn send(
-    api: &Api<MongoDB>,
-    mongodb: &MongoDB,
+async fn send<K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug>(
+    api: &Api<K>,
+    name: &str,
     patch: serde_json::Value,
 ) -> Result<(), FinalizerError> {
-    let name = mongodb.name_any();
-    let patch: JsonPatch = serde_json::from_value(patch).map_err(|e| FinalizerError {
-        name: name.clone(),
-        source: kube::Error::SerdeError(e),
-    })?;
-    api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+    let error = |source| FinalizerError {
+        kind: match K::kind(&()) {
+            std::borrow::Cow::Borrowed(kind) => kind,
+            std::borrow::Cow::Owned(_) => "object",
+        },
+        name: name.to_string(),
+        source,
+    };
+    let patch: JsonPatch =
+        serde_json::from_value(patch).map_err(|e| error(kube::Error::SerdeError(e)))?;
+    api.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
         .await
         .map(drop)
-        .map_err(|source| FinalizerError { name, source })
+        .map_err(error)
 }
 
 #[cfg(test)]
@@ -176,7 +205,7 @@ mod tests {
         let (_server, api) = cluster().await;
         let stale = create(&api, &[]).await;
         let patch = json!([{"op": "add", "path": "/metadata/finalizers", "value": [OTHER]}]);
-        send(&api, &stale, patch).await.unwrap();
+        send(&api, &stale.name_any(), patch).await.unwrap();
         let error = claim(&api, &stale)
             .await
             .expect_err("the test operation fails");
@@ -237,7 +266,7 @@ mod tests {
         let (_server, api) = cluster().await;
         let stale = create(&api, &[OTHER, FINALIZER]).await;
         let drop_other = json!([{"op": "remove", "path": "/metadata/finalizers/0"}]);
-        send(&api, &stale, drop_other).await.unwrap();
+        send(&api, &stale.name_any(), drop_other).await.unwrap();
         api.patch(
             &stale.name_any(),
             &PatchParams::default(),

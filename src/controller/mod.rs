@@ -5,13 +5,14 @@
 //!
 //! A pass (`pass`) is a pipeline of stages:
 //!
-//! `dereference` → `validate` → `build` → `apply` → `observe` → `plan` →
-//! `record` → `act` → `recovery` → `roll` → `status`
+//! `dereference` → `validate` → `build` → `apply` → `observe` → `hold` →
+//! `plan` → `record` → `act` → `recovery` → `forget` → `roll` → `status`
 //!
 //! Each stage is a module here (I/O: `dereference`, `apply`, `observe`,
-//! `record`, `act`, `recovery`, `roll`, `status`) or a pure module of the
-//! crate under the same name ([`crate::validate`], [`crate::build`],
-//! [`crate::observe`], [`crate::planner`], [`crate::recovery`], [`crate::roll`],
+//! `service_hold`, `record`, `act`, `recovery`, `forget`, `roll`, `status`)
+//! or a pure module of the crate under the same name ([`crate::validate`],
+//! [`crate::build`], [`crate::observe`], [`crate::service_hold`],
+//! [`crate::planner`], [`crate::recovery`], [`crate::forget`], [`crate::roll`],
 //! [`crate::status`]). One replica-set step per pass; the next pass is
 //! triggered by the change it caused (watched objects) or by a short requeue
 //! while MongoDB converges; a status write alone wakes nothing
@@ -35,6 +36,7 @@ mod pass;
 mod record;
 mod recovery;
 mod roll;
+mod service_hold;
 mod status;
 #[cfg(test)]
 mod test_cluster;
@@ -57,6 +59,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use crate::api::{MongoDB, INSTANCE_LABEL};
 use crate::build::{self, names};
 use crate::kube_clients::KubeClients;
+use crate::service_hold::{InstanceLife, MemberServiceObject, Membership};
 use crate::telemetry::Metrics;
 use crate::validate::InvalidInput;
 use act::ActError;
@@ -323,11 +326,11 @@ async fn member(mongodb: &MongoDB, ctx: &PassContext) -> Result<Action, Reconcil
     match pass(mongodb, ctx, false).await? {
         PassOutcome::Ran(action) => Ok(action),
         PassOutcome::Left => Ok(Action::await_change()),
-        PassOutcome::InvalidInput(invalid) => {
+        PassOutcome::InvalidInput(invalid, held) => {
             let reason = invalid.reason();
             let instance = &ctx.instance;
             tracing::warn!(%instance, reason, message = %invalid, leaving = false, "cannot proceed");
-            status::report_invalid_input(ctx, mongodb, &invalid).await?;
+            status::report_invalid_input(ctx, mongodb, &invalid, &held).await?;
             match invalid {
                 // The set takes the password once the rsInit cluster's
                 // operator has set it there: no object of this cluster changes.
@@ -339,7 +342,8 @@ async fn member(mongodb: &MongoDB, ctx: &PassContext) -> Result<Action, Reconcil
 }
 
 /// A leaving pass; once this cluster's members are out, or its input cannot
-/// be used (released without leaving), the finalizer goes.
+/// be used (released without leaving), the member Services are let go, then
+/// the object's finalizer.
 async fn leave(
     api: &Api<MongoDB>,
     mongodb: &MongoDB,
@@ -352,7 +356,7 @@ async fn leave(
             Notice::LeftReplicaSet,
             "this cluster's members have left the replica set".to_string(),
         ),
-        PassOutcome::InvalidInput(invalid) => {
+        PassOutcome::InvalidInput(invalid, _) => {
             let reason = invalid.reason();
             let instance = &ctx.instance;
             tracing::warn!(%instance, reason, message = %invalid, leaving = true, "cannot proceed");
@@ -364,6 +368,9 @@ async fn leave(
         }
     };
     ctx.events.publish(type_, reason.into(), message).await;
+    let referenced = dereference::member_services(&ctx.caches, mongodb);
+    let services = MemberServiceObject::of_instance(&ctx.instance.name, &referenced);
+    service_hold::hold(ctx, &services, InstanceLife::Gone, Membership::Unknown).await;
     finalizer::release(api, mongodb).await?;
     ctx.metrics.forget(&ctx.instance.key);
     Ok(Action::await_change())

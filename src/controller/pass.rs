@@ -1,10 +1,11 @@
 //! One pass over one object: the stages in order, each a call with what it
 //! needs of the object and of the stages before it.
 //!
-//! `dereference` → `validate` → `build` → `apply` → `observe` → `plan` →
-//! `record` → `act` → `recovery` → `forget` → `roll` → `status`
+//! `dereference` → `validate` → `build` → `apply` → `observe` → `hold` →
+//! `plan` → `record` → `act` → `recovery` → `forget` → `roll` → `status`
 //!
-//! Input the pass cannot use ends it ([`PassOutcome::InvalidInput`]): the
+//! Input the pass cannot use ends it ([`PassOutcome::InvalidInput`]), after
+//! `hold` has claimed the member Services (and kept the deleted ones): the
 //! caller reports it or, for an object being deleted, lets it go.
 
 use std::time::Duration;
@@ -21,6 +22,7 @@ use super::observe::{dropped_members, observe};
 use super::record::record;
 use super::recovery::recover;
 use super::roll::roll;
+use super::service_hold::hold;
 use super::status::{self, Report};
 use super::ReconcileError;
 use crate::api::MongoDB;
@@ -28,6 +30,7 @@ use crate::build::{self, BuildContext, DesiredObjects};
 use crate::forget::forgotten_cluster;
 use crate::member::Wanted;
 use crate::planner::{has_left, plan, PlanInput, Step};
+use crate::service_hold::{HeldService, InstanceLife, MemberServiceObject, Membership};
 use crate::validate::{validate, InvalidInput, Validated};
 
 /// How soon a paused object is looked at again (status stays fresh).
@@ -45,8 +48,9 @@ pub enum PassOutcome {
     Ran(Action),
     /// Leaving, it found this cluster's members out of the set.
     Left,
-    /// Its input cannot be used; nothing was done from that stage on.
-    InvalidInput(InvalidInput),
+    /// Its input cannot be used; nothing was done from that stage on but
+    /// `hold`, which kept these deleted member Services.
+    InvalidInput(InvalidInput, Vec<HeldService>),
 }
 
 /// One pass over one object. `leaving`: the object is being deleted and this
@@ -60,27 +64,45 @@ pub async fn pass(
     let wanted = Wanted::of(mongodb, leaving);
     // dereference: read what the object refers to, as it is (Kubernetes I/O).
     let referenced = dereference(&ctx.client, &ctx.caches, mongodb).await?;
+    let member_services =
+        MemberServiceObject::of_instance(&ctx.instance.name, &referenced.services);
+    let life = if leaving {
+        InstanceLife::Leaving
+    } else {
+        InstanceLife::Live
+    };
     // validate: check it, or stop at what the user must fix (pure).
     let validated = match validate(mongodb, &referenced, leaving) {
         Ok(validated) => validated,
-        Err(invalid) => return Ok(PassOutcome::InvalidInput(invalid)),
+        Err(invalid) => {
+            let held = hold(ctx, &member_services, life, Membership::Unknown).await;
+            return Ok(PassOutcome::InvalidInput(invalid, held));
+        }
     };
     // build: the desired objects, unless paused or leaving (pure).
     let desired = match build_desired(mongodb, &validated, wanted, paused || leaving) {
         Ok(desired) => desired,
-        Err(invalid) => return Ok(PassOutcome::InvalidInput(invalid)),
+        Err(invalid) => {
+            let held = hold(ctx, &member_services, life, Membership::Unknown).await;
+            return Ok(PassOutcome::InvalidInput(invalid, held));
+        }
     };
     // apply: server-side apply them, StatefulSets last; a refusal is reported (Kubernetes I/O).
     let apply_failures = apply_desired(ctx, desired.as_ref()).await;
     // observe: ask the members, read the replica set (MongoDB I/O).
     let answers = observe(&ctx.gateway, mongodb, &validated, wanted).await;
+    // hold: the member Services claimed, a deleted one kept until its member
+    // is out of the committed config (Kubernetes I/O).
+    let observed = answers.reading.as_ref().map(|reading| &reading.set);
+    let membership = Membership::of(observed, Some(&validated.vip));
+    let held = hold(ctx, &member_services, life, membership).await;
     if let Some(refused) = answers.credentials_refused.as_ref().filter(|_| !leaving) {
         // credentials: a new root password the set does not hold yet, set
         // through the one it holds by the rsInit cluster's operator (MongoDB I/O).
         if set_new_root_password(ctx, mongodb, &validated).await {
             return Ok(PassOutcome::Ran(Action::requeue(AFTER_STATUS_CHANGE)));
         }
-        return Ok(PassOutcome::InvalidInput(refused.clone()));
+        return Ok(PassOutcome::InvalidInput(refused.clone(), held));
     }
     if !leaving
         && answers
@@ -158,6 +180,7 @@ pub async fn pass(
         apply_failures: &apply_failures,
         recovery: recovered.as_ref().and_then(|r| r.status.clone()),
         forget_cluster: forgotten.as_ref().and_then(|f| f.status.clone()),
+        held_services: &held,
     };
     let status_changed = status::write(ctx, mongodb, &report).await?;
 

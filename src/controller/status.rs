@@ -11,11 +11,13 @@ use kube::runtime::events::EventType;
 use kube::Api;
 
 use super::context::PassContext;
+use super::events::Notice;
 use super::{ReconcileError, FIELD_MANAGER};
 use crate::api::{ForgetClusterStatus, MongoDB, RecoveryStatus};
 use crate::observe::ObservedSet;
 use crate::planner::{Step, WaitReason};
 use crate::roll::RollStep;
+use crate::service_hold::HeldService;
 use crate::status::{
     compute_status, condition, condition_reason, local_member_views, ConditionType, StatusInput,
 };
@@ -47,6 +49,8 @@ pub struct Report<'a> {
     pub recovery: Option<RecoveryStatus>,
     /// `status.forgetCluster` after this pass.
     pub forget_cluster: Option<ForgetClusterStatus>,
+    /// The deleted member Services this pass kept.
+    pub held_services: &'a [HeldService],
 }
 
 /// Computes the status and writes it when it differs from the stored one;
@@ -74,6 +78,7 @@ pub async fn write(
         apply_failures: report.apply_failures,
         recovery: report.recovery.clone(),
         forget_cluster: report.forget_cluster.clone(),
+        held_services: report.held_services,
         now: Time(k8s_openapi::jiff::Timestamp::now()),
     });
     ctx.metrics
@@ -88,6 +93,24 @@ pub async fn write(
         let message = refused.message.clone();
         ctx.events
             .publish(EventType::Warning, &refused.reason, message)
+            .await;
+    }
+    // A deleted member Service is announced once, when it is first held.
+    let previously_held = condition(mongodb.status.as_ref(), ConditionType::MemberServicesHeld)
+        .filter(|c| c.status == "True")
+        .map(|c| c.message.as_str())
+        .unwrap_or_default();
+    for newly_held in report
+        .held_services
+        .iter()
+        .filter(|held| !previously_held.contains(&held.mention()))
+    {
+        ctx.events
+            .publish(
+                EventType::Warning,
+                Notice::MemberServiceHeld.into(),
+                newly_held.describe(),
+            )
             .await;
     }
     // A lost voting majority is announced once, when it is first seen.
@@ -122,6 +145,7 @@ pub async fn report_invalid_input(
     ctx: &PassContext,
     mongodb: &MongoDB,
     invalid: &InvalidInput,
+    held_services: &[HeldService],
 ) -> Result<(), ReconcileError> {
     let reason = invalid.reason();
     if condition_reason(mongodb.status.as_ref(), ConditionType::Ready) != Some(reason) {
@@ -131,6 +155,7 @@ pub async fn report_invalid_input(
     }
     let report = Report {
         problem: Some(invalid),
+        held_services,
         ..Report::default()
     };
     write(ctx, mongodb, &report).await.map(drop)

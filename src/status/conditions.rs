@@ -9,6 +9,7 @@ use crate::api::{MongoDB, MongoState};
 use crate::build::mongod_options::mongod_settings;
 use crate::planner::{Step, WaitReason};
 use crate::roll::RollStep;
+use crate::service_hold::{HeldService, HoldReason};
 
 /// The reasons status gives of its own (the others come from the planner's
 /// step and from [`InvalidInput`](crate::validate::InvalidInput)).
@@ -38,6 +39,7 @@ pub(super) enum StatusReason {
     Paused,
     Pending,
     NoPrimary,
+    NoServiceHeld,
 }
 
 impl StatusReason {
@@ -390,4 +392,25 @@ fn roll_reason(step: &RollStep) -> &'static str {
         | RollStep::StopOnKeyfileMismatch { reason, .. } => reason.into(),
         other => other.into(),
     }
+}
+
+/// `MemberServicesHeld`: the deleted member Services kept for their members,
+/// each with its member and why.
+pub(super) fn member_services_held<'a>(input: &StatusInput<'a>) -> Verdict<'a> {
+    let held = input.held_services;
+    let Some(first) = held.first() else {
+        return Verdict::new(
+            false,
+            StatusReason::NoServiceHeld.as_str(),
+            "no deleted member Service is held",
+        );
+    };
+    let reason = held
+        .iter()
+        .find(|h| h.reason == HoldReason::MemberInReplicaSet)
+        .unwrap_or(first)
+        .reason
+        .into();
+    let lines: Vec<String> = held.iter().map(HeldService::describe).collect();
+    Verdict::new(true, reason, lines.join("; "))
 }

@@ -22,6 +22,7 @@ use crate::build;
 use crate::observe::ObservedSet;
 use crate::planner::Step;
 use crate::roll::{self, RollStep};
+use crate::service_hold::HeldService;
 use crate::validate::InvalidInput;
 
 pub use members::{local_member_views, LocalMemberView};
@@ -56,6 +57,9 @@ pub enum ConditionType {
     /// Every local member's pod runs its StatefulSet's revision and this
     /// cluster restarts nothing; False: what the roll does or waits for.
     UpToDate,
+    /// A member Service the control plane deleted is kept (by the operator's
+    /// finalizer) because its member is, or may be, still in the set.
+    MemberServicesHeld,
 }
 
 impl ConditionType {
@@ -105,6 +109,8 @@ pub struct StatusInput<'a> {
     /// The forgetting of a lost cluster after this pass (`None`: as recorded
     /// before).
     pub forget_cluster: Option<ForgetClusterStatus>,
+    /// The deleted member Services this pass kept.
+    pub held_services: &'a [HeldService],
     /// Now, for conditions that flip.
     pub now: Time,
 }
@@ -152,6 +158,10 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
             conditions::objects_applied(input),
         ),
         (ConditionType::UpToDate, conditions::up_to_date(input)),
+        (
+            ConditionType::MemberServicesHeld,
+            conditions::member_services_held(input),
+        ),
     ];
     let conditions = verdicts
         .into_iter()

@@ -107,6 +107,7 @@ fn input<'a>(
         apply_failures: &[],
         recovery: None,
         forget_cluster: None,
+        held_services: &[],
         now,
     }
 }
@@ -556,4 +557,50 @@ fn a_disk_under_4gi_is_reported_with_what_to_set() {
         (storage.status.as_str(), storage.reason.as_str()),
         ("True", "StorageSufficient")
     );
+}
+
+#[test]
+fn held_member_services_are_named_with_their_member_and_why() {
+    use crate::hostconf::MemberAddress;
+    use crate::service_hold::{HeldService, HoldReason};
+    let object = mongodb(1);
+    let status = compute_status(&input(&object, None, &[], None, at(100)));
+    let none = condition(&status, "MemberServicesHeld");
+    assert_eq!(
+        (none.status.as_str(), none.reason.as_str()),
+        ("False", "NoServiceHeld")
+    );
+
+    let held = [
+        HeldService {
+            name: "demo-mongodb-1".into(),
+            address: None,
+            reason: HoldReason::MembershipUnknown,
+        },
+        HeldService {
+            name: "demo-mongodb-0".into(),
+            address: Some(MemberAddress {
+                host: "127.0.0.1".into(),
+                port: 30001,
+            }),
+            reason: HoldReason::MemberInReplicaSet,
+        },
+    ];
+    let mut holding = input(&object, None, &[], None, at(100));
+    holding.held_services = &held;
+    let status = compute_status(&holding);
+    let held_condition = condition(&status, "MemberServicesHeld");
+    assert_eq!(
+        (
+            held_condition.status.as_str(),
+            held_condition.reason.as_str()
+        ),
+        ("True", "MemberInReplicaSet")
+    );
+    assert!(held_condition
+        .message
+        .contains("Service demo-mongodb-0 (127.0.0.1:30001) was deleted and is held"));
+    assert!(held_condition
+        .message
+        .contains("Service demo-mongodb-1 was deleted"));
 }

@@ -49,15 +49,8 @@ pub(super) fn member_services(
         .iter()
         .filter_map(|service| {
             let slot = names::slot_of(instance, &service.name_any())?;
+            let node_port = node_port(service)?;
             let spec = service.spec.as_ref()?;
-            if spec.type_.as_deref() != Some("NodePort") {
-                return None;
-            }
-            let node_port = spec
-                .ports
-                .as_ref()
-                .and_then(|ports| ports.first())
-                .and_then(|p| p.node_port);
             let selector = spec.selector.clone().unwrap_or_default();
             Some((
                 slot,
@@ -68,6 +61,17 @@ pub(super) fn member_services(
             ))
         })
         .collect()
+}
+
+/// The nodePort of a member Service: `None` when it is not of type NodePort,
+/// `Some(None)` until one is allocated (its first port's).
+pub fn node_port(service: &Service) -> Option<Option<i32>> {
+    let spec = service.spec.as_ref()?;
+    if spec.type_.as_deref() != Some("NodePort") {
+        return None;
+    }
+    let first = spec.ports.as_ref().and_then(|ports| ports.first());
+    Some(first.and_then(|p| p.node_port))
 }
 
 /// The member StatefulSets this object owns, by slot, with their pod's state.

@@ -31,7 +31,7 @@ pub use credentials::{credentials, kept_user, RootCredentials};
 pub use image::{image_release, supported_image, version_change_allowed};
 pub use invalid_input::{CredentialFault, CredentialRole, InvalidInput, KeyfileFault};
 pub use member_list::hostconf;
-pub use member_objects::{MemberService, MemberStatefulSetFacts};
+pub use member_objects::{node_port, MemberService, MemberStatefulSetFacts};
 
 use credentials::{operator_admin, shared_root_credentials};
 use custom_config::custom_config_accepted;

@@ -104,7 +104,8 @@ hack/deploy-check/tests/helm_charts.rs.
   resources: ["statefulsets"]
   verbs: ["list", "watch", "create", "patch", "delete"]
 # list, watch: the Service cache (member Services, the arbiter's by name);
-# create, patch: server-side apply of member Services.
+# create, patch: server-side apply of the headless Service, and the finalizer
+# that holds a deleted member Service while its member is in the set.
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["list", "watch", "create", "patch"]

@@ -30,5 +30,6 @@ mod rolling;
 mod scale;
 mod secret_scan;
 mod self_address;
+mod service_hold;
 mod versions;
 mod write_concern;
