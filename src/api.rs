@@ -167,7 +167,10 @@ pub struct MongoDBSpec {
     #[serde(default = "default_resources")]
     pub resources: ResourceSetting,
 
-    /// Persistent storage of each member's data. Immutable.
+    /// Persistent storage of each member's data. `storage` may grow (each
+    /// claim is expanded, each StatefulSet's claim template replaced without
+    /// restarting its pod); a smaller one is refused in status;
+    /// `storageClassName` is immutable.
     #[serde(default)]
     pub persistence: PersistenceSpec,
 
@@ -336,11 +339,11 @@ pub struct ResourceSetting {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new("self.storage == oldSelf.storage").message("spec.persistence.storage is immutable"),
     validation = Rule::new("has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)").message("spec.persistence.storageClassName is immutable"),
 )]
 pub struct PersistenceSpec {
-    /// Size of each member's PVC.
+    /// Size of each member's PVC: may be increased (where the StorageClass
+    /// allows volume expansion), never decreased.
     #[serde(default = "default_storage")]
     #[schemars(extend("pattern" = QUANTITY_PATTERN))]
     pub storage: Quantity,

@@ -36,3 +36,4 @@ pub mod service_hold;
 pub mod status;
 pub mod telemetry;
 pub mod validate;
+pub mod volume_growth;

@@ -273,6 +273,7 @@ pub(crate) mod fixtures {
                 (MemberSlot::Data(1), service(30002)),
             ]),
             content_digest: String::new(),
+            claims: BTreeMap::new(),
             stateful_sets: BTreeMap::from([
                 (
                     MemberSlot::Data(0),
@@ -283,6 +284,7 @@ pub(crate) mod fixtures {
                         pod_ready: true,
                         pod: None,
                         deleting: false,
+                        claim_storage: None,
                     },
                 ),
                 (
@@ -294,6 +296,7 @@ pub(crate) mod fixtures {
                         pod_ready: false,
                         pod: None,
                         deleting: false,
+                        claim_storage: None,
                     },
                 ),
                 (
@@ -305,6 +308,7 @@ pub(crate) mod fixtures {
                         pod_ready: true,
                         pod: None,
                         deleting: false,
+                        claim_storage: None,
                     },
                 ),
             ]),

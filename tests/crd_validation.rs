@@ -137,7 +137,7 @@ fn fedstate_immutable_fields_cannot_change() {
         "metricsExporterSpec": {"enable": true},
     })))
     .expect("admitted");
-    let cases: [(&str, Value, &str); 8] = [
+    let cases: [(&str, Value, &str); 7] = [
         (
             "/spec/rootPassword",
             json!("second"),
@@ -152,11 +152,6 @@ fn fedstate_immutable_fields_cannot_change() {
             "/spec/customConfigRef",
             json!("other"),
             "spec.customConfigRef is immutable",
-        ),
-        (
-            "/spec/persistence/storage",
-            json!("2Gi"),
-            "spec.persistence.storage is immutable",
         ),
         (
             "/spec/dbUserSpec/enable",

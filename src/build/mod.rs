@@ -34,6 +34,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 
@@ -250,7 +251,7 @@ impl<'a> BuildContext<'a> {
 /// One member to run in this cluster, as the Kubernetes I/O stage resolved it
 /// from the member's propagated Service (or, once that Service is gone, from the
 /// member's existing StatefulSet).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MemberTarget {
     /// Which member.
     pub slot: MemberSlot,
@@ -262,6 +263,9 @@ pub struct MemberTarget {
     /// gone, pass the host recorded in [`MEMBER_HOST_ANNOTATION`]: applying without
     /// it removes the annotation.
     pub host: Option<String>,
+    /// The storage its claim template asks for: its StatefulSet's own, which
+    /// cannot change (`None`: `spec.persistence.storage`).
+    pub claim_storage: Option<Quantity>,
 }
 
 impl MemberTarget {
@@ -315,6 +319,7 @@ pub(crate) mod fixtures {
                 ("app".to_string(), names::member(NAME, index)),
             ]),
             host: Some(format!("10.29.5.107:{}", 38018 + index)),
+            claim_storage: None,
         }
     }
 }
@@ -409,6 +414,7 @@ mod tests {
             slot: MemberSlot::Arbiter,
             selector: BTreeMap::from([("app".to_string(), names::arbiter(NAME))]),
             host: None,
+            claim_storage: None,
         };
         let mut objects = vec![
             serde_json::to_value(headless_service(&ctx)).unwrap(),
@@ -480,6 +486,7 @@ mod tests {
             slot: MemberSlot::Arbiter,
             selector: BTreeMap::new(),
             host: None,
+            claim_storage: None,
         };
         assert_eq!(arbiter.name("demo"), "demo-mongodb-arbiter");
     }

@@ -1,6 +1,7 @@
 //! The watch caches (Kubernetes I/O, no request of their own): one reflector
 //! store per kind a pass reads or writes — Services, ConfigMaps,
-//! StatefulSets, pods, PodDisruptionBudgets and Secrets' metadata — filled by
+//! StatefulSets, pods, their data claims, PodDisruptionBudgets and Secrets'
+//! metadata — filled by
 //! the controller's watches. A pass reads what an object refers to from them
 //! instead of listing it, and `apply` compares with them so that it writes
 //! only what differs. Secrets' data is never cached: a pass GETs the one
@@ -21,7 +22,11 @@ use std::sync::{Arc, RwLock};
 
 use futures::{Stream, TryStreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodStatus, Secret, Service};
+use k8s_openapi::api::apps::v1::StatefulSetSpec;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimStatus, Pod,
+    PodStatus, Secret, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::PartialObjectMeta;
 use kube::runtime::reflector::{self, store::Writer, ObjectRef, Store};
@@ -45,6 +50,8 @@ pub struct Caches {
     pub stateful_sets: Indexed<StatefulSet>,
     /// The pods of the StatefulSets this operator manages.
     pub pods: Indexed<Pod>,
+    /// The data claims of the StatefulSets this operator manages.
+    pub claims: Indexed<PersistentVolumeClaim>,
     /// The PodDisruptionBudgets this operator manages.
     pub pod_disruption_budgets: Store<PodDisruptionBudget>,
     /// Every Secret's metadata (never its data).
@@ -58,6 +65,7 @@ pub struct Writers {
     pub config_maps: Writer<ConfigMap>,
     pub stateful_sets: IndexedWriter<StatefulSet>,
     pub pods: IndexedWriter<Pod>,
+    pub claims: IndexedWriter<PersistentVolumeClaim>,
     pub pod_disruption_budgets: Writer<PodDisruptionBudget>,
     pub secrets: Writer<PartialObjectMeta<Secret>>,
 }
@@ -78,6 +86,7 @@ pub fn caches() -> (Caches, Writers, Synced) {
     let (config_maps, config_maps_writer) = reflector::store();
     let (stateful_sets, stateful_sets_writer) = indexed();
     let (pods, pods_writer) = indexed();
+    let (claims, claims_writer) = indexed();
     let (pod_disruption_budgets, budgets_writer) = reflector::store();
     let (secrets, secrets_writer) = reflector::store();
     let (sender, synced) = watch::channel(false);
@@ -86,6 +95,7 @@ pub fn caches() -> (Caches, Writers, Synced) {
         config_maps,
         stateful_sets,
         pods,
+        claims,
         pod_disruption_budgets,
         secrets,
         synced,
@@ -95,6 +105,7 @@ pub fn caches() -> (Caches, Writers, Synced) {
         config_maps: config_maps_writer,
         stateful_sets: stateful_sets_writer,
         pods: pods_writer,
+        claims: claims_writer,
         pod_disruption_budgets: budgets_writer,
         secrets: secrets_writer,
     };
@@ -117,6 +128,7 @@ impl Caches {
         self.config_maps.wait_until_ready().await?;
         self.stateful_sets.store.wait_until_ready().await?;
         self.pods.store.wait_until_ready().await?;
+        self.claims.store.wait_until_ready().await?;
         self.pod_disruption_budgets.wait_until_ready().await?;
         self.secrets.wait_until_ready().await
     }
@@ -190,12 +202,45 @@ impl Cached for Pod {
 }
 
 /// A pass reads a member StatefulSet's metadata (`validate`, and `apply`'s
-/// write marker, its generation).
+/// write marker, its generation) and its claim templates' storage requests
+/// (`grow`).
 impl Cached for StatefulSet {
     fn slim(&mut self) {
         self.metadata.managed_fields = None;
-        self.spec = None;
+        self.spec = self.spec.take().map(|spec| StatefulSetSpec {
+            volume_claim_templates: spec
+                .volume_claim_templates
+                .map(|templates| templates.into_iter().map(slim_claim).collect()),
+            ..StatefulSetSpec::default()
+        });
         self.status = None;
+    }
+}
+
+/// A pass reads a data claim's size: requested, reached, and its conditions (`grow`).
+impl Cached for PersistentVolumeClaim {
+    fn slim(&mut self) {
+        let claim = std::mem::take(self);
+        *self = slim_claim(claim);
+    }
+}
+
+/// A claim with its metadata (without `managedFields`), its storage request,
+/// capacity and conditions only.
+fn slim_claim(mut claim: PersistentVolumeClaim) -> PersistentVolumeClaim {
+    claim.metadata.managed_fields = None;
+    PersistentVolumeClaim {
+        metadata: claim.metadata,
+        spec: claim.spec.map(|spec| PersistentVolumeClaimSpec {
+            resources: spec.resources,
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        status: claim.status.map(|status| PersistentVolumeClaimStatus {
+            capacity: status.capacity,
+            conditions: status.conditions,
+            phase: status.phase,
+            ..PersistentVolumeClaimStatus::default()
+        }),
     }
 }
 
@@ -408,12 +453,38 @@ mod tests {
         let mut set: StatefulSet = serde_json::from_value(json!({
             "metadata": {"name": "demo-mongodb-0", "generation": 3, "annotations": {"a": "b"},
                          "ownerReferences": [{"apiVersion": "v1", "kind": "MongoDB", "name": "demo", "uid": "m"}]},
-            "spec": {"selector": {}, "serviceName": "demo", "template": {}},
+            "spec": {"selector": {"matchLabels": {"app": "x"}}, "serviceName": "demo", "template": {"spec": {"containers": []}},
+                     "volumeClaimTemplates": [{"metadata": {"name": "data", "labels": {"l": "v"}},
+                                               "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]},
             "status": {"replicas": 1},
         }))
         .unwrap();
         set.slim();
-        assert!(set.spec.is_none() && set.status.is_none());
+        assert_eq!(
+            serde_json::to_value(&set.spec).unwrap(),
+            json!({"selector": {}, "template": {},
+                   "volumeClaimTemplates": [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                             "metadata": {"name": "data", "labels": {"l": "v"}},
+                                             "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]}),
+            "only the claim templates' storage requests are kept"
+        );
+        assert!(set.status.is_none());
+        let mut claim: PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": "data-demo-mongodb-0-0", "managedFields": [{"manager": "m"}]},
+            "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "pv-1", "resources": {"requests": {"storage": "8Gi"}}},
+            "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"},
+                       "conditions": [{"type": "FileSystemResizePending", "status": "True"}]},
+        }))
+        .unwrap();
+        claim.slim();
+        assert_eq!(
+            serde_json::to_value(&claim).unwrap(),
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                   "metadata": {"name": "data-demo-mongodb-0-0"},
+                   "spec": {"resources": {"requests": {"storage": "8Gi"}}},
+                   "status": {"phase": "Bound", "capacity": {"storage": "1Gi"},
+                              "conditions": [{"type": "FileSystemResizePending", "status": "True"}]}})
+        );
         assert_eq!(set.metadata.generation, Some(3));
         assert_eq!(set.owner_references().len(), 1);
         assert_eq!(set.annotations().get("a").map(String::as_str), Some("b"));

@@ -61,6 +61,7 @@ pub async fn dereference(
     let services = member_services(caches, mongodb);
     let stateful_sets = caches.stateful_sets.of_instance(&namespace, &instance);
     let pods = caches.pods.of_instance(&namespace, &instance);
+    let claims = caches.claims.of_instance(&namespace, &instance);
     let custom_config = mongodb
         .spec
         .custom_config_ref
@@ -79,9 +80,23 @@ pub async fn dereference(
         services,
         stateful_sets,
         pods,
+        claims,
         custom_config,
         operator_credentials,
     })
+}
+
+/// The instance's Services in the cache: those with its label, and FedState's
+/// arbiter Service, which carries `app` but not the instance label.
+pub fn member_services(caches: &Caches, mongodb: &MongoDB) -> Vec<Service> {
+    let namespace = mongodb.namespace().unwrap_or_default();
+    let instance = mongodb.name_any();
+    let mut services = caches.services.of_instance(&namespace, &instance);
+    let arbiter = names::arbiter(&instance);
+    if !services.iter().any(|s| s.name_any() == arbiter) {
+        services.extend(named(&caches.services.store, &namespace, &arbiter).map(|s| (*s).clone()));
+    }
+    services
 }
 
 #[cfg(test)]
@@ -134,17 +149,4 @@ mod tests {
         names.sort();
         assert_eq!(names, ["demo-mongodb-0", "demo-mongodb-arbiter"]);
     }
-}
-
-/// The instance's Services in the cache: those with its label, and FedState's
-/// arbiter Service, which carries `app` but not the instance label.
-pub fn member_services(caches: &Caches, mongodb: &MongoDB) -> Vec<Service> {
-    let namespace = mongodb.namespace().unwrap_or_default();
-    let instance = mongodb.name_any();
-    let mut services = caches.services.of_instance(&namespace, &instance);
-    let arbiter = names::arbiter(&instance);
-    if !services.iter().any(|s| s.name_any() == arbiter) {
-        services.extend(named(&caches.services.store, &namespace, &arbiter).map(|s| (*s).clone()));
-    }
-    services
 }

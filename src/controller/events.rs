@@ -34,6 +34,13 @@ pub enum Notice {
     MemberServiceReleased,
     /// A deleted member Service is held: its member is still in the set.
     MemberServiceHeld,
+    /// A member's data claim was asked for `spec.persistence.storage`.
+    ClaimExpanded,
+    /// A member's StatefulSet was deleted with its pod left running, to be
+    /// applied again with a larger claim template.
+    ClaimTemplateReplaced,
+    /// The API server refused to expand a claim or replace a StatefulSet.
+    StorageChangeRefused,
     /// A member's config entry could not be recorded on its StatefulSet; the
     /// pass went on and the next one tries again.
     RecordFailed,

@@ -5,13 +5,15 @@
 //!
 //! A pass (`pass`) is a pipeline of stages:
 //!
-//! `dereference` → `validate` → `build` → `apply` → `observe` → `hold` →
-//! `plan` → `record` → `act` → `recovery` → `forget` → `roll` → `status`
+//! `dereference` → `validate` → `build` → `apply` → `grow` → `observe` →
+//! `hold` → `plan` → `record` → `act` → `recovery` → `forget` → `roll` →
+//! `status`
 //!
-//! Each stage is a module here (I/O: `dereference`, `apply`, `observe`,
-//! `service_hold`, `record`, `act`, `recovery`, `forget`, `roll`, `status`)
-//! or a pure module of the crate under the same name ([`crate::validate`],
-//! [`crate::build`], [`crate::observe`], [`crate::service_hold`],
+//! Each stage is a module here (I/O: `dereference`, `apply`, `grow`,
+//! `observe`, `service_hold`, `record`, `act`, `recovery`, `forget`, `roll`,
+//! `status`) or a pure module of the crate under the same name
+//! ([`crate::validate`], [`crate::build`], [`crate::volume_growth`],
+//! [`crate::observe`], [`crate::service_hold`],
 //! [`crate::planner`], [`crate::recovery`], [`crate::forget`], [`crate::roll`],
 //! [`crate::status`]). One replica-set step per pass; the next pass is
 //! triggered by the change it caused (watched objects) or by a short requeue
@@ -31,6 +33,7 @@ mod dereference;
 mod events;
 pub mod finalizer;
 mod forget;
+mod grow;
 mod observe;
 mod pass;
 mod record;
@@ -47,7 +50,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::PartialObjectMeta;
 use kube::runtime::controller::Action;
@@ -127,6 +130,10 @@ pub async fn run(
         let instance = pod.labels().get(INSTANCE_LABEL)?.clone();
         Some(ObjectRef::new(&instance).within(&pod.namespace()?))
     };
+    let claim_instance = |claim: PersistentVolumeClaim| {
+        let instance = claim.labels().get(INSTANCE_LABEL)?.clone();
+        Some(ObjectRef::new(&instance).within(&claim.namespace()?))
+    };
     let hostconf_store = store.clone();
     let secret_store = store.clone();
     let refers_to_config_map = move |config_map: ConfigMap| {
@@ -186,7 +193,16 @@ pub async fn run(
         scoped::<PodDisruptionBudget>(&client, &namespace),
         managed.clone(),
     );
-    let pods = reflect(writers.pods, scoped::<Pod>(&client, &namespace), managed);
+    let pods = reflect(
+        writers.pods,
+        scoped::<Pod>(&client, &namespace),
+        managed.clone(),
+    );
+    let claims = reflect(
+        writers.claims,
+        scoped::<PersistentVolumeClaim>(&client, &namespace),
+        managed,
+    );
     let services = reflect(
         writers.services,
         scoped::<Service>(&client, &namespace),
@@ -206,6 +222,7 @@ pub async fn run(
         .owns_stream(stateful_sets)
         .owns_stream(budgets)
         .watches_stream(pods, pod_instance)
+        .watches_stream(claims, claim_instance)
         .watches_stream(services, member_service_of)
         .watches_stream(config_maps, refers_to_config_map)
         .watches_stream(secrets, refers_to_secret)

@@ -1,8 +1,9 @@
 //! One pass over one object: the stages in order, each a call with what it
 //! needs of the object and of the stages before it.
 //!
-//! `dereference` → `validate` → `build` → `apply` → `observe` → `hold` →
-//! `plan` → `record` → `act` → `recovery` → `forget` → `roll` → `status`
+//! `dereference` → `validate` → `build` → `apply` → `grow` → `observe` →
+//! `hold` → `plan` → `record` → `act` → `recovery` → `forget` → `roll` →
+//! `status`
 //!
 //! Input the pass cannot use ends it ([`PassOutcome::InvalidInput`]), after
 //! `hold` has claimed the member Services (and kept the deleted ones): the
@@ -18,6 +19,7 @@ use super::context::PassContext;
 use super::credentials::{remember_root, set_new_root_password};
 use super::dereference::dereference;
 use super::forget::forget;
+use super::grow::grow;
 use super::observe::{dropped_members, observe};
 use super::record::record;
 use super::recovery::recover;
@@ -89,6 +91,11 @@ pub async fn pass(
     };
     // apply: server-side apply them, StatefulSets last; a refusal is reported (Kubernetes I/O).
     let apply_failures = apply_desired(ctx, desired.as_ref()).await;
+    // grow: the data volumes brought to the spec's storage, unless paused or leaving (Kubernetes I/O).
+    let growth = match &desired {
+        Some(_) => Some(grow(ctx, mongodb, &validated, wanted).await),
+        None => None,
+    };
     // observe: ask the members, read the replica set (MongoDB I/O).
     let answers = observe(&ctx.gateway, mongodb, &validated, wanted).await;
     // hold: the member Services claimed, a deleted one kept until its member
@@ -181,6 +188,7 @@ pub async fn pass(
         recovery: recovered.as_ref().and_then(|r| r.status.clone()),
         forget_cluster: forgotten.as_ref().and_then(|f| f.status.clone()),
         held_services: &held,
+        growth: growth.as_ref(),
     };
     let status_changed = status::write(ctx, mongodb, &report).await?;
 
@@ -214,7 +222,7 @@ fn build_desired(
     }
     let ctx =
         BuildContext::from_mongodb(mongodb)?.with_content_digest(validated.content_digest.clone());
-    let targets = validated.member_targets(wanted);
+    let targets = validated.member_targets(wanted, &mongodb.spec.persistence.storage);
     let root_password = &validated.root.password;
     Ok(Some(build::desired_objects(&ctx, root_password, &targets)?))
 }

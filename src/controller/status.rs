@@ -23,6 +23,7 @@ use crate::status::{
 };
 use crate::telemetry::InstanceGauges;
 use crate::validate::{InvalidInput, Validated};
+use crate::volume_growth::Growth;
 
 /// What a pass has to report in status.
 #[derive(Default)]
@@ -51,6 +52,8 @@ pub struct Report<'a> {
     pub forget_cluster: Option<ForgetClusterStatus>,
     /// The deleted member Services this pass kept.
     pub held_services: &'a [HeldService],
+    /// What `grow` did this pass.
+    pub growth: Option<&'a Growth>,
 }
 
 /// Computes the status and writes it when it differs from the stored one;
@@ -79,6 +82,7 @@ pub async fn write(
         recovery: report.recovery.clone(),
         forget_cluster: report.forget_cluster.clone(),
         held_services: report.held_services,
+        growth: report.growth,
         now: Time(k8s_openapi::jiff::Timestamp::now()),
     });
     ctx.metrics

@@ -24,6 +24,7 @@ use crate::planner::Step;
 use crate::roll::{self, RollStep};
 use crate::service_hold::HeldService;
 use crate::validate::InvalidInput;
+use crate::volume_growth::Growth;
 
 pub use members::{local_member_views, LocalMemberView};
 
@@ -57,6 +58,9 @@ pub enum ConditionType {
     /// Every local member's pod runs its StatefulSet's revision and this
     /// cluster restarts nothing; False: what the roll does or waits for.
     UpToDate,
+    /// Every local member's data claim, claim template and volume has
+    /// `spec.persistence.storage`; False: the growth under way, or why not.
+    VolumesMatchSpec,
     /// A member Service the control plane deleted is kept (by the operator's
     /// finalizer) because its member is, or may be, still in the set.
     MemberServicesHeld,
@@ -111,6 +115,8 @@ pub struct StatusInput<'a> {
     pub forget_cluster: Option<ForgetClusterStatus>,
     /// The deleted member Services this pass kept.
     pub held_services: &'a [HeldService],
+    /// What `grow` did this pass (`None`: not run: paused, leaving or invalid input).
+    pub growth: Option<&'a Growth>,
     /// Now, for conditions that flip.
     pub now: Time,
 }
@@ -158,6 +164,10 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
             conditions::objects_applied(input),
         ),
         (ConditionType::UpToDate, conditions::up_to_date(input)),
+        (
+            ConditionType::VolumesMatchSpec,
+            storage::volumes_match_spec(input),
+        ),
         (
             ConditionType::MemberServicesHeld,
             conditions::member_services_held(input),

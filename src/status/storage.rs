@@ -37,6 +37,29 @@ pub(super) fn storage_sufficient<'a>(input: &StatusInput<'a>) -> Verdict<'a> {
     }
 }
 
+/// `VolumesMatchSpec`: what `grow` did this pass; when it did not run, the
+/// condition as it was (or `Pending` before any).
+pub(super) fn volumes_match_spec<'a>(input: &StatusInput<'a>) -> Verdict<'a> {
+    if let Some(growth) = input.growth {
+        let (holds, reason, message) = growth.verdict();
+        return Verdict::new(holds, reason, message);
+    }
+    let previous = input.mongodb.status.as_ref().and_then(|status| {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == super::ConditionType::VolumesMatchSpec.as_str())
+    });
+    match previous {
+        Some(c) => Verdict::new(c.status == "True", &c.reason, c.message.clone()),
+        None => Verdict::new(
+            false,
+            StatusReason::Pending.as_str(),
+            "the volumes have not been checked yet",
+        ),
+    }
+}
+
 /// A Kubernetes quantity in bytes (`1Gi`, `500M`, `1.5Gi`, `2e9`), rounded
 /// down; `None` for one that is not a quantity (the CRD's pattern refuses
 /// those) or is out of range.

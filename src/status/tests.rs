@@ -108,6 +108,7 @@ fn input<'a>(
         recovery: None,
         forget_cluster: None,
         held_services: &[],
+        growth: None,
         now,
     }
 }

@@ -4,14 +4,18 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
 
 use crate::api::MongoDB;
-use crate::build::{names, MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION, REVISION_ANNOTATION};
+use crate::build::{
+    names, DATA_VOLUME, MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION, REVISION_ANNOTATION,
+};
 use crate::hostconf::MemberAddress;
 use crate::member::{MemberSlot, RecordedEntry};
 use crate::roll::PodFacts;
+use crate::volume_growth::ClaimVolume;
 
 /// A propagated member Service, as far as the operator needs it.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,6 +42,8 @@ pub struct MemberStatefulSetFacts {
     /// It has a `deletionTimestamp`: it is going (its pod first, as the
     /// foreground garbage collection deletes it), and is not deleted again.
     pub deleting: bool,
+    /// Its data claim template's storage request (it cannot change).
+    pub claim_storage: Option<Quantity>,
 }
 
 /// The propagated NodePort Services of this instance's members, by slot.
@@ -119,8 +125,57 @@ pub(super) fn member_stateful_sets(
                     pod_ready,
                     pod,
                     deleting: stateful_set.metadata.deletion_timestamp.is_some(),
+                    claim_storage: data_claim_storage(stateful_set),
                 },
             ))
+        })
+        .collect()
+}
+
+/// The storage request of `stateful_set`'s data claim template.
+fn data_claim_storage(stateful_set: &StatefulSet) -> Option<Quantity> {
+    let templates = stateful_set
+        .spec
+        .as_ref()?
+        .volume_claim_templates
+        .as_ref()?;
+    let data = templates
+        .iter()
+        .find(|t| t.metadata.name.as_deref() == Some(DATA_VOLUME))?;
+    storage_request(data)
+}
+
+/// A claim's `spec.resources.requests.storage`.
+fn storage_request(claim: &PersistentVolumeClaim) -> Option<Quantity> {
+    let requests = claim.spec.as_ref()?.resources.as_ref()?.requests.as_ref()?;
+    requests.get("storage").cloned()
+}
+
+/// This instance's data claims, by name, as far as their size goes.
+pub(super) fn member_claims(claims: &[PersistentVolumeClaim]) -> BTreeMap<String, ClaimVolume> {
+    claims
+        .iter()
+        .map(|claim| {
+            let status = claim.status.as_ref();
+            let conditions = status
+                .and_then(|s| s.conditions.as_ref())
+                .map(|conditions| {
+                    conditions
+                        .iter()
+                        .filter(|c| c.status == "True")
+                        .map(|c| c.type_.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let volume = ClaimVolume {
+                name: claim.name_any(),
+                requested: storage_request(claim),
+                capacity: status
+                    .and_then(|s| s.capacity.as_ref())
+                    .and_then(|c| c.get("storage").cloned()),
+                conditions,
+            };
+            (claim.name_any(), volume)
         })
         .collect()
 }

@@ -19,7 +19,8 @@ mod tests;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
 
 use crate::api::{MongoDB, VIP_LABEL};
@@ -33,10 +34,11 @@ pub use invalid_input::{CredentialFault, CredentialRole, InvalidInput, KeyfileFa
 pub use member_list::hostconf;
 pub use member_objects::{node_port, MemberService, MemberStatefulSetFacts};
 
+use crate::volume_growth::{new_claim_storage, ClaimVolume, MemberVolume};
 use credentials::{operator_admin, shared_root_credentials};
 use custom_config::custom_config_accepted;
 use member_list::{last_observed_members, propagated_hostconf};
-use member_objects::{member_services, member_stateful_sets};
+use member_objects::{member_claims, member_services, member_stateful_sets};
 
 /// The longest StatefulSet name whose pods can be created: the pods carry the
 /// label `controller-revision-hash: <name>-<hash of up to 10 characters>`, and
@@ -56,6 +58,8 @@ pub struct ReferencedObjects {
     pub stateful_sets: Vec<StatefulSet>,
     /// Pods carrying the instance label.
     pub pods: Vec<Pod>,
+    /// PersistentVolumeClaims carrying the instance label.
+    pub claims: Vec<PersistentVolumeClaim>,
     /// The custom mongod config ConfigMap of `spec.customConfigRef`, if it is
     /// set and exists.
     pub custom_config: Option<ConfigMap>,
@@ -83,9 +87,29 @@ pub struct Validated {
     /// custom config's content — as a digest that enters the pods' revision,
     /// so a change of content rolls the pods.
     pub content_digest: String,
+    /// This instance's data claims, by name.
+    pub claims: BTreeMap<String, ClaimVolume>,
 }
 
 impl Validated {
+    /// The data volumes of the local members `wanted`, for `grow`.
+    pub fn volumes(&self, instance: &str, wanted: Wanted) -> Vec<MemberVolume> {
+        wanted
+            .slots()
+            .map(|slot| {
+                let stateful_set = names::slot(instance, slot);
+                let facts = self.stateful_sets.get(&slot);
+                let claim_name = names::data_claim(&stateful_set);
+                MemberVolume {
+                    template: facts.and_then(|f| f.claim_storage.clone()),
+                    deleting: facts.is_some_and(|f| f.deleting),
+                    claim: self.claims.get(&claim_name).cloned(),
+                    stateful_set,
+                }
+            })
+            .collect()
+    }
+
     /// A slot's address: `VIP:nodePort` from its Service, else the host recorded
     /// on its StatefulSet.
     pub fn address(&self, slot: MemberSlot) -> Option<MemberAddress> {
@@ -116,16 +140,36 @@ impl Validated {
     }
 
     /// The members this cluster runs: each wanted slot once its propagated
-    /// Service exists.
-    pub fn member_targets(&self, wanted: Wanted) -> Vec<MemberTarget> {
+    /// Service exists and while its StatefulSet is not being deleted; each
+    /// claim template keeps its StatefulSet's size, a new one gets `storage`
+    /// (or the largest existing when `storage` is smaller: nothing shrinks).
+    pub fn member_targets(&self, wanted: Wanted, storage: &Quantity) -> Vec<MemberTarget> {
+        let existing: Vec<MemberVolume> = self
+            .stateful_sets
+            .values()
+            .map(|facts| MemberVolume {
+                stateful_set: String::new(),
+                template: facts.claim_storage.clone(),
+                deleting: facts.deleting,
+                claim: None,
+            })
+            .collect();
+        let for_new = new_claim_storage(storage, &existing);
         wanted
             .slots()
             .filter_map(|slot| {
                 let service = self.services.get(&slot)?;
+                // A StatefulSet being deleted is applied again once it is gone.
+                let claim_storage = match self.stateful_sets.get(&slot) {
+                    Some(facts) if facts.deleting => return None,
+                    Some(facts) => facts.claim_storage.clone(),
+                    None => Some(for_new.clone()),
+                };
                 Some(MemberTarget {
                     slot,
                     selector: service.selector.clone(),
                     host: self.address(slot).map(|a| a.to_string()),
+                    claim_storage,
                 })
             })
             .collect()
@@ -173,6 +217,7 @@ pub fn validate(
         root,
         services: member_services(&instance, &referenced.services),
         stateful_sets: member_stateful_sets(mongodb, &referenced.stateful_sets, &referenced.pods),
+        claims: member_claims(&referenced.claims),
         content_digest,
     })
 }

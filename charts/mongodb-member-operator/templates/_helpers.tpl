@@ -99,7 +99,8 @@ hack/deploy-check/tests/helm_charts.rs.
   verbs: ["patch"]
 # list, watch: the cache of owned StatefulSets (a pass lists nothing);
 # create, patch: server-side apply (apply.rs) and the recorded member entry
-# annotation (record.rs, merge patch); delete: a member removed (delete_member).
+# annotation (record.rs, merge patch); delete: a member removed (delete_member),
+# or replaced with its pod left running to take a larger claim template (grow.rs).
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
   verbs: ["list", "watch", "create", "patch", "delete"]
@@ -119,10 +120,12 @@ hack/deploy-check/tests/helm_charts.rs.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["list", "watch"]
-# delete: a removed member's data claim (delete_member).
+# list, watch: the data claims' cache (their size); patch: a claim expanded to
+# spec.persistence.storage (grow.rs); delete: a removed member's data claim
+# (delete_member).
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["delete"]
+  verbs: ["list", "watch", "patch", "delete"]
 # list, watch: the member pods' cache; delete: the roll replaces a member's
 # pod (OnDelete StatefulSets).
 - apiGroups: [""]

@@ -222,14 +222,15 @@ fn needed_rules() -> BTreeSet<(String, String, BTreeSet<String>)> {
         rule("middleware.fedstate.io", "mongodbs/status", &["patch"]),
         // list, watch: `Controller::owns::<StatefulSet>` and `dereference`'s list;
         // create, patch: `apply::apply` (server-side apply) and `record::record`
-        // (merge patch of the member-entry annotation); delete: `apply::delete_member`.
+        // (merge patch of the member-entry annotation); delete: `apply::delete_member`, and `grow::grow` (orphaning delete).
         rule(
             "apps",
             "statefulsets",
             &["list", "watch", "create", "patch", "delete"],
         ),
         // list, watch: the Service cache (`caches::reflect`, read by
-        // `dereference`, which lists nothing); create, patch: `apply::apply`.
+        // `dereference`, which lists nothing); create, patch: `apply::apply`,
+        // and the member Services' finalizer (`service_hold::hold`).
         rule("", "services", &["list", "watch", "create", "patch"]),
         // get: `dereference` reads the credentials Secrets by name; list, watch:
         // the metadata-only Secret watch (`Api<PartialObjectMeta<Secret>>`);
@@ -237,8 +238,14 @@ fn needed_rules() -> BTreeSet<(String, String, BTreeSet<String>)> {
         rule("", "secrets", &["get", "list", "watch", "create", "patch"]),
         // list, watch: the ConfigMap cache (hostconf, custom config).
         rule("", "configmaps", &["list", "watch"]),
-        // delete: `apply::delete_member` deletes a removed member's data claim.
-        rule("", "persistentvolumeclaims", &["delete"]),
+        // list, watch: the data claims' cache (`caches::reflect`); patch:
+        // `grow::grow` expands a claim; delete: `apply::delete_member` deletes
+        // a removed member's data claim.
+        rule(
+            "",
+            "persistentvolumeclaims",
+            &["list", "watch", "patch", "delete"],
+        ),
         // list, watch: the cache of the member pods; delete: the roll
         // (`roll::roll`, OnDelete StatefulSets: the pod is replaced on the new
         // revision).

@@ -31,5 +31,6 @@ mod scale;
 mod secret_scan;
 mod self_address;
 mod service_hold;
+mod storage_growth;
 mod versions;
 mod write_concern;

@@ -108,7 +108,7 @@ pub fn member_stateful_set(
                 }),
                 spec: Some(pod_spec),
             },
-            volume_claim_templates: Some(vec![data_claim_template(ctx, labels)]),
+            volume_claim_templates: Some(vec![data_claim_template(ctx, target, labels)]),
             ..StatefulSetSpec::default()
         }),
         status: None,
@@ -135,13 +135,19 @@ fn pod_labels(
     labels
 }
 
-/// The member's data volume: `spec.persistence.storage`, ReadWriteOnce, in
+/// The member's data volume: the target's claim storage (else
+/// `spec.persistence.storage`), ReadWriteOnce, in
 /// `spec.persistence.storageClassName` or the cluster's default class.
 fn data_claim_template(
     ctx: &BuildContext,
+    target: &MemberTarget,
     labels: BTreeMap<String, String>,
 ) -> PersistentVolumeClaim {
     let persistence = &ctx.spec().persistence;
+    let storage = target
+        .claim_storage
+        .clone()
+        .unwrap_or_else(|| persistence.storage.clone());
     PersistentVolumeClaim {
         metadata: ObjectMeta {
             name: Some(DATA_VOLUME.to_string()),
@@ -151,10 +157,7 @@ fn data_claim_template(
         spec: Some(PersistentVolumeClaimSpec {
             access_modes: Some(vec!["ReadWriteOnce".to_string()]),
             resources: Some(VolumeResourceRequirements {
-                requests: Some(BTreeMap::from([(
-                    "storage".to_string(),
-                    persistence.storage.clone(),
-                )])),
+                requests: Some(BTreeMap::from([("storage".to_string(), storage)])),
                 limits: None,
             }),
             storage_class_name: persistence.storage_class_name.clone(),

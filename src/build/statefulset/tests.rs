@@ -165,6 +165,7 @@ fn arbiter_statefulset_is_named_and_labelled_as_the_arbiter() {
         slot: MemberSlot::Arbiter,
         selector,
         host: None,
+        claim_storage: None,
     };
     let stateful_set = build(&mongodb(), &target).stateful_set;
     assert_eq!(
@@ -194,6 +195,7 @@ fn the_arbiter_gets_no_root_user_and_the_members_revision() {
             slot: MemberSlot::Arbiter,
             selector,
             host: None,
+            claim_storage: None,
         },
     );
     assert_eq!(arbiter.revision, member.revision);

@@ -156,6 +156,7 @@ fn members_are_read_by_slot_from_owned_objects_only() {
         credentials_secret: None,
         operator_credentials: None,
         custom_config: None,
+        claims: vec![],
         services: vec![
             node_port_service("demo-mongodb-0", 30001),
             node_port_service("demo-mongodb-headless", 1),
@@ -210,10 +211,12 @@ fn members_are_read_by_slot_from_owned_objects_only() {
         "the recorded host once the Service is gone"
     );
     assert_eq!(validated.address(MemberSlot::Data(2)), None);
-    let targets = validated.member_targets(Wanted {
+    let storage = mongodb.spec.persistence.storage.clone();
+    let wanted = Wanted {
         members: 2,
         arbiter: true,
-    });
+    };
+    let targets = validated.member_targets(wanted, &storage);
     assert_eq!(
         targets.len(),
         1,
