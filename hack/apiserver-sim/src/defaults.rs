@@ -1,6 +1,7 @@
 //! Defaulting and create-time status of built-in kinds: the small subset of
 //! kube-apiserver's defaulting functions that clients observe (Service type and
-//! port protocol, StatefulSet policies, Pod restart policy and phase, …).
+//! port protocol, StatefulSet policies, Deployment strategy, Pod restart policy
+//! and phase, …).
 
 use serde_json::{json, Value};
 
@@ -87,7 +88,32 @@ pub fn apply_defaults(kind: &str, obj: &mut Value) {
                 }
             }
         }
+        // `SetDefaults_Deployment` (pkg/apis/apps/v1/defaults.go): a
+        // RollingUpdate strategy with 25% surge and unavailability, ten old
+        // ReplicaSets kept, a 600 s progress deadline.
         "Deployment" => {
+            if let Some(spec) = obj.get_mut("spec") {
+                default_field(spec, "replicas", json!(1));
+                default_field(spec, "strategy", json!({}));
+                if let Some(strategy) = spec.get_mut("strategy") {
+                    default_field(strategy, "type", json!("RollingUpdate"));
+                    if strategy.get("type") == Some(&json!("RollingUpdate")) {
+                        default_field(strategy, "rollingUpdate", json!({}));
+                        if let Some(rolling) = strategy.get_mut("rollingUpdate") {
+                            default_field(rolling, "maxUnavailable", json!("25%"));
+                            default_field(rolling, "maxSurge", json!("25%"));
+                        }
+                    }
+                }
+                default_field(spec, "revisionHistoryLimit", json!(10));
+                default_field(spec, "progressDeadlineSeconds", json!(600));
+                if let Some(tspec) = spec.pointer_mut("/template/spec") {
+                    default_pod_spec(tspec);
+                }
+            }
+        }
+        // `SetDefaults_ReplicaSet`: one replica.
+        "ReplicaSet" => {
             if let Some(spec) = obj.get_mut("spec") {
                 default_field(spec, "replicas", json!(1));
                 if let Some(tspec) = spec.pointer_mut("/template/spec") {
@@ -113,6 +139,8 @@ pub fn initial_status(kind: &str) -> Option<Value> {
         "PersistentVolumeClaim" => Some(json!({"phase": "Pending"})),
         "Service" => Some(json!({"loadBalancer": {}})),
         "StatefulSet" => Some(json!({"replicas": 0, "availableReplicas": 0})),
+        // `replicas` is the one ReplicaSetStatus field without `omitempty`.
+        "ReplicaSet" => Some(json!({"replicas": 0})),
         "Deployment" | "PodDisruptionBudget" => Some(json!({})),
         _ => None,
     }

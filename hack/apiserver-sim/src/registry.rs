@@ -157,7 +157,11 @@ impl ResourceType {
         self.is_custom()
             || matches!(
                 self.kind.as_str(),
-                "StatefulSet" | "Deployment" | "PodDisruptionBudget" | "CustomResourceDefinition"
+                "StatefulSet"
+                    | "Deployment"
+                    | "ReplicaSet"
+                    | "PodDisruptionBudget"
+                    | "CustomResourceDefinition"
             )
     }
 
@@ -439,6 +443,15 @@ const BUILTINS: &[Builtin] = &[
         status: true,
     },
     Builtin {
+        group: "apps",
+        kind: "ReplicaSet",
+        plural: "replicasets",
+        namespaced: true,
+        short: &["rs"],
+        all: true,
+        status: true,
+    },
+    Builtin {
         group: "policy",
         kind: "PodDisruptionBudget",
         plural: "poddisruptionbudgets",
@@ -525,11 +538,13 @@ impl Registry {
                     short_names: b.short.iter().map(|s| s.to_string()).collect(),
                     categories: if b.all { vec!["all".into()] } else { vec![] },
                     status_subresource: b.status,
-                    scale: matches!(b.kind, "StatefulSet" | "Deployment").then(|| ScalePaths {
-                        spec_replicas: ".spec.replicas".into(),
-                        status_replicas: ".status.replicas".into(),
-                        label_selector: None,
-                    }),
+                    scale: matches!(b.kind, "StatefulSet" | "Deployment" | "ReplicaSet").then(
+                        || ScalePaths {
+                            spec_replicas: ".spec.replicas".into(),
+                            status_replicas: ".status.replicas".into(),
+                            label_selector: None,
+                        },
+                    ),
                     storage: format!("{storage_group}/{}", b.plural),
                     storage_api_version: if storage_group.is_empty() {
                         "v1".into()

@@ -223,6 +223,24 @@ fn builtin_columns(kind: &str) -> Columns {
                 ]
             },
         ),
+        "ReplicaSet" => (
+            vec![
+                name_column(),
+                column("Desired", "integer", "Number of desired pods.", 0),
+                column("Current", "integer", "Number of actually running pods.", 0),
+                column("Ready", "integer", "Number of ready pods.", 0),
+                age_column(),
+            ],
+            |o| {
+                vec![
+                    json!(s(o, "/metadata/name")),
+                    json!(n(o, "/spec/replicas")),
+                    json!(n(o, "/status/replicas")),
+                    json!(n(o, "/status/readyReplicas")),
+                    age(o),
+                ]
+            },
+        ),
         "Namespace" => (
             vec![name_column(), column("Status", "string", "The status of the namespace", 0), age_column()],
             |o| vec![json!(s(o, "/metadata/name")), json!(s(o, "/status/phase")), age(o)],

@@ -4,6 +4,7 @@
 //! container names and images, PDB policy, immutable Secrets and ConfigMaps,
 //! PVC spec immutability). Each failure is a `(field, message)` cause of a 422.
 
+use crd_admission::quantity::Quantity;
 use serde_json::Value;
 
 type Causes = Vec<(String, String)>;
@@ -229,6 +230,200 @@ fn immutable_data(new: &Value, old: Option<&Value>, out: &mut Causes) {
     }
 }
 
+/// `volume.beta.kubernetes.io/storage-class`, the class before `spec.storageClassName`.
+pub const BETA_STORAGE_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
+
+fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+/// A quantity field as the Go type reads it (a JSON string or number); `None`
+/// when absent or unparseable.
+pub fn quantity_at(obj: &Value, pointer: &str) -> Option<Quantity> {
+    match obj.pointer(pointer)? {
+        Value::String(text) => Quantity::parse(text).ok(),
+        Value::Number(n) => Quantity::parse(&n.to_string()).ok(),
+        _ => None,
+    }
+}
+
+/// The first unparseable quantity among a claim's requests, limits and
+/// capacity, with the Go parse error: kube-apiserver fails to decode such a
+/// body (a 400), before any validation.
+pub fn persistent_volume_claim_quantity_error(claim: &Value) -> Option<&'static str> {
+    [
+        "/spec/resources/requests",
+        "/spec/resources/limits",
+        "/status/capacity",
+        "/status/allocatedResources",
+    ]
+    .iter()
+    .filter_map(|p| claim.pointer(p).and_then(Value::as_object))
+    .flat_map(|m| m.values())
+    .find_map(|v| match v {
+        Value::String(text) => Quantity::parse(text).err(),
+        Value::Number(n) => Quantity::parse(&n.to_string()).err(),
+        _ => None,
+    })
+}
+
+/// `ValidatePersistentVolumeClaim` (the spec's access modes and storage
+/// request) and, on update, `ValidatePersistentVolumeClaimUpdate`
+/// (kubernetes/kubernetes `pkg/apis/core/validation/validation.go`): the spec
+/// is immutable except `volumeName` (set once, by the binder), a
+/// `storageClassName` set where there was none, `volumeAttributesClassName`,
+/// and `resources.requests.storage` of a **bound** claim; that request may not
+/// go below `status.capacity` (RecoverVolumeExpansionFailure, beta and on by
+/// default since 1.32, GA in 1.34: a decrease is allowed down to just above
+/// the capacity, to recover from a failed expansion).
+fn persistent_volume_claim(new: &Value, old: Option<&Value>, out: &mut Causes) {
+    let spec = new.get("spec").cloned().unwrap_or(Value::Null);
+    if spec
+        .get("accessModes")
+        .and_then(Value::as_array)
+        .is_none_or(|a| a.is_empty())
+    {
+        out.push((
+            "spec.accessModes".into(),
+            "Required value: at least 1 access mode is required".into(),
+        ));
+    }
+    match spec.pointer("/resources/requests/storage") {
+        None | Some(Value::Null) => {
+            out.push(("spec.resources[storage]".into(), "Required value".into()))
+        }
+        Some(raw) => {
+            if quantity_at(&spec, "/resources/requests/storage").is_some_and(|q| q.sign() <= 0) {
+                let text = raw
+                    .as_str()
+                    .map(String::from)
+                    .unwrap_or_else(|| raw.to_string());
+                out.push((
+                    "spec.resources[storage]".into(),
+                    format!("Invalid value: \"{text}\": must be greater than zero"),
+                ));
+            }
+        }
+    }
+    let Some(old) = old else { return };
+    let mut new_spec = spec.clone();
+    let mut old_spec = old.get("spec").cloned().unwrap_or(Value::Null);
+    let set = |spec: &mut Value, field: &str, value: Option<Value>| {
+        if let Some(o) = spec.as_object_mut() {
+            match value {
+                Some(v) => o.insert(field.into(), v),
+                None => o.remove(field),
+            };
+        }
+    };
+    // The PV controller sets volumeName once.
+    if s(&old_spec, "/volumeName").unwrap_or_default().is_empty() {
+        set(
+            &mut old_spec,
+            "volumeName",
+            new_spec.get("volumeName").cloned(),
+        );
+    }
+    // storageClassName: from the beta annotation, or where there was none.
+    let old_class = old_spec.get("storageClassName").and_then(Value::as_str);
+    let new_class = new_spec.get("storageClassName").and_then(Value::as_str);
+    let old_annotation = annotation(old, BETA_STORAGE_CLASS_ANNOTATION);
+    let new_annotation = annotation(new, BETA_STORAGE_CLASS_ANNOTATION);
+    let from_annotation = old_annotation.is_some()
+        && old_class.is_none()
+        && new_class.is_some()
+        && new_class == old_annotation
+        && new_annotation.is_none_or(|a| Some(a) == old_annotation);
+    if from_annotation {
+        set(&mut new_spec, "storageClassName", None);
+    } else {
+        if new_annotation.unwrap_or_default() != old_annotation.unwrap_or_default() {
+            out.push((
+                format!("metadata.annotations[{BETA_STORAGE_CLASS_ANNOTATION}]"),
+                format!(
+                    "Invalid value: \"{}\": field is immutable",
+                    new_annotation.unwrap_or_default()
+                ),
+            ));
+        }
+        let from_nil = new_class.is_some()
+            && old_class.is_none()
+            && old_annotation.is_none_or(|a| Some(a) == new_class);
+        if from_nil {
+            set(&mut new_spec, "storageClassName", None);
+        }
+    }
+    // A bound claim's storage request may change (expansion).
+    let bound = s(new, "/status/phase") == Some("Bound");
+    if bound && new_spec.pointer("/resources/requests").is_some() {
+        let old_request = old_spec.pointer("/resources/requests/storage").cloned();
+        if let Some(requests) = new_spec
+            .pointer_mut("/resources/requests")
+            .and_then(Value::as_object_mut)
+        {
+            match old_request {
+                Some(v) => requests.insert("storage".into(), v),
+                None => requests.remove("storage"),
+            };
+        }
+    }
+    let old_vac = old_spec.get("volumeAttributesClassName").cloned();
+    set(&mut new_spec, "volumeAttributesClassName", old_vac);
+    // Semantic equality: quantities compare by value ("1Gi" == "1024Mi").
+    for list in ["requests", "limits"] {
+        let pointer = format!("/resources/{list}");
+        let Some(old_map) = old_spec
+            .pointer(&pointer)
+            .and_then(Value::as_object)
+            .cloned()
+        else {
+            continue;
+        };
+        if let Some(new_map) = new_spec
+            .pointer_mut(&pointer)
+            .and_then(Value::as_object_mut)
+        {
+            for (key, value) in new_map.iter_mut() {
+                let same = old_map.get(key).is_some_and(|o| {
+                    let q = |v: &Value| quantity_at(&serde_json::json!({ "q": v }), "/q");
+                    q(o).is_some() && q(o) == q(value)
+                });
+                if same {
+                    *value = old_map[key].clone();
+                }
+            }
+        }
+    }
+    if new_spec != old_spec {
+        out.push(("spec".into(), "Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims".into()));
+    }
+    let zero = Quantity::from_i64(0);
+    let old_size =
+        quantity_at(old, "/spec/resources/requests/storage").unwrap_or_else(|| zero.clone());
+    let new_size =
+        quantity_at(new, "/spec/resources/requests/storage").unwrap_or_else(|| zero.clone());
+    let status_size = quantity_at(old, "/status/capacity/storage").unwrap_or(zero);
+    if new_size < old_size && new_size <= status_size {
+        out.push((
+            "spec.resources.requests.storage".into(),
+            "Forbidden: field can not be less than status.capacity".into(),
+        ));
+    }
+    let mode = |v: &Value| v.pointer("/spec/volumeMode").cloned();
+    if mode(new) != mode(old) {
+        let shown = match mode(new) {
+            Some(Value::String(m)) => format!("\"{m}\""),
+            _ => "null".into(),
+        };
+        out.push((
+            "volumeMode".into(),
+            format!("Invalid value: {shown}: field is immutable"),
+        ));
+    }
+}
+
 /// The validation causes for a built-in object (`old` on updates).
 pub fn validate_builtin(kind: &str, new: &Value, old: Option<&Value>) -> Causes {
     let mut out = Causes::new();
@@ -256,22 +451,7 @@ pub fn validate_builtin(kind: &str, new: &Value, old: Option<&Value>) -> Causes 
             out.push(("spec".into(), "Invalid value: policy.PodDisruptionBudgetSpec: minAvailable and maxUnavailable cannot be both set".into()));
         }
         "Secret" | "ConfigMap" => immutable_data(new, old, &mut out),
-        "PersistentVolumeClaim" => {
-            if let Some(old) = old {
-                let strip = |v: &Value| {
-                    let mut spec = v.get("spec").cloned().unwrap_or(Value::Null);
-                    if let Some(o) = spec.as_object_mut() {
-                        o.remove("resources");
-                        o.remove("volumeAttributesClassName");
-                        o.remove("volumeName");
-                    }
-                    spec
-                };
-                if strip(new) != strip(old) {
-                    out.push(("spec".into(), "Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims".into()));
-                }
-            }
-        }
+        "PersistentVolumeClaim" => persistent_volume_claim(new, old, &mut out),
         _ => {}
     }
     out

@@ -546,6 +546,136 @@ fn scale_subresource_reads_and_writes_replicas() {
     assert_eq!(got["spec"]["replicas"], 4);
 }
 
+/// `apps/v1` ReplicaSets, which the Deployment controller creates and
+/// scales: served with `status` and `scale`, defaulted and generation-tracked
+/// as kube-apiserver's `rsStrategy` does; Deployments get their strategy defaults.
+#[test]
+fn replica_sets_are_served_with_status_and_scale_and_deployments_defaulted() {
+    let s = Server::start();
+    let apps = s.get("/apis/apps/v1", JSON);
+    let resources = apps["resources"].as_array().unwrap();
+    let names: Vec<&str> = resources
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "replicasets",
+        "replicasets/status",
+        "replicasets/scale",
+        "deployments",
+        "deployments/status",
+        "deployments/scale",
+    ] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+    let rs_resource = resources
+        .iter()
+        .find(|r| r["name"] == "replicasets")
+        .unwrap();
+    assert_eq!(rs_resource["kind"], "ReplicaSet");
+    assert_eq!(rs_resource["shortNames"], json!(["rs"]));
+
+    let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web-abc", "labels": {"app": "web"}},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "i:1"}]}}}});
+    let (code, _, created) = s.call(
+        "POST",
+        "/apis/apps/v1/namespaces/default/replicasets",
+        &[("Content-Type", JSON)],
+        &rs.to_string(),
+    );
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert_eq!(created["spec"]["replicas"], 1, "SetDefaults_ReplicaSet");
+    assert_eq!(created["status"], json!({"replicas": 0}));
+    assert_eq!(
+        created["spec"]["template"]["spec"]["restartPolicy"],
+        "Always"
+    );
+
+    let (code, _, v) = s.call(
+        "PATCH",
+        "/apis/apps/v1/namespaces/default/replicasets/web-abc/status",
+        &[("Content-Type", "application/merge-patch+json")],
+        r#"{"status":{"replicas":1,"readyReplicas":1,"observedGeneration":1},"spec":{"replicas":7}}"#,
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["status"]["readyReplicas"], 1);
+    assert_eq!(v["spec"]["replicas"], 1, "/status ignores the spec");
+    assert_eq!(v["metadata"]["generation"], 1);
+
+    let path = "/apis/apps/v1/namespaces/default/replicasets/web-abc/scale";
+    let scale = s.get(path, JSON);
+    assert_eq!(
+        (
+            scale["kind"].as_str(),
+            scale["spec"]["replicas"].as_i64(),
+            scale["status"]["replicas"].as_i64(),
+            scale["status"]["selector"].as_str()
+        ),
+        (Some("Scale"), Some(1), Some(1), Some("app=web"))
+    );
+    let (code, _, v) = s.call(
+        "PATCH",
+        path,
+        &[("Content-Type", "application/merge-patch+json")],
+        r#"{"spec":{"replicas":3}}"#,
+    );
+    assert_eq!(code, 200, "{v}");
+    let got = s
+        .store()
+        .get(
+            &Gvr::new("apps", "v1", "replicasets"),
+            Some("default"),
+            "web-abc",
+        )
+        .unwrap();
+    assert_eq!(got["spec"]["replicas"], 3);
+    assert_eq!(
+        got["metadata"]["generation"], 2,
+        "a spec change is a new generation"
+    );
+
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "i:1"}]}}}});
+    let (code, _, created) = s.call(
+        "POST",
+        "/apis/apps/v1/namespaces/default/deployments",
+        &[("Content-Type", JSON)],
+        &deployment.to_string(),
+    );
+    assert_eq!(code, 201, "{created}");
+    let spec = &created["spec"];
+    assert_eq!(
+        spec["strategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
+        "SetDefaults_Deployment"
+    );
+    assert_eq!(
+        (
+            &spec["replicas"],
+            &spec["revisionHistoryLimit"],
+            &spec["progressDeadlineSeconds"]
+        ),
+        (&json!(1), &json!(10), &json!(600))
+    );
+    let recreate = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "batch"},
+        "spec": {"strategy": {"type": "Recreate"}, "selector": {"matchLabels": {"app": "batch"}},
+            "template": {"metadata": {"labels": {"app": "batch"}}, "spec": {"containers": [{"name": "c", "image": "i:1"}]}}}});
+    let (code, _, created) = s.call(
+        "POST",
+        "/apis/apps/v1/namespaces/default/deployments",
+        &[("Content-Type", JSON)],
+        &recreate.to_string(),
+    );
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["spec"]["strategy"], json!({"type": "Recreate"}));
+}
+
 #[test]
 fn the_binary_prints_a_ready_line_and_writes_a_kubeconfig() {
     let dir = tempfile::tempdir().unwrap();

@@ -594,20 +594,37 @@ fn garbage_collection_follows_owner_references() {
         &mgr(),
     )
     .unwrap();
-    s.delete(
-        &cm(),
-        Some("default"),
-        "owner2",
-        &DeleteOptions {
-            propagation: Propagation::Orphan,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let pending = s
+        .delete(
+            &cm(),
+            Some("default"),
+            "owner2",
+            &DeleteOptions {
+                propagation: Propagation::Orphan,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    // The call only marks the owner with the `orphan` finalizer; the garbage
+    // collector strips the dependents' references, then the finalizer.
+    let Deleted::Pending(pending) = pending else {
+        panic!("an orphaning delete leaves the owner to the garbage collector")
+    };
+    assert_eq!(pending["metadata"]["finalizers"], json!(["orphan"]));
+    assert!(pending["metadata"]["deletionTimestamp"].is_string());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while s.get(&cm(), Some("default"), "owner2").is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the garbage collector never removed the orphaning owner"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let orphan = s
         .get(&Gvr::core("secrets"), Some("default"), "orphan")
         .unwrap();
     assert!(orphan["metadata"].get("ownerReferences").is_none());
+    assert!(orphan["metadata"].get("deletionTimestamp").is_none());
 
     let owner = s
         .create(
@@ -934,4 +951,105 @@ fn services_get_cluster_ips_and_node_ports_and_apply_keeps_them() {
         "{}",
         e.message
     );
+}
+
+#[test]
+fn a_service_held_by_a_finalizer_keeps_its_node_port_until_the_last_finalizer_goes() {
+    let s = Store::new();
+    let svcs = Gvr::core("services");
+    let svc = |name: &str, finalizers: Value| {
+        json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "finalizers": finalizers},
+            "spec": {"type": "NodePort", "ports": [{"name": "mongo", "port": 27017, "nodePort": 31121}]}})
+    };
+    s.create(
+        &svcs,
+        Some("default"),
+        svc("held", json!(["example.com/hold"])),
+        &mgr(),
+    )
+    .unwrap();
+    // A DELETE without a propagationPolicy is a Background delete (the HTTP
+    // handler's default): no `foregroundDeletion` finalizer, the object stays.
+    assert_eq!(
+        DeleteOptions::default().propagation,
+        Propagation::Background
+    );
+    let pending = match s
+        .delete(&svcs, Some("default"), "held", &DeleteOptions::default())
+        .unwrap()
+    {
+        Deleted::Pending(v) => v,
+        Deleted::Gone(_) => panic!("the finalizer keeps the Service"),
+    };
+    assert!(pending["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(
+        pending["metadata"]["finalizers"],
+        json!(["example.com/hold"])
+    );
+    let stored = s.get(&svcs, Some("default"), "held").unwrap();
+    assert!(stored["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(stored["spec"]["ports"][0]["nodePort"], 31121);
+
+    // Its nodePort stays allocated (kube-apiserver releases it in `REST.afterDelete`).
+    let e = s
+        .create(&svcs, Some("kube-system"), svc("thief", json!([])), &mgr())
+        .unwrap_err();
+    assert_eq!(e.code, 422);
+    assert!(
+        e.message.contains("provided port is already allocated"),
+        "{}",
+        e.message
+    );
+
+    // No finalizer can be added once it is being deleted.
+    let e = s
+        .patch(
+            &svcs,
+            Some("default"),
+            "held",
+            PatchType::Merge,
+            &json!({"metadata": {"finalizers": ["example.com/hold", "example.com/late"]}}),
+            &mgr(),
+        )
+        .unwrap_err();
+    assert_eq!(e.code, 422);
+    assert!(
+        e.message
+            .contains("no new finalizers can be added if the object is being deleted"),
+        "{}",
+        e.message
+    );
+    // Other writes still go through, and keep the deletionTimestamp and nodePort.
+    let labelled = s
+        .patch(
+            &svcs,
+            Some("default"),
+            "held",
+            PatchType::Merge,
+            &json!({"metadata": {"labels": {"step": "terminating"}}}),
+            &mgr(),
+        )
+        .unwrap();
+    assert_eq!(
+        labelled["metadata"]["deletionTimestamp"],
+        stored["metadata"]["deletionTimestamp"]
+    );
+    assert_eq!(labelled["spec"]["ports"][0]["nodePort"], 31121);
+
+    // The last finalizer removes it and frees the nodePort.
+    s.patch(
+        &svcs,
+        Some("default"),
+        "held",
+        PatchType::Merge,
+        &json!({"metadata": {"finalizers": null}}),
+        &mgr(),
+    )
+    .unwrap();
+    assert_eq!(s.get(&svcs, Some("default"), "held").unwrap_err().code, 404);
+    let reused = s
+        .create(&svcs, Some("kube-system"), svc("thief", json!([])), &mgr())
+        .unwrap();
+    assert_eq!(reused["spec"]["ports"][0]["nodePort"], 31121);
 }

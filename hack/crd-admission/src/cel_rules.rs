@@ -34,7 +34,7 @@ pub(crate) struct Rule {
 
 /// The CEL environment: the standard library plus the extension libraries
 /// the `cel` crate ships that Kubernetes also enables (strings, lists, math,
-/// base64).
+/// base64), and Kubernetes' quantity library.
 fn env() -> &'static Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| {
@@ -45,6 +45,7 @@ fn env() -> &'static Arc<Env> {
         let _ = env.add_extension(cel::extensions::lists);
         let _ = env.add_extension(cel::extensions::math);
         let _ = env.add_extension(cel::extensions::encoders);
+        let _ = env.add_extension(crate::cel_quantity::library);
         Arc::new(env)
     })
 }
@@ -534,6 +535,12 @@ fn runtime_error(e: &ExecutionError, rule: &Rule) -> String {
         ExecutionError::DivisionByZero(_) => format!("division by zero evaluating rule: {}", rule.error_string()),
         ExecutionError::RemainderByZero(_) => format!("modulus by zero evaluating rule: {}", rule.error_string()),
         ExecutionError::Overflow(..) => format!("integer overflow evaluating rule: {}", rule.error_string()),
+        // A Go error a Kubernetes library wraps (`types.WrapErr`) is reported by its text.
+        ExecutionError::FunctionError { function, message }
+            if crate::cel_quantity::WRAPPING_FUNCTIONS.contains(&function.as_str()) =>
+        {
+            format!("{message} evaluating rule: {}", rule.error_string())
+        }
         other => format!("{other} evaluating rule: {}", rule.error_string()),
     }
 }

@@ -22,8 +22,10 @@
 //! assert_eq!(status["code"], 422);
 //! ```
 
+mod cel_quantity;
 mod cel_rules;
 mod errors;
+pub mod quantity;
 mod schema;
 mod structural;
 mod validation;

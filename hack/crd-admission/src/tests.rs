@@ -630,6 +630,97 @@ fn a_transition_rule_is_skipped_where_the_old_object_had_no_value() {
 }
 
 #[test]
+fn a_quantity_transition_rule_refuses_a_decrease_whatever_the_notation() {
+    let adm = with_spec(json!({"type": "object", "properties": {
+        "storage": {"type": "string", "x-kubernetes-validations": rule(
+            "quantity(self).compareTo(quantity(oldSelf)) >= 0",
+            "storage may not shrink")}}}));
+    let old = resource(json!({"storage": "1Gi"}));
+    admits(&adm, &mut resource(json!({"storage": "1Gi"})), None);
+    for bigger_or_same in ["1Gi", "1073741824", "2Gi", "1.5Gi", "1.1G"] {
+        admits(
+            &adm,
+            &mut resource(json!({"storage": bigger_or_same})),
+            Some(&old),
+        );
+    }
+    for smaller in ["1G", "1023Mi", "512Mi"] {
+        refuses_with(
+            &adm,
+            resource(json!({"storage": smaller})),
+            Some(&old),
+            &["spec.storage: Invalid value: \"string\": storage may not shrink"],
+        );
+    }
+}
+
+#[test]
+fn an_unparseable_quantity_is_the_go_parse_error_evaluating_the_rule() {
+    let adm = with_spec(json!({"type": "object", "properties": {
+        "storage": {"type": "string",
+                    "x-kubernetes-validations": rule("quantity(self).isGreaterThan(quantity('0'))", "positive")},
+        "limit": {"type": "string",
+                  "x-kubernetes-validations": [{"rule": "quantity(self).sign() == 1"}]}}}));
+    refuses_with(
+        &adm,
+        resource(json!({"storage": "ten gigs"})),
+        None,
+        &["spec.storage: Invalid value: \"string\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' evaluating rule: positive"],
+    );
+    refuses_with(
+        &adm,
+        resource(json!({"storage": "200K"})),
+        None,
+        &["spec.storage: Invalid value: \"string\": unable to parse quantity's suffix evaluating rule: positive"],
+    );
+    // `sign` is a global function, not a member (`cel.Overload`): kube-apiserver
+    // refuses such a rule when it type-checks the CRD; here it fails on evaluation.
+    let got = refusals(&adm, &mut resource(json!({"limit": "1Gi"})), None);
+    assert!(
+        got.len() == 1
+            && got[0].starts_with("spec.limit: Invalid value: \"string\": ")
+            && got[0].contains("sign"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn the_quantity_library_converts_compares_and_adds() {
+    let checks = [
+        "isQuantity('1.3Gi') && isQuantity('10000k') && !isQuantity('1,3G') && !isQuantity('200K') && !isQuantity('Three')",
+        "quantity('200M').compareTo(quantity('0.2G')) == 0",
+        "quantity('50M').compareTo(quantity('50Mi')) == -1 && quantity('50Mi').compareTo(quantity('50M')) == 1",
+        "quantity('150Mi').isGreaterThan(quantity('100Mi')) && !quantity('50Mi').isGreaterThan(quantity('100Mi'))",
+        "quantity('50M').isLessThan(quantity('100M')) && !quantity('100M').isLessThan(quantity('50M'))",
+        "quantity('50000000G').isInteger() && quantity('50k').asInteger() == 50000",
+        "!quantity('9999999999999999999999999999999999999G').isInteger()",
+        "quantity('50k').sub(20000).asApproximateFloat() == 30000.0",
+        "quantity('50k').add(quantity('20k')) == quantity('70k') && quantity('50k').add(20) == quantity('50020')",
+        "quantity('50k').add(20).sub(quantity('100k')).sub(-50000) == quantity('20')",
+        "sign(quantity('-1m')) == -1 && sign(quantity('0')) == 0 && sign(quantity('1Ki')) == 1",
+        "quantity('1Gi') == quantity('1073741824') && quantity('1G') != quantity('1Gi')",
+        "type(quantity('1')) == kubernetes.Quantity",
+    ];
+    for check in checks {
+        let adm = with_spec(
+            json!({"type": "object", "properties": {"n": {"type": "integer"}},
+            "x-kubernetes-validations": rule(check, "failed")}),
+        );
+        admits(&adm, &mut resource(json!({"n": 1})), None);
+    }
+    let adm = with_spec(
+        json!({"type": "object", "properties": {"n": {"type": "integer"}},
+        "x-kubernetes-validations": rule("quantity('9999999999999999999999999999999999999G').asInteger() > 0", "big")}),
+    );
+    refuses_with(
+        &adm,
+        resource(json!({"n": 1})),
+        None,
+        &["spec: Invalid value: \"object\": cannot convert value to integer evaluating rule: big"],
+    );
+}
+
+#[test]
 fn an_optional_old_self_rule_also_runs_on_create() {
     let adm = with_spec(
         json!({"type": "object", "properties": {"members": {"type": "integer"}},

@@ -63,6 +63,49 @@ impl Inner {
             self.delete_dependents(&uid);
             self.finish_foreground(&uid);
         }
+        let due: Vec<String> = self
+            .orphan_due
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in due {
+            self.orphan_due.remove(&uid);
+            self.orphan_dependents(&uid);
+            self.finish_orphan(&uid);
+        }
+    }
+
+    /// The garbage collector's `attemptToOrphan` after `orphanDependents`:
+    /// removes the owner's `orphan` finalizer, which removes the owner once no
+    /// other finalizer holds it.
+    fn finish_orphan(&mut self, owner_uid: &str) {
+        let Some(key) = self.by_uid.get(owner_uid).cloned() else {
+            return;
+        };
+        let Some(owner) = self.objects.get(&key).cloned() else {
+            return;
+        };
+        if !finalizers(&owner).iter().any(|f| f == "orphan") {
+            return;
+        }
+        let mut new = owner.clone();
+        if let Some(Value::Array(fs)) = meta_mut(&mut new).get_mut("finalizers") {
+            fs.retain(|f| f != "orphan");
+            if fs.is_empty() {
+                meta_mut(&mut new).remove("finalizers");
+            }
+        }
+        if let Some(rt) = self.type_of_storage(&key.0) {
+            let _ = self.commit_update(
+                &rt,
+                &key,
+                owner,
+                new,
+                &WriteOptions::manager("generic-garbage-collector"),
+                Ownership::Track,
+            );
+        }
     }
 
     fn set_deleting(&mut self, key: &ObjKey, grace: i64, extra_finalizer: Option<&str>) -> Value {
@@ -157,6 +200,15 @@ impl Inner {
             }
         }
         match opts.propagation {
+            // As with Foreground, the call only marks the owner, here with the
+            // `orphan` finalizer (`deletionFinalizersForGarbageCollection`); the
+            // collector strips the dependents' references, then the finalizer.
+            Propagation::Orphan if rt.kind != "Namespace" || rt.is_custom() => {
+                let pending = self.set_deleting(key, 0, Some("orphan"));
+                let due = Instant::now() + FOREGROUND_GC_DELAY;
+                self.orphan_due.entry(uid).or_insert(due);
+                return Ok(Deleted::Pending(pending));
+            }
             Propagation::Orphan => self.orphan_dependents(&uid),
             Propagation::Foreground if self.has_dependents(&uid) => {
                 let pending = self.set_deleting(key, 0, Some("foregroundDeletion"));

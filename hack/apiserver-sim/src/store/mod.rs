@@ -195,6 +195,9 @@ struct Inner {
     /// Owners deleted with `propagationPolicy=Foreground` whose dependents the
     /// garbage collector has not yet taken on, with when it does (uid → due).
     foreground_due: BTreeMap<String, std::time::Instant>,
+    /// Owners deleted with `propagationPolicy=Orphan` (held by the `orphan`
+    /// finalizer) whose dependents the garbage collector has not yet orphaned.
+    orphan_due: BTreeMap<String, std::time::Instant>,
     registry: Registry,
     history: VecDeque<Arc<Change>>,
     /// Highest resourceVersion no longer in `history`.
@@ -246,6 +249,7 @@ impl Store {
                 objects: BTreeMap::new(),
                 by_uid: HashMap::new(),
                 foreground_due: BTreeMap::new(),
+                orphan_due: BTreeMap::new(),
                 registry: Registry::new(),
                 history: VecDeque::new(),
                 evicted_through: 0,

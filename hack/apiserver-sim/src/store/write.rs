@@ -18,6 +18,9 @@ use crate::defaults;
 use crate::error::ApiError;
 use crate::registry::{types_from_crd, ResourceType};
 
+/// The storage key of `storage.k8s.io/v1` StorageClasses.
+const STORAGE_CLASSES: &str = "storage.k8s.io/storageclasses";
+
 impl Inner {
     /// Cluster IP and node-port allocation for core Services.
     fn allocate_service(
@@ -160,7 +163,7 @@ impl Inner {
             defaults::apply_defaults(&rt.kind, &mut obj);
         }
         self.allocate_service(rt, &mut obj, None)?;
-        let crd_types = self.admit(rt, &mut obj, None, opts.strict_fields)?;
+        let crd_types = self.admit(rt, &mut obj, None, opts)?;
         if ownership == Ownership::Track {
             apply::track_update(rt, None, &mut obj, &opts.manager_name(), false);
         }
@@ -179,21 +182,39 @@ impl Inner {
         Ok(obj)
     }
 
-    /// Admission: CRD validation and establishment, custom resource schemas.
+    /// Admission: CRD validation and establishment, custom resource schemas,
+    /// and the built-in kinds' validation with the admission plugins modelled
+    /// (DefaultStorageClass, PersistentVolumeClaimResize).
     /// Returns the kinds a CRD serves when `obj` is one.
     fn admit(
         &self,
         rt: &ResourceType,
         obj: &mut Value,
         old: Option<&Value>,
-        strict_fields: bool,
+        opts: &WriteOptions,
     ) -> Result<Option<Vec<Arc<ResourceType>>>, ApiError> {
+        let strict_fields = opts.strict_fields;
         let name = meta_str(obj, "name").to_string();
+        let claim = !rt.is_custom() && rt.kind == "PersistentVolumeClaim";
+        if claim {
+            if let Some(e) = crate::validation::persistent_volume_claim_quantity_error(obj) {
+                return Err(ApiError::bad_request(format!(
+                    "PersistentVolumeClaim in version \"{}\" cannot be handled as a PersistentVolumeClaim: {e}",
+                    rt.version
+                )));
+            }
+            if old.is_none() && !opts.status {
+                self.default_storage_class(obj);
+            }
+        }
         if !rt.is_custom() {
             let causes = crate::validation::validate_builtin(&rt.kind, obj, old);
             if !causes.is_empty() {
                 return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &causes));
             }
+        }
+        if let (true, Some(old), false) = (claim, old, opts.status) {
+            self.admit_claim_resize(rt, obj, old)?;
         }
         if let Some(adm) = &rt.admission {
             let unknown = adm.admit(&rt.kind, &rt.group, &name, obj, old)?;
@@ -243,6 +264,111 @@ impl Inner {
             return Ok(Some(types));
         }
         Ok(None)
+    }
+
+    /// The StorageClasses marked default (`storageclass.kubernetes.io/is-default-class`
+    /// or its beta key `"true"`), newest first, then by name, as
+    /// kubernetes/kubernetes `pkg/volume/util/storageclass.go` `GetDefaultClass`
+    /// sorts them.
+    fn default_storage_class_name(&self) -> Option<String> {
+        let mut defaults: Vec<(&str, &str)> = self
+            .objects
+            .iter()
+            .filter(|((storage, _, _), _)| storage == STORAGE_CLASSES)
+            .filter(|(_, class)| {
+                [
+                    "storageclass.kubernetes.io/is-default-class",
+                    "storageclass.beta.kubernetes.io/is-default-class",
+                ]
+                .iter()
+                .any(|key| {
+                    class
+                        .pointer("/metadata/annotations")
+                        .and_then(|a| a.get(*key))
+                        .and_then(Value::as_str)
+                        == Some("true")
+                })
+            })
+            .map(|((_, _, name), class)| (meta_str(class, "creationTimestamp"), name.as_str()))
+            .collect();
+        defaults.sort_by(|a, b| b.0.cmp(a.0).then_with(|| a.1.cmp(b.1)));
+        defaults.first().map(|(_, name)| name.to_string())
+    }
+
+    /// The DefaultStorageClass admission plugin (kubernetes/kubernetes
+    /// `plugin/pkg/admission/storage/storageclass/setdefault/admission.go`
+    /// `claimDefaulterPlugin.Admit`, on create only): a claim that names no class
+    /// (no `spec.storageClassName`, not even `""`, and no beta annotation) gets
+    /// the default class, if there is one.
+    fn default_storage_class(&self, claim: &mut Value) {
+        let has_class = claim
+            .pointer("/spec/storageClassName")
+            .is_some_and(|c| !c.is_null())
+            || claim
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(crate::validation::BETA_STORAGE_CLASS_ANNOTATION))
+                .is_some();
+        if has_class {
+            return;
+        }
+        if let (Some(class), Some(spec)) = (
+            self.default_storage_class_name(),
+            claim.get_mut("spec").and_then(Value::as_object_mut),
+        ) {
+            spec.insert("storageClassName".into(), json!(class));
+        }
+    }
+
+    /// The PersistentVolumeClaimResize admission plugin (kubernetes/kubernetes
+    /// `plugin/pkg/admission/storage/persistentvolume/resize/admission.go`
+    /// `persistentVolumeClaimResize.Validate` and `allowResize`), on the main
+    /// resource only: a larger `spec.resources.requests.storage` needs a bound
+    /// claim whose class (the beta annotation, else `spec.storageClassName`) is
+    /// unchanged, exists and has `allowVolumeExpansion: true`. Refusals are 403s.
+    fn admit_claim_resize(
+        &self,
+        rt: &ResourceType,
+        new: &Value,
+        old: &Value,
+    ) -> Result<(), ApiError> {
+        use crate::validation::{quantity_at, BETA_STORAGE_CLASS_ANNOTATION};
+        let zero = crd_admission::quantity::Quantity::from_i64(0);
+        let size = |v: &Value| {
+            quantity_at(v, "/spec/resources/requests/storage").unwrap_or_else(|| zero.clone())
+        };
+        if size(new) <= size(old) {
+            return Ok(());
+        }
+        let name = meta_str(new, "name");
+        let refuse = |why: &str| {
+            Err(ApiError::forbidden_resource(
+                &rt.group, &rt.plural, name, why,
+            ))
+        };
+        if old.pointer("/status/phase").and_then(Value::as_str) != Some("Bound") {
+            return refuse("Only bound persistent volume claims can be expanded");
+        }
+        let class = |v: &Value| -> String {
+            v.pointer("/metadata/annotations")
+                .and_then(|a| a.get(BETA_STORAGE_CLASS_ANNOTATION))
+                .or_else(|| v.pointer("/spec/storageClassName"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let (new_class, old_class) = (class(new), class(old));
+        let allowed = !new_class.is_empty()
+            && new_class == old_class
+            && self
+                .objects
+                .get(&(STORAGE_CLASSES.to_string(), String::new(), new_class))
+                .and_then(|sc| sc.get("allowVolumeExpansion"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+        if !allowed {
+            return refuse("only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize");
+        }
+        Ok(())
     }
 
     pub(super) fn update_from_body(
@@ -389,7 +515,7 @@ impl Inner {
             }
         }
         self.allocate_service(rt, &mut new, Some(&old))?;
-        let crd_types = self.admit(rt, &mut new, Some(&old), opts.strict_fields)?;
+        let crd_types = self.admit(rt, &mut new, Some(&old), opts)?;
         if ownership == Ownership::Track {
             apply::track_update(rt, Some(&old), &mut new, &opts.manager_name(), opts.status);
         }
