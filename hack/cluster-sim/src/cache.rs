@@ -1,5 +1,6 @@
 //! Shared informers: one list+watch per kind (pods, services, StatefulSets,
-//! PersistentVolumeClaims, Endpoints) through kube-runtime's reflector, like the shared
+//! PersistentVolumeClaims, PersistentVolumes, StorageClasses, Endpoints, Deployments,
+//! ReplicaSets) through kube-runtime's reflector, like the shared
 //! informer factory of kube-controller-manager, and a signal that fires on
 //! every change so the control loops wake up.
 
@@ -7,8 +8,11 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Endpoints, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Endpoints, PersistentVolume, PersistentVolumeClaim, Pod, Service,
+};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Resource};
@@ -27,8 +31,16 @@ pub struct Cache {
     pub stateful_sets: Store<StatefulSet>,
     /// All PersistentVolumeClaims.
     pub claims: Store<PersistentVolumeClaim>,
+    /// All PersistentVolumes.
+    pub volumes: Store<PersistentVolume>,
+    /// All StorageClasses.
+    pub storage_classes: Store<StorageClass>,
     /// All Endpoints.
     pub endpoints: Store<Endpoints>,
+    /// All Deployments.
+    pub deployments: Store<Deployment>,
+    /// All ReplicaSets.
+    pub replica_sets: Store<ReplicaSet>,
     changes: watch::Receiver<u64>,
 }
 
@@ -41,7 +53,11 @@ impl Cache {
             services: reflect(Api::all(client.clone()), changed.clone(), tasks),
             stateful_sets: reflect(Api::all(client.clone()), changed.clone(), tasks),
             claims: reflect(Api::all(client.clone()), changed.clone(), tasks),
-            endpoints: reflect(Api::all(client.clone()), changed, tasks),
+            volumes: reflect(Api::all(client.clone()), changed.clone(), tasks),
+            storage_classes: reflect(Api::all(client.clone()), changed.clone(), tasks),
+            endpoints: reflect(Api::all(client.clone()), changed.clone(), tasks),
+            deployments: reflect(Api::all(client.clone()), changed.clone(), tasks),
+            replica_sets: reflect(Api::all(client.clone()), changed, tasks),
             changes,
         }
     }
@@ -57,7 +73,11 @@ impl Cache {
         self.services.wait_until_ready().await?;
         self.stateful_sets.wait_until_ready().await?;
         self.claims.wait_until_ready().await?;
+        self.volumes.wait_until_ready().await?;
+        self.storage_classes.wait_until_ready().await?;
         self.endpoints.wait_until_ready().await?;
+        self.deployments.wait_until_ready().await?;
+        self.replica_sets.wait_until_ready().await?;
         Ok(())
     }
 

@@ -1,7 +1,7 @@
 //! The machinery of one simulated member cluster around its API server: the
-//! kubelet of its one node (with the scheduler's binding), the StatefulSet and
-//! endpoints controllers, a PersistentVolumeClaim binder and kube-proxy's
-//! NodePort forwarding. They talk to the cluster's API server only through the
+//! kubelet of its one node (with the scheduler's binding), the StatefulSet,
+//! Deployment, ReplicaSet and endpoints controllers, PersistentVolume provisioning, binding and expansion,
+//! and kube-proxy's NodePort forwarding. They talk to the cluster's API server only through the
 //! kube-rs client, like the real components, and run containers through a
 //! pluggable [`ContainerRuntime`].
 //!
@@ -11,6 +11,8 @@
 
 mod api_errors;
 mod cache;
+mod controller_ref;
+mod deployment;
 mod endpoints;
 mod events;
 mod faults;
@@ -18,9 +20,11 @@ mod ip_pool;
 mod kubelet;
 mod pod_facts;
 mod proxy;
+mod replicaset;
 mod runtime;
 mod statefulset;
 mod volume_binder;
+mod volume_expansion;
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -30,6 +34,7 @@ use anyhow::{bail, Context};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
+pub use deployment::POD_TEMPLATE_HASH_LABEL;
 pub use faults::Faults;
 pub use ip_pool::Ipv4Prefix;
 pub use proxy::NodePortRoutes;
@@ -40,12 +45,15 @@ pub use runtime::{
 pub use statefulset::{POD_INDEX_LABEL, POD_NAME_LABEL, REVISION_LABEL};
 
 use cache::Cache;
+use deployment::DeploymentController;
 use endpoints::EndpointsController;
 use ip_pool::IpPool;
 use kubelet::{Kubelet, KubeletCommand, KubeletOptions};
 use proxy::NodePortProxy;
+use replicaset::ReplicaSetController;
 use statefulset::StatefulSetController;
 use volume_binder::VolumeBinder;
+use volume_expansion::{NodeVolumeExpander, VolumeResizer};
 
 /// How long `start` waits for the first lists from the API server.
 const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
@@ -108,9 +116,9 @@ impl ClusterOptions {
 pub struct ClusterSim;
 
 impl ClusterSim {
-    /// Starts the kubelet, StatefulSet controller, claim binder and proxy of one
-    /// cluster against the API server `client` talks to. Returns once their
-    /// caches hold the first complete lists.
+    /// Starts the kubelet, the StatefulSet, Deployment and ReplicaSet controllers,
+    /// the claim binder and the proxy of one cluster against the API server
+    /// `client` talks to. Returns once their caches hold the first complete lists.
     pub async fn start(
         client: kube::Client,
         options: ClusterOptions,
@@ -157,7 +165,22 @@ impl ClusterSim {
             )
             .run(),
         );
+        tasks.spawn(
+            DeploymentController::new(client.clone(), cache.clone(), faults_rx.clone(), &node_name)
+                .run(),
+        );
+        tasks.spawn(
+            ReplicaSetController::new(client.clone(), cache.clone(), faults_rx.clone(), &node_name)
+                .run(),
+        );
         tasks.spawn(VolumeBinder::new(client.clone(), cache.clone(), faults_rx.clone()).run());
+        tasks.spawn(
+            VolumeResizer::new(client.clone(), cache.clone(), faults_rx.clone(), &node_name).run(),
+        );
+        tasks.spawn(
+            NodeVolumeExpander::new(client.clone(), cache.clone(), faults_rx.clone(), &node_name)
+                .run(),
+        );
         tasks.spawn(EndpointsController::new(client, cache.clone(), faults_rx.clone()).run());
         tasks.spawn(NodePortProxy::new(options.vip, cache, faults_rx, routes).run());
         tracing::info!(cluster = %options.name, vip = %options.vip, pods = %options.pod_ip_prefix, "cluster simulator started");

@@ -2,7 +2,8 @@
 //! controller): ordinal pods from the template, PersistentVolumeClaims from the
 //! claim templates before each pod, `OrderedReady` and `Parallel` management,
 //! scale-down from the highest ordinal, `RollingUpdate` one pod at a time from
-//! the highest ordinal, claim retention by ownerReferences, and status.
+//! the highest ordinal, claim retention by ownerReferences, adoption and
+//! release of pods (`ClaimPods`), and status.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -85,12 +86,17 @@ impl StatefulSetController {
                 // look at every pod for every set (quadratic: `lab bench`
                 // with 1,000 StatefulSets kept the lab at both cores).
                 let mut pods_by_owner: HashMap<String, Vec<Arc<Pod>>> = HashMap::new();
+                let mut orphans: HashMap<String, Vec<Arc<Pod>>> = HashMap::new();
                 for pod in self.cache.pods.state() {
-                    if let Some(uid) = controller_uid(&pod) {
-                        pods_by_owner
+                    match controller_uid(&pod) {
+                        Some(uid) => pods_by_owner
                             .entry(uid.to_string())
                             .or_default()
-                            .push(pod.clone());
+                            .push(pod.clone()),
+                        None => orphans
+                            .entry(pod.namespace().unwrap_or_default())
+                            .or_default()
+                            .push(pod.clone()),
                     }
                 }
                 for set in self.cache.stateful_sets.state() {
@@ -98,7 +104,19 @@ impl StatefulSetController {
                         .uid()
                         .and_then(|uid| pods_by_owner.remove(&uid))
                         .unwrap_or_default();
-                    if let Err(error) = self.reconcile(&set, owned).await {
+                    let namespace_orphans = set
+                        .namespace()
+                        .and_then(|ns| orphans.get(&ns))
+                        .map(Vec::as_slice)
+                        .unwrap_or_default();
+                    let claimed = match self.claim_pods(&set, owned, namespace_orphans).await {
+                        Ok(claimed) => claimed,
+                        Err(error) => {
+                            tracing::warn!(statefulset = %set.name_any(), error = %format!("{error:#}"), "claiming pods failed");
+                            continue;
+                        }
+                    };
+                    if let Err(error) = self.reconcile(&set, claimed).await {
                         tracing::warn!(statefulset = %set.name_any(), error = %format!("{error:#}"), "sync failed");
                     }
                 }
@@ -108,6 +126,101 @@ impl StatefulSetController {
                 changed = self.faults.changed() => if changed.is_err() { return },
                 _ = tokio::time::sleep(RESYNC) => {}
             }
+        }
+    }
+
+    /// `getPodsForStatefulSet` (kubernetes/kubernetes
+    /// `pkg/controller/statefulset/stateful_set.go`) through the
+    /// `PodControllerRefManager` (`pkg/controller/controller_ref_manager.go`
+    /// `ClaimPods`, `ClaimObject`): the pods `owned` that still match the
+    /// selector and are members (`isMemberOf`: named `<set>-<digits>`) are kept,
+    /// the others released (their ownerReference removed); orphans of the
+    /// namespace that match and are not being deleted are adopted (a controller
+    /// ownerReference added by a strategic merge patch, `AdoptPod`), after a
+    /// fresh read of the set shows it still exists and is not being deleted
+    /// (`RecheckDeletionTimestamp`). A set being deleted adopts and releases
+    /// nothing.
+    async fn claim_pods(
+        &self,
+        set: &StatefulSet,
+        owned: Vec<Arc<Pod>>,
+        orphans: &[Arc<Pod>],
+    ) -> anyhow::Result<Vec<Arc<Pod>>> {
+        let (Some(spec), Some(uid)) = (set.spec.as_ref(), set.uid()) else {
+            return Ok(owned);
+        };
+        let name = set.name_any();
+        let deleting = set.metadata.deletion_timestamp.is_some();
+        let matches = |pod: &Pod| {
+            label_selector_matches(&spec.selector, pod.metadata.labels.as_ref())
+                && is_member_of(&name, &pod.name_any())
+        };
+        let mut claimed = Vec::new();
+        for pod in owned {
+            if matches(&pod) {
+                claimed.push(pod);
+            } else if !deleting {
+                self.patch_owner(&pod, json!([{"$patch": "delete", "uid": uid}]))
+                    .await?;
+            }
+        }
+        let adoptable: Vec<&Arc<Pod>> = orphans
+            .iter()
+            .filter(|pod| matches(pod) && !is_terminating(pod))
+            .collect();
+        if deleting || adoptable.is_empty() || !self.still_exists(set).await? {
+            return Ok(claimed);
+        }
+        let Some(mut reference) = set.controller_owner_ref(&()) else {
+            return Ok(claimed);
+        };
+        reference.block_owner_deletion = Some(true);
+        for pod in adoptable {
+            tracing::info!(statefulset = %name, pod = %pod.name_any(), "adopting orphaned pod");
+            if let Some(adopted) = self.patch_owner(pod, json!([reference])).await? {
+                claimed.push(Arc::new(adopted));
+            }
+        }
+        Ok(claimed)
+    }
+
+    /// A strategic merge patch of the pod's ownerReferences (merged by uid), with
+    /// the pod's uid, as `ownerRefControllerPatch` and
+    /// `GenerateDeleteOwnerRefStrategicMergeBytes` write them. `None` if the pod is gone.
+    async fn patch_owner(
+        &self,
+        pod: &Pod,
+        references: serde_json::Value,
+    ) -> anyhow::Result<Option<Pod>> {
+        let api: Api<Pod> =
+            Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+        let patch = json!({"metadata": {"ownerReferences": references, "uid": pod.uid()}});
+        match api
+            .patch(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(patch),
+            )
+            .await
+        {
+            Ok(patched) => {
+                let key = kube::runtime::reflector::ObjectRef::new(&pod.name_any())
+                    .within(&pod.namespace().unwrap_or_default());
+                let number = |p: &Pod| {
+                    p.resource_version()
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .unwrap_or(0)
+                };
+                let version = number(&patched);
+                self.cache
+                    .wait_for(EXPECTATION_TIMEOUT, |c| {
+                        c.pods.get(&key).is_none_or(|p| number(&p) >= version)
+                    })
+                    .await;
+                Ok(Some(patched))
+            }
+            Err(error) if is_gone(&error) => Ok(None),
+            Err(error) => Err(error.into()),
         }
     }
 
@@ -569,6 +682,14 @@ fn owner_ref<K: Resource<DynamicType = ()>>(owner: &K) -> Option<OwnerReference>
     let mut reference = owner.owner_ref(&())?;
     reference.block_owner_deletion = Some(true);
     Some(reference)
+}
+
+/// `isMemberOf`: whether `pod_name` is `<set>-<digits>` (`getParentName`,
+/// the regular expression `(.*)-([0-9]+)$`).
+fn is_member_of(set_name: &str, pod_name: &str) -> bool {
+    pod_name.rsplit_once('-').is_some_and(|(parent, ordinal)| {
+        parent == set_name && !ordinal.is_empty() && ordinal.bytes().all(|b| b.is_ascii_digit())
+    })
 }
 
 /// The ordinal of pod `pod_name` if it is named `<set>-<ordinal>`.

@@ -5,12 +5,14 @@
 //!
 //! This file holds the echo runtime and the test bench (an API server
 //! simulator, the cluster simulator against it, and helpers to create objects
-//! and greet pods); the tests are in [`stateful_sets`], [`node_ports`] and
-//! [`kubelet`].
+//! and greet pods); the tests are in [`stateful_sets`], [`node_ports`],
+//! [`kubelet`], [`volumes`] and [`deployments`].
 
+mod deployments;
 mod kubelet;
 mod node_ports;
 mod stateful_sets;
+mod volumes;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -39,7 +41,8 @@ const DEADLINE: Duration = Duration::from_secs(90);
 // ---------------------------------------------------------------- echo runtime
 
 /// Runs containers as TCP listeners on podIP:containerPort that greet with
-/// `<pod> <pod uid> <container>` and then echo. Init containers exit 0 at once.
+/// `<pod> <pod uid> <container>` and then echo. Init containers exit 0 at once;
+/// a container whose command is `false` exits 1 at once.
 #[derive(Default)]
 struct EchoRuntime {
     starts: Mutex<Vec<ResolvedContainer>>,
@@ -67,6 +70,8 @@ impl ContainerRuntime for EchoRuntime {
             let mut tasks = Vec::new();
             if container.init {
                 exited.send_replace(Some(ContainerExit::SUCCESS));
+            } else if container.command.first().map(String::as_str) == Some("false") {
+                exited.send_replace(Some(ContainerExit { exit_code: 1 }));
             } else {
                 for port in &container.ports {
                     let listener =
