@@ -15,8 +15,13 @@
 //!   to the clusters by weight (descending), then name (`SortClusterByWeight`);
 //!   a cluster left with 0 replicas receives nothing;
 //! - a template leaves a cluster when its policy stops placing it there (the
-//!   member object is deleted); deleting a PropagationPolicy leaves what it
-//!   propagated in place; deleting a template withdraws it everywhere;
+//!   member object is deleted, Background, not waited for:
+//!   `pkg/util/objectwatcher/objectwatcher.go` `objectWatcherImpl.Delete`);
+//!   deleting a PropagationPolicy leaves what it propagated in place; deleting
+//!   a template withdraws it everywhere;
+//! - a member object deleted behind Karmada's back while its template still
+//!   places it there is created again (`recreateResourceIfNeeded` in
+//!   `pkg/controllers/status/work_status_controller.go`);
 //! - the PropagationPolicy webhook fills in `resourceSelectors[].namespace`
 //!   (`pkg/webhook/propagationpolicy/mutating.go`), so FedState's comparison of
 //!   a freshly built policy with the stored one never finds them equal when

@@ -1,11 +1,13 @@
 //! Karmada at work over the member clusters: propagation
 //! (`pkg/controllers/execution/execution_controller.go`: create, update,
-//! withdraw what a policy no longer places), the ResourceBinding's
+//! withdraw what a policy no longer places, with
+//! `pkg/util/objectwatcher/objectwatcher.go`), the ResourceBinding's
 //! `aggregatedStatus` (`pkg/controllers/status/work_status_controller.go`:
-//! the chart's `ReflectStatus` and `InterpretHealth` of each member object,
-//! and a member object edited or deleted behind Karmada's back written again)
-//! and the template's status (`pkg/controllers/status/rb_status_controller.go`:
-//! the chart's `AggregateStatus`).
+//! the chart's `ReflectStatus` and `InterpretHealth` of each member object;
+//! a member object deleted behind Karmada's back is created again, and a
+//! member `MongoDB` edited behind its back written again) and the template's
+//! status (`pkg/controllers/status/rb_status_controller.go`: the chart's
+//! `AggregateStatus`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -66,7 +68,24 @@ pub struct Bindings {
 
 /// Propagates every template of `objects` to the member clusters as Karmada
 /// would: withdraws what its policy no longer places somewhere, writes what
-/// changed. Returns `cluster/Kind/name created|updated|deleted` lines.
+/// changed, and creates again a member object that is gone although its
+/// template still places it there. Returns `cluster/Kind/name
+/// applied|updated|deleted` lines.
+///
+/// Withdrawing is `objectWatcherImpl.Delete`
+/// (`pkg/util/objectwatcher/objectwatcher.go`): one delete with
+/// `propagationPolicy: Background`, not waited for; a member object held by a
+/// finalizer stays (Terminating) until its holder lets it go, and Karmada
+/// never strips member finalizers.
+///
+/// A member object deleted behind Karmada's back (really gone: its GET is a
+/// 404; one with a `deletionTimestamp` still exists and is left alone) is
+/// created again, as the work status controller does on the member's delete
+/// event (`pkg/controllers/status/work_status_controller.go`
+/// `handleDeleteEvent` → `recreateResourceIfNeeded`, v1.13–v1.19; later the
+/// execution controller's `onDelete`): here at the next sync rather than at
+/// once. A member that cannot be read is not touched (Karmada hears no delete
+/// event from it).
 pub async fn sync(
     clusters: &[MemberCluster],
     namespace: &str,
@@ -106,7 +125,10 @@ pub async fn sync(
                 namespace,
                 &resource.kind.api_resource(),
             );
-            match api.delete(&resource.name, &DeleteParams::default()).await {
+            match api
+                .delete(&resource.name, &DeleteParams::background())
+                .await
+            {
                 Ok(_) => done.push(format!(
                     "{cluster_name}/{:?}/{} deleted",
                     resource.kind, resource.name
@@ -141,14 +163,30 @@ pub async fn sync(
                 interpreter,
             )?;
             let key = (resource.clone(), cluster_name.clone());
-            if bindings.applied.get(&key).map(|(o, _)| o) == Some(&rendered) {
-                continue;
-            }
             let api = Api::<DynamicObject>::namespaced_with(
                 cluster.client.clone(),
                 namespace,
                 &resource.kind.api_resource(),
             );
+            if bindings.applied.get(&key).map(|(o, _)| o) == Some(&rendered) {
+                match api.get_opt(&resource.name).await {
+                    Ok(None) => {
+                        // `recreateResourceIfNeeded`.
+                        bindings.applied.remove(&key);
+                    }
+                    Ok(Some(_)) => continue,
+                    Err(error) => {
+                        tracing::debug!(
+                            cluster = %cluster_name,
+                            kind = ?resource.kind,
+                            name = %resource.name,
+                            %error,
+                            "member object unreadable; left as it is"
+                        );
+                        continue;
+                    }
+                }
+            }
             let written = api
                 .patch(
                     &resource.name,
@@ -201,8 +239,9 @@ fn member<'a>(clusters: &'a [MemberCluster], name: &str) -> Result<&'a MemberClu
 
 /// Reads the ResourceBinding of MongoDB `name`: every scheduled cluster's object,
 /// through the chart's `ReflectStatus` and `InterpretHealth`. A member object
-/// edited or deleted behind Karmada's back is written again at the next sync
-/// (Karmada's execution controller does the same).
+/// edited (its generation changed) behind Karmada's back is written again at
+/// the next sync (Karmada's work status controller does the same); one that is
+/// gone is reported not applied, and [`sync`] creates it again.
 pub async fn read_binding(
     clusters: &[MemberCluster],
     namespace: &str,
