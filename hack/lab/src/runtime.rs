@@ -32,7 +32,10 @@
 //! - Init containers cannot run shell scripts here. They are emulated by what
 //!   the member pods' init container does: every file of a Secret volume it
 //!   mounts is copied into the emptyDir volumes it mounts writable.
-//! - Any other container (the metrics exporter) runs idle until stopped.
+//! - Any other container (the metrics exporter) runs idle until stopped, but
+//!   for one of an image tagged [`CRASH_LOOP_TAG`], which exits with code 1
+//!   as soon as it starts: the lab's exporter that cannot start (a bad image,
+//!   a member it cannot reach, too little memory), so its pod crash-loops.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -47,6 +50,9 @@ use mongod_sim::{
     startup_options, Disk, Member, MemberSpec, Network, RootUser, ServerVersion, Volume,
 };
 use tokio::sync::watch;
+
+/// The image tag of a container that exits with code 1 as soon as it starts.
+pub const CRASH_LOOP_TAG: &str = "lab-crash-loop";
 
 /// Files of one emptyDir, by path relative to the volume.
 type DirFiles = BTreeMap<String, Vec<u8>>;
@@ -246,6 +252,11 @@ impl ContainerRuntime for MongodRuntime {
             }
             if container.image.is_empty() {
                 bail!("container {} has no image", container.name);
+            }
+            if container.image.ends_with(&format!(":{CRASH_LOOP_TAG}")) {
+                return Ok(
+                    Box::new(Exited(ContainerExit { exit_code: 1 })) as Box<dyn RunningContainer>
+                );
             }
             let (exited, _) = watch::channel(None);
             Ok(Box::new(IdleContainer {

@@ -16,6 +16,7 @@ mod bad_input;
 mod credentials;
 mod demo;
 mod e2e;
+mod exporter;
 mod faults;
 mod forget_cluster;
 mod hostconf_settings;
