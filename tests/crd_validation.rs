@@ -184,6 +184,9 @@ fn fedstate_immutable_fields_cannot_change() {
     let mut scaled = old.clone();
     scaled["spec"]["members"] = json!(3);
     update(&old, scaled).expect("members may change");
+    let mut without_exporter = old.clone();
+    without_exporter["spec"]["metricsExporterSpec"]["enable"] = json!(false);
+    update(&old, without_exporter).expect("the exporter may be disabled again");
 }
 
 #[test]

@@ -721,6 +721,21 @@ fn exporter_resources_come_from_its_spec_when_given() {
 }
 
 #[test]
+fn enabling_the_exporter_leaves_the_member_pod_template_unchanged() {
+    // A container of the member's pod counts in its Ready condition: the
+    // exporter runs beside the members, and switching it restarts none.
+    let disabled = mongodb();
+    let mut enabled = mongodb();
+    enabled.spec.metrics_exporter_spec.enable = true;
+    let template = |mongodb: &MongoDB| {
+        let built = build(mongodb, &member(1));
+        let template = built.stateful_set.spec.unwrap().template;
+        (serde_json::to_string(&template).unwrap(), built.revision)
+    };
+    assert_eq!(template(&enabled), template(&disabled));
+}
+
+#[test]
 fn pods_use_the_image_pull_secret_only_when_one_is_given() {
     assert_eq!(pod_spec(&mongodb()).image_pull_secrets, None);
     let mut mongodb = mongodb();
