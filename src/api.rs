@@ -152,7 +152,7 @@ pub struct MongoDBSpec {
     #[schemars(length(min = 1))]
     pub image: String,
 
-    /// Image pull policy of the mongod (and exporter) containers.
+    /// Image pull policy of the mongod and exporter containers.
     #[serde(default = "default_pull_policy")]
     pub image_pull_policy: PullPolicy,
 
@@ -219,7 +219,7 @@ pub struct MongoDBSpec {
     #[serde(default)]
     pub db_user_spec: DbUserSpec,
 
-    /// Optional Prometheus exporter sidecar (FedState field).
+    /// Optional Prometheus exporter, one per member beside it (FedState field).
     #[serde(default)]
     pub metrics_exporter_spec: MetricsExporterSpec,
 
@@ -442,18 +442,20 @@ pub struct DbUserSpec {
     pub password: Option<String>,
 }
 
-/// The Prometheus exporter sidecar.
+/// The Prometheus exporter: one Deployment per member, outside the member's
+/// pod, so that a failing exporter never makes its member unready.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("!oldSelf.enable || self.enable").message("the metrics exporter cannot be disabled once enabled"))]
 pub struct MetricsExporterSpec {
-    /// Run the exporter sidecar and its Service.
+    /// Run an exporter per member and their Service; `false` removes them.
+    /// Neither restarts a member.
     #[serde(default)]
     pub enable: bool,
     /// Exporter image.
     #[serde(default = "default_exporter_image")]
     pub image: String,
-    /// CPU and memory of the exporter container (defaults to 50m / 100Mi).
+    /// CPU and memory of the exporter container (defaults: 50m CPU and 64Mi
+    /// memory requested, 128Mi memory limited).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceSetting>,
 }

@@ -137,7 +137,7 @@ fn fedstate_immutable_fields_cannot_change() {
         "metricsExporterSpec": {"enable": true},
     })))
     .expect("admitted");
-    let cases: [(&str, Value, &str); 7] = [
+    let cases: [(&str, Value, &str); 6] = [
         (
             "/spec/rootPassword",
             json!("second"),
@@ -162,11 +162,6 @@ fn fedstate_immutable_fields_cannot_change() {
             "/spec/dbUserSpec/user",
             json!("other"),
             "immutable while enabled",
-        ),
-        (
-            "/spec/metricsExporterSpec/enable",
-            json!(false),
-            "cannot be disabled once enabled",
         ),
         (
             "/spec/replSetName",

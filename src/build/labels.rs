@@ -43,6 +43,14 @@ pub fn instance_selector(instance: &str) -> BTreeMap<String, String> {
     BTreeMap::from([(INSTANCE_LABEL.to_string(), instance.to_string())])
 }
 
+/// `{app.kubernetes.io/instance: <name>, app.kubernetes.io/name: mongodb}`:
+/// the instance's member pods (data members and arbiter), not its exporter's.
+pub fn member_pods_selector(instance: &str) -> BTreeMap<String, String> {
+    let mut selector = instance_selector(instance);
+    selector.insert(NAME_LABEL.to_string(), APP_NAME.to_string());
+    selector
+}
+
 /// Name, instance and managed-by labels: what every built object carries.
 pub fn instance_labels(instance: &str) -> BTreeMap<String, String> {
     let mut labels = instance_selector(instance);

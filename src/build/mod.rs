@@ -12,6 +12,8 @@
 //! - [`statefulset`]: one StatefulSet per member Service (and the arbiter's), with
 //!   its pod template and the revision the status reports;
 //! - [`services`]: the headless governing Service and the exporter's Service;
+//! - [`exporter`]: one metrics exporter Deployment per member, outside the
+//!   member's pod;
 //! - [`pdb`]: the PodDisruptionBudget of the data members;
 //! - [`secrets`]: the credentials derived from the root password (FedState
 //!   fallback), the operator-managed users' Secrets, the database user's Secret
@@ -20,6 +22,7 @@
 //! Object names live in [`names`], labels in [`labels`]; what `spec.config`
 //! means, in [`mongod_options`].
 
+pub mod exporter;
 pub mod labels;
 pub mod mongod_options;
 pub mod names;
@@ -31,7 +34,7 @@ pub mod statefulset;
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -41,6 +44,7 @@ use kube::{Resource, ResourceExt};
 use crate::api::{MongoDB, MongoDBSpec};
 use crate::member::MemberSlot;
 
+pub use exporter::exporter_deployment;
 pub use pdb::member_pod_disruption_budget;
 pub use pod::{
     CUSTOM_CONFIG_KEY, DATA_PATH, DATA_VOLUME, KEYFILE_PATH, METRICS_PORT, MONGODB_PORT,
@@ -118,6 +122,8 @@ pub struct DesiredObjects {
     pub services: Vec<Service>,
     /// The data members' PodDisruptionBudget.
     pub pod_disruption_budget: PodDisruptionBudget,
+    /// One exporter Deployment per member target, when the exporter is enabled.
+    pub deployments: Vec<Deployment>,
     /// One StatefulSet per member target.
     pub stateful_sets: Vec<StatefulSet>,
     /// Revision of the member pod template (`None` when no member is built).
@@ -141,8 +147,10 @@ pub fn desired_objects(
     let mut services = vec![headless_service(ctx)];
     services.extend(metrics_service(ctx));
     let mut stateful_sets = Vec::with_capacity(targets.len());
+    let mut deployments = Vec::new();
     let mut revision = None;
     for target in targets {
+        deployments.extend(exporter_deployment(ctx, target));
         let member = member_stateful_set(ctx, target)?;
         stateful_sets.push(member.stateful_set);
         revision = Some(member.revision);
@@ -151,6 +159,7 @@ pub fn desired_objects(
         secrets,
         services,
         pod_disruption_budget: member_pod_disruption_budget(ctx),
+        deployments,
         stateful_sets,
         revision,
     })
@@ -422,6 +431,7 @@ mod tests {
             serde_json::to_value(member_pod_disruption_budget(&ctx)).unwrap(),
         ];
         for target in [member(0), member(1), arbiter] {
+            objects.push(serde_json::to_value(exporter_deployment(&ctx, &target)).unwrap());
             objects.push(
                 serde_json::to_value(member_stateful_set(&ctx, &target).unwrap().stateful_set)
                     .unwrap(),

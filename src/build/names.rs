@@ -69,6 +69,12 @@ pub fn metrics_service(instance: &str) -> String {
     format!("{instance}-mongodb-metrics")
 }
 
+/// `<member>-metrics`: the Deployment of the exporter of the member whose
+/// StatefulSet is `member` (see [`member`] and [`arbiter`]).
+pub fn exporter(member: &str) -> String {
+    format!("{member}-metrics")
+}
+
 /// `<name>-mongodb`: the PodDisruptionBudget of the data members.
 pub fn pod_disruption_budget(instance: &str) -> String {
     format!("{instance}-mongodb")

@@ -1,7 +1,7 @@
-//! The pod spec every member runs: mongod, the keyfile init container, the
-//! optional exporter sidecar, their volumes, probes, resources, security and
-//! scheduling. The arbiter's is the same without the root user's environment
-//! ([`arbiter_pod_spec`]).
+//! The pod spec every member runs: mongod, the keyfile init container,
+//! their volumes, probes, resources, security and scheduling. The arbiter's is
+//! the same without the root user's environment ([`arbiter_pod_spec`]). The
+//! exporter runs in a pod of its own ([`super::exporter`]).
 //!
 //! The spec depends only on the `MongoDB` object, never on which member runs it,
 //! so its hash is one revision for the whole instance.
@@ -19,14 +19,14 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::labels::{instance_selector, APP_NAME, NAME_LABEL};
+use super::labels::member_pods_selector;
 use super::mongod_options::mongod_settings;
-use super::{names, secrets, BuildContext};
+use super::{names, BuildContext};
 use crate::api::{MongoDBSpec, ResourceSetting};
 
 /// Port of mongod, in the pod and on every Service.
 pub const MONGODB_PORT: i32 = 27017;
-/// Port of the exporter sidecar.
+/// Port of the exporter.
 pub const METRICS_PORT: i32 = 9216;
 /// Where mongod finds the keyfile: a read-only, in-memory copy of the credentials
 /// Secret's key, made by the pod's init container.
@@ -42,7 +42,6 @@ const MONGOD_CONTAINER: &str = "mongod";
 /// The official image's entrypoint creates the root user from these.
 const ROOT_USER_ENV_PREFIX: &str = "MONGO_INITDB_";
 const KEYFILE_INIT_CONTAINER: &str = "keyfile-init";
-const EXPORTER_CONTAINER: &str = "metrics-exporter";
 
 const KEYFILE_SECRET_VOLUME: &str = "keyfile-secret";
 const KEYFILE_SECRET_DIR: &str = "/etc/mongodb/keyfile-secret";
@@ -68,13 +67,9 @@ const HOSTNAME_TOPOLOGY_KEY: &str = "kubernetes.io/hostname";
 pub(super) fn member_pod_spec(ctx: &BuildContext) -> PodSpec {
     let spec = ctx.spec();
     let user_pod_spec = spec.pod_spec.clone().unwrap_or_default();
-    let mut containers = vec![mongod_container(ctx)];
-    if spec.metrics_exporter_spec.enable {
-        containers.push(exporter_container(ctx));
-    }
     PodSpec {
         init_containers: Some(vec![keyfile_init_container(ctx)]),
-        containers,
+        containers: vec![mongod_container(ctx)],
         volumes: Some(pod_volumes(ctx)),
         security_context: Some(pod_security_context(user_pod_spec.security_context)),
         affinity: Some(
@@ -85,11 +80,7 @@ pub(super) fn member_pod_spec(ctx: &BuildContext) -> PodSpec {
         node_selector: user_pod_spec.node_selector,
         tolerations: user_pod_spec.tolerations,
         topology_spread_constraints: user_pod_spec.topology_spread_constraints,
-        image_pull_secrets: spec.registry_credentials().map(|_| {
-            vec![LocalObjectReference {
-                name: names::image_pull_secret(ctx.name()),
-            }]
-        }),
+        image_pull_secrets: image_pull_secrets(ctx),
         termination_grace_period_seconds: Some(TERMINATION_GRACE_PERIOD_SECONDS),
         // mongod needs no Kubernetes API access and no Service environment variables.
         automount_service_account_token: Some(false),
@@ -116,6 +107,15 @@ pub(super) fn arbiter_pod_spec(member_spec: PodSpec) -> PodSpec {
         }
     }
     spec
+}
+
+/// The image pull Secret, when the spec gives registry credentials.
+pub(super) fn image_pull_secrets(ctx: &BuildContext) -> Option<Vec<LocalObjectReference>> {
+    ctx.spec().registry_credentials().map(|_| {
+        vec![LocalObjectReference {
+            name: names::image_pull_secret(ctx.name()),
+        }]
+    })
 }
 
 /// mongod, started through the official image's entrypoint (only `args`, no
@@ -218,47 +218,6 @@ fn keyfile_init_container(ctx: &BuildContext) -> Container {
     }
 }
 
-/// The Prometheus exporter; it logs in as `clusterMonitor`, with credentials from
-/// the monitor user's Secret through the environment only.
-fn exporter_container(ctx: &BuildContext) -> Container {
-    let exporter = &ctx.spec().metrics_exporter_spec;
-    let monitor_secret = names::monitor_credentials_secret(ctx.name());
-    let resources = exporter
-        .resources
-        .clone()
-        .unwrap_or_else(default_exporter_resources);
-    Container {
-        name: EXPORTER_CONTAINER.to_string(),
-        image: Some(exporter.image.clone()),
-        image_pull_policy: Some(ctx.spec().image_pull_policy.as_str().to_string()),
-        args: Some(vec![
-            format!("--mongodb.uri=mongodb://127.0.0.1:{MONGODB_PORT}"),
-            "--collect-all".to_string(),
-            format!("--web.listen-address=:{METRICS_PORT}"),
-        ]),
-        env: Some(vec![
-            secret_env("MONGODB_USER", &monitor_secret, secrets::USERNAME_KEY),
-            secret_env("MONGODB_PASSWORD", &monitor_secret, secrets::PASSWORD_KEY),
-        ]),
-        ports: Some(vec![container_port("metrics", METRICS_PORT)]),
-        resources: Some(resource_requirements(&resources)),
-        security_context: Some(container_security_context()),
-        ..Container::default()
-    }
-}
-
-/// 50m CPU and 100Mi memory, requested and limited.
-fn default_exporter_resources() -> ResourceSetting {
-    let quantities = BTreeMap::from([
-        ("cpu".to_string(), Quantity("50m".to_string())),
-        ("memory".to_string(), Quantity("100Mi".to_string())),
-    ]);
-    ResourceSetting {
-        limits: quantities.clone(),
-        requests: quantities,
-    }
-}
-
 fn pod_volumes(ctx: &BuildContext) -> Vec<Volume> {
     let credentials = ctx.credentials();
     let mut volumes = vec![
@@ -311,7 +270,7 @@ fn pod_volumes(ctx: &BuildContext) -> Vec<Volume> {
 /// The restricted defaults (non-root as mongod's user 999, fsGroup 999,
 /// RuntimeDefault seccomp), under whatever the user set in
 /// `spec.podSpec.securityContext`: a field the user set wins.
-fn pod_security_context(user: Option<PodSecurityContext>) -> PodSecurityContext {
+pub(super) fn pod_security_context(user: Option<PodSecurityContext>) -> PodSecurityContext {
     let mut context = user.unwrap_or_default();
     context.run_as_non_root.get_or_insert(true);
     context.run_as_user.get_or_insert(MONGODB_UID);
@@ -331,7 +290,7 @@ fn pod_security_context(user: Option<PodSecurityContext>) -> PodSecurityContext 
 }
 
 /// The restricted container security context shared by every container.
-fn container_security_context() -> SecurityContext {
+pub(super) fn container_security_context() -> SecurityContext {
     SecurityContext {
         allow_privilege_escalation: Some(false),
         capabilities: Some(Capabilities {
@@ -346,8 +305,7 @@ fn container_security_context() -> SecurityContext {
 
 /// Members of the instance prefer different nodes.
 fn default_anti_affinity(instance: &str) -> Affinity {
-    let mut match_labels = instance_selector(instance);
-    match_labels.insert(NAME_LABEL.to_string(), APP_NAME.to_string());
+    let match_labels = member_pods_selector(instance);
     Affinity {
         pod_anti_affinity: Some(PodAntiAffinity {
             preferred_during_scheduling_ignored_during_execution: Some(vec![
@@ -406,7 +364,7 @@ fn tcp_probe(period_seconds: i32, failure_threshold: i32) -> Probe {
     }
 }
 
-fn resource_requirements(setting: &ResourceSetting) -> ResourceRequirements {
+pub(super) fn resource_requirements(setting: &ResourceSetting) -> ResourceRequirements {
     let non_empty = |quantities: &BTreeMap<String, Quantity>| {
         (!quantities.is_empty()).then(|| quantities.clone())
     };
@@ -417,7 +375,7 @@ fn resource_requirements(setting: &ResourceSetting) -> ResourceRequirements {
     }
 }
 
-fn secret_env(variable: &str, secret_name: &str, key: &str) -> EnvVar {
+pub(super) fn secret_env(variable: &str, secret_name: &str, key: &str) -> EnvVar {
     EnvVar {
         name: variable.to_string(),
         value: None,
@@ -432,7 +390,7 @@ fn secret_env(variable: &str, secret_name: &str, key: &str) -> EnvVar {
     }
 }
 
-fn container_port(name: &str, port: i32) -> ContainerPort {
+pub(super) fn container_port(name: &str, port: i32) -> ContainerPort {
     ContainerPort {
         name: Some(name.to_string()),
         container_port: port,

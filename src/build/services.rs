@@ -4,13 +4,16 @@
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::labels::{component_labels, instance_labels, instance_selector, Component};
+use super::exporter::exporters_selector;
+use super::labels::{component_labels, instance_labels, member_pods_selector, Component};
 use super::pod::{METRICS_PORT, MONGODB_PORT};
 use super::{names, BuildContext};
 
 /// `<name>-mongodb-headless`: the governing Service of every member StatefulSet.
 /// It publishes not-ready addresses: a member must be resolvable and reachable
-/// before it is Ready, or a full restart never elects a primary.
+/// before it is Ready, or a full restart never elects a primary. It selects the
+/// instance's member pods only (by their `app.kubernetes.io/name`), never the
+/// exporter's.
 pub fn headless_service(ctx: &BuildContext) -> Service {
     Service {
         metadata: ctx.object_meta(
@@ -20,7 +23,7 @@ pub fn headless_service(ctx: &BuildContext) -> Service {
         spec: Some(ServiceSpec {
             cluster_ip: Some("None".to_string()),
             publish_not_ready_addresses: Some(true),
-            selector: Some(instance_selector(ctx.name())),
+            selector: Some(member_pods_selector(ctx.name())),
             ports: Some(vec![service_port("mongodb", MONGODB_PORT)]),
             ..ServiceSpec::default()
         }),
@@ -28,7 +31,8 @@ pub fn headless_service(ctx: &BuildContext) -> Service {
     }
 }
 
-/// `<name>-mongodb-metrics`, the exporter's Service, when the exporter is enabled.
+/// `<name>-mongodb-metrics`, the Service of the instance's exporter pods in this
+/// cluster, when the exporter is enabled.
 pub fn metrics_service(ctx: &BuildContext) -> Option<Service> {
     if !ctx.spec().metrics_exporter_spec.enable {
         return None;
@@ -40,7 +44,7 @@ pub fn metrics_service(ctx: &BuildContext) -> Option<Service> {
         ),
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".to_string()),
-            selector: Some(instance_selector(ctx.name())),
+            selector: Some(exporters_selector(ctx.name())),
             ports: Some(vec![service_port("metrics", METRICS_PORT)]),
             ..ServiceSpec::default()
         }),
@@ -75,7 +79,7 @@ mod tests {
         let spec = service.spec.unwrap();
         assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
         assert_eq!(spec.publish_not_ready_addresses, Some(true));
-        assert_eq!(spec.selector, Some(instance_selector(NAME)));
+        assert_eq!(spec.selector, Some(member_pods_selector(NAME)));
         let port = &spec.ports.unwrap()[0];
         assert_eq!(
             (port.port, port.target_port.clone()),
@@ -101,7 +105,7 @@ mod tests {
             "metrics"
         );
         let spec = service.spec.unwrap();
-        assert_eq!(spec.selector, Some(instance_selector(NAME)));
+        assert_eq!(spec.selector, Some(exporters_selector(NAME)));
         assert_eq!(spec.ports.unwrap()[0].port, 9216);
     }
 }

@@ -2,7 +2,9 @@
 //! under one field manager, StatefulSets last — only those that differ from
 //! what this operator last wrote, as the watch caches show them. Full desired
 //! objects are applied, never read-modify-written; a StatefulSet is only ever
-//! deleted by a planner step ([`delete_member`]).
+//! deleted by a planner step ([`delete_member`]). The exporter's objects that
+//! are no longer desired (the exporter disabled, its member gone) are deleted
+//! here ([`remove_unwanted_exporters`]).
 //!
 //! An object is written again when the desired one changed, when its cached
 //! write marker ([`write_marker`]: the generation, or the resourceVersion of
@@ -12,8 +14,8 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
@@ -25,12 +27,15 @@ use super::caches::{named, write_marker, Caches};
 use super::context::{LastWrite, PassContext, Written};
 use super::events::{error_chain, Notice};
 use super::FIELD_MANAGER;
-use crate::build::{names, DesiredObjects};
+use crate::build::{exporter, names, DesiredObjects};
 
-/// Why applying failed: which object, and what the API server said.
+/// Why applying (or deleting an unwanted exporter object) failed: which
+/// object, and what the API server said.
 #[derive(Debug, thiserror::Error)]
-#[error("applying {kind} {name}: {source}")]
+#[error("{action} {kind} {name}: {source}")]
 pub struct ApplyError {
+    /// `applying` or `deleting`.
+    action: &'static str,
     /// Object kind.
     kind: String,
     /// Object name.
@@ -49,7 +54,11 @@ pub async fn apply_desired(ctx: &PassContext, desired: Option<&DesiredObjects>) 
     };
     let namespace = &ctx.instance.namespace;
     let mut refused = Vec::new();
-    let failures = apply(&ctx.client, &ctx.caches, &ctx.written, namespace, desired).await;
+    let mut failures = apply(&ctx.client, &ctx.caches, &ctx.written, namespace, desired).await;
+    let instance = &ctx.instance.name;
+    failures.extend(
+        remove_unwanted_exporters(&ctx.client, namespace, &ctx.caches, instance, desired).await,
+    );
     for failure in failures {
         let message = error_chain(&failure);
         let reason = Notice::ApplyFailed.into();
@@ -84,6 +93,10 @@ pub async fn apply(
     }
     let budgets = Target::new(client, namespace, &caches.pod_disruption_budgets, written);
     failures.extend(budgets.apply(&desired.pod_disruption_budget).await.err());
+    let deployments = Target::new(client, namespace, &caches.deployments.store, written);
+    for deployment in &desired.deployments {
+        failures.extend(deployments.apply(deployment).await.err());
+    }
     let stateful_sets = Target::new(client, namespace, &caches.stateful_sets.store, written);
     for stateful_set in &desired.stateful_sets {
         failures.extend(stateful_sets.apply(stateful_set).await.err());
@@ -137,6 +150,7 @@ where
         let kind = K::kind(&Default::default()).to_string();
         let name = object.name_any();
         let failed = |source| ApplyError {
+            action: "applying",
             kind: kind.clone(),
             name: name.clone(),
             source,
@@ -173,6 +187,57 @@ fn digest(value: &serde_json::Value) -> u64 {
     let mut hasher = DefaultHasher::new();
     value.to_string().hash(&mut hasher);
     hasher.finish()
+}
+
+/// Deletes the exporter objects of `instance` the watch caches hold and
+/// `desired` does not: exporter Deployments of members no longer run here or
+/// of a disabled exporter, and the metrics Service of a disabled exporter.
+/// Nothing is sent when nothing is unwanted; "not found" is success.
+pub async fn remove_unwanted_exporters(
+    client: &Client,
+    namespace: &str,
+    caches: &Caches,
+    instance: &str,
+    desired: &DesiredObjects,
+) -> Vec<ApplyError> {
+    let held: Vec<String> = caches
+        .deployments
+        .of_instance(namespace, instance)
+        .iter()
+        .filter(|deployment| exporter::is_exporter(deployment.labels()))
+        .map(ResourceExt::name_any)
+        .collect();
+    let metrics_service = names::metrics_service(instance);
+    let service_held = named(&caches.services.store, namespace, &metrics_service)
+        .is_some_and(|service| exporter::is_exporter(service.labels()));
+    let unwanted = exporter::unwanted(desired, &held, service_held.then_some(metrics_service));
+    let mut failures = Vec::new();
+    for name in unwanted.deployments {
+        failures.extend(delete_unwanted::<Deployment>(client, namespace, name).await);
+    }
+    if let Some(name) = unwanted.metrics_service {
+        failures.extend(delete_unwanted::<Service>(client, namespace, name).await);
+    }
+    failures
+}
+
+/// Deletes one unwanted exporter object; "not found" is success.
+async fn delete_unwanted<K>(client: &Client, namespace: &str, name: String) -> Option<ApplyError>
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api = Api::<K>::namespaced(client.clone(), namespace);
+    let deleted = api.delete(&name, &DeleteParams::default()).await.map(drop);
+    ignore_not_found(deleted).err().map(|source| ApplyError {
+        action: "deleting",
+        kind: K::kind(&Default::default()).to_string(),
+        name,
+        source,
+    })
 }
 
 /// Deletes a member's StatefulSet and, when asked, its PVC. "Not found" is success.

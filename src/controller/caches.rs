@@ -1,7 +1,7 @@
 //! The watch caches (Kubernetes I/O, no request of their own): one reflector
 //! store per kind a pass reads or writes — Services, ConfigMaps,
-//! StatefulSets, pods, their data claims, PodDisruptionBudgets and Secrets'
-//! metadata — filled by
+//! StatefulSets, exporter Deployments, pods, their data claims,
+//! PodDisruptionBudgets and Secrets' metadata — filled by
 //! the controller's watches. A pass reads what an object refers to from them
 //! instead of listing it, and `apply` compares with them so that it writes
 //! only what differs. Secrets' data is never cached: a pass GETs the one
@@ -21,8 +21,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
 use futures::{Stream, TryStreamExt};
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::apps::v1::StatefulSetSpec;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimStatus, Pod,
     PodStatus, Secret, Service,
@@ -48,6 +47,8 @@ pub struct Caches {
     pub config_maps: Store<ConfigMap>,
     /// The StatefulSets this operator manages.
     pub stateful_sets: Indexed<StatefulSet>,
+    /// The exporter Deployments this operator manages.
+    pub deployments: Indexed<Deployment>,
     /// The pods of the StatefulSets this operator manages.
     pub pods: Indexed<Pod>,
     /// The data claims of the StatefulSets this operator manages.
@@ -64,6 +65,7 @@ pub struct Writers {
     pub services: IndexedWriter<Service>,
     pub config_maps: Writer<ConfigMap>,
     pub stateful_sets: IndexedWriter<StatefulSet>,
+    pub deployments: IndexedWriter<Deployment>,
     pub pods: IndexedWriter<Pod>,
     pub claims: IndexedWriter<PersistentVolumeClaim>,
     pub pod_disruption_budgets: Writer<PodDisruptionBudget>,
@@ -85,6 +87,7 @@ pub fn caches() -> (Caches, Writers, Synced) {
     let (services, services_writer) = indexed();
     let (config_maps, config_maps_writer) = reflector::store();
     let (stateful_sets, stateful_sets_writer) = indexed();
+    let (deployments, deployments_writer) = indexed();
     let (pods, pods_writer) = indexed();
     let (claims, claims_writer) = indexed();
     let (pod_disruption_budgets, budgets_writer) = reflector::store();
@@ -94,6 +97,7 @@ pub fn caches() -> (Caches, Writers, Synced) {
         services,
         config_maps,
         stateful_sets,
+        deployments,
         pods,
         claims,
         pod_disruption_budgets,
@@ -104,6 +108,7 @@ pub fn caches() -> (Caches, Writers, Synced) {
         services: services_writer,
         config_maps: config_maps_writer,
         stateful_sets: stateful_sets_writer,
+        deployments: deployments_writer,
         pods: pods_writer,
         claims: claims_writer,
         pod_disruption_budgets: budgets_writer,
@@ -127,6 +132,7 @@ impl Caches {
         self.services.store.wait_until_ready().await?;
         self.config_maps.wait_until_ready().await?;
         self.stateful_sets.store.wait_until_ready().await?;
+        self.deployments.store.wait_until_ready().await?;
         self.pods.store.wait_until_ready().await?;
         self.claims.store.wait_until_ready().await?;
         self.pod_disruption_budgets.wait_until_ready().await?;
@@ -241,6 +247,16 @@ fn slim_claim(mut claim: PersistentVolumeClaim) -> PersistentVolumeClaim {
             phase: status.phase,
             ..PersistentVolumeClaimStatus::default()
         }),
+    }
+}
+
+/// A pass reads an exporter Deployment's metadata only (`apply`'s write
+/// marker, and which ones are no longer wanted).
+impl Cached for Deployment {
+    fn slim(&mut self) {
+        self.metadata.managed_fields = None;
+        self.spec = None;
+        self.status = None;
     }
 }
 

@@ -49,7 +49,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::PartialObjectMeta;
@@ -188,6 +188,11 @@ pub async fn run(
         scoped::<StatefulSet>(&client, &namespace),
         managed.clone(),
     );
+    let deployments = reflect(
+        writers.deployments,
+        scoped::<Deployment>(&client, &namespace),
+        managed.clone(),
+    );
     let budgets = reflect(
         writers.pod_disruption_budgets,
         scoped::<PodDisruptionBudget>(&client, &namespace),
@@ -220,6 +225,7 @@ pub async fn run(
     );
     controller
         .owns_stream(stateful_sets)
+        .owns_stream(deployments)
         .owns_stream(budgets)
         .watches_stream(pods, pod_instance)
         .watches_stream(claims, claim_instance)

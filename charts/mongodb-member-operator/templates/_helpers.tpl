@@ -104,12 +104,20 @@ hack/deploy-check/tests/helm_charts.rs.
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
   verbs: ["list", "watch", "create", "patch", "delete"]
+# list, watch: the cache of owned exporter Deployments; create, patch:
+# server-side apply (apply.rs); delete: an exporter no longer wanted (the
+# exporter disabled, its member gone: remove_unwanted_exporters).
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 # list, watch: the Service cache (member Services, the arbiter's by name);
-# create, patch: server-side apply of the headless Service, and the finalizer
-# that holds a deleted member Service while its member is in the set.
+# create, patch: server-side apply of the Services the operator owns, and the
+# finalizer that holds a deleted member Service while its member is in the
+# set; delete: the metrics Service of a disabled exporter
+# (remove_unwanted_exporters).
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["list", "watch", "create", "patch"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 # get: the credentials Secrets dereference reads; list, watch: the metadata-only
 # Secret watch (no data cached); create, patch: server-side apply of the
 # Secrets the operator derives.

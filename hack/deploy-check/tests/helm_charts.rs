@@ -228,10 +228,22 @@ fn needed_rules() -> BTreeSet<(String, String, BTreeSet<String>)> {
             "statefulsets",
             &["list", "watch", "create", "patch", "delete"],
         ),
+        // list, watch: `Controller::owns::<Deployment>` (the exporters);
+        // create, patch: `apply::apply`; delete: `apply::remove_unwanted_exporters`.
+        rule(
+            "apps",
+            "deployments",
+            &["list", "watch", "create", "patch", "delete"],
+        ),
         // list, watch: the Service cache (`caches::reflect`, read by
         // `dereference`, which lists nothing); create, patch: `apply::apply`,
-        // and the member Services' finalizer (`service_hold::hold`).
-        rule("", "services", &["list", "watch", "create", "patch"]),
+        // and the member Services' finalizer (`service_hold::hold`); delete:
+        // `apply::remove_unwanted_exporters` (a disabled exporter's Service).
+        rule(
+            "",
+            "services",
+            &["list", "watch", "create", "patch", "delete"],
+        ),
         // get: `dereference` reads the credentials Secrets by name; list, watch:
         // the metadata-only Secret watch (`Api<PartialObjectMeta<Secret>>`);
         // create, patch: `apply::apply`.

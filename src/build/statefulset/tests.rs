@@ -428,9 +428,7 @@ fn probes_check_the_port_and_not_the_replica_set_state() {
 
 #[test]
 fn pod_and_every_container_run_restricted() {
-    let mut mongodb = mongodb();
-    mongodb.spec.metrics_exporter_spec.enable = true;
-    let pod = pod_spec(&mongodb);
+    let pod = pod_spec(&mongodb());
     let context = pod.security_context.as_ref().unwrap();
     assert_eq!(context.run_as_non_root, Some(true));
     assert_eq!(
@@ -446,7 +444,7 @@ fn pod_and_every_container_run_restricted() {
         .iter()
         .chain(pod.init_containers.iter().flatten())
         .collect();
-    assert_eq!(containers.len(), 3);
+    assert_eq!(containers.len(), 2);
     for container in containers {
         let context = container.security_context.as_ref().unwrap();
         assert_eq!(
@@ -652,71 +650,6 @@ fn spec_config_settings_become_mongod_options_in_a_stable_order_and_unknown_ones
     assert_eq!(
         first.revision, reordered.revision,
         "the order FedState sends them in changes nothing"
-    );
-}
-
-#[test]
-fn exporter_sidecar_runs_only_when_enabled_with_credentials_only_from_the_monitor_secret() {
-    assert_eq!(pod_spec(&mongodb()).containers.len(), 1);
-
-    let mut mongodb = mongodb();
-    mongodb.spec.metrics_exporter_spec.enable = true;
-    let pod = pod_spec(&mongodb);
-    let exporter = container(&pod, "metrics-exporter");
-    assert_eq!(
-        exporter.image.as_deref(),
-        Some("percona/mongodb_exporter:0.43")
-    );
-    let port = &exporter.ports.as_ref().unwrap()[0];
-    assert_eq!(
-        (port.name.as_deref(), port.container_port),
-        (Some("metrics"), 9216)
-    );
-    let args = args_of(exporter);
-    assert!(args.contains(&"--mongodb.uri=mongodb://127.0.0.1:27017".to_string()));
-    assert!(
-        args.iter().all(|arg| !arg.contains('@')),
-        "no credentials in the URI: {args:?}"
-    );
-    assert_eq!(
-        secret_refs(exporter),
-        [
-            (
-                "MONGODB_USER".into(),
-                "demo-monitor-credentials".into(),
-                "username".into()
-            ),
-            (
-                "MONGODB_PASSWORD".into(),
-                "demo-monitor-credentials".into(),
-                "password".into()
-            ),
-        ]
-    );
-    let resources = exporter.resources.clone().unwrap();
-    assert_eq!(resources.requests.unwrap()["cpu"], Quantity("50m".into()));
-    assert_eq!(
-        resources.limits.unwrap()["memory"],
-        Quantity("100Mi".into())
-    );
-}
-
-#[test]
-fn exporter_resources_come_from_its_spec_when_given() {
-    let memory = BTreeMap::from([("memory".to_string(), Quantity("256Mi".into()))]);
-    let mut mongodb = mongodb();
-    mongodb.spec.metrics_exporter_spec.enable = true;
-    mongodb.spec.metrics_exporter_spec.resources = Some(ResourceSetting {
-        limits: memory.clone(),
-        requests: memory.clone(),
-    });
-    let resources = container(&pod_spec(&mongodb), "metrics-exporter")
-        .resources
-        .clone()
-        .unwrap();
-    assert_eq!(
-        (resources.limits, resources.requests),
-        (Some(memory.clone()), Some(memory))
     );
 }
 
