@@ -325,6 +325,11 @@ mod tests {
             .sum()
     }
 
+    /// The names of `items`, in order.
+    fn names<K: Resource>(items: Vec<K>) -> Vec<String> {
+        items.iter().map(ResourceExt::name_any).collect()
+    }
+
     /// Feeds `writer` the `objects` listed, as its watch would.
     fn feed<K>(writer: &mut impl CacheWriter<K>, objects: Vec<K>) {
         for object in objects {
@@ -346,6 +351,11 @@ mod tests {
             &mut writers.services,
             services.list(&list).await.unwrap().items,
         );
+        let deployments = Api::<Deployment>::namespaced(client.clone(), namespace);
+        feed(
+            &mut writers.deployments,
+            deployments.list(&list).await.unwrap().items,
+        );
         let budgets = Api::<PodDisruptionBudget>::namespaced(client.clone(), namespace);
         feed(
             &mut writers.pod_disruption_budgets,
@@ -356,6 +366,50 @@ mod tests {
             &mut writers.secrets,
             secrets.list_metadata(&list).await.unwrap().items,
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn disabling_the_exporter_deletes_its_deployments_and_service() {
+        let (_server, client) = test_cluster::start().await;
+        let (caches, mut writers, _synced) = caches();
+        let written = Written::default();
+        let namespace = fixtures::NAMESPACE;
+        let targets = [fixtures::member(0), fixtures::member(1)];
+        let mut mongodb = fixtures::mongodb();
+        mongodb.spec.metrics_exporter_spec.enable = true;
+        let ctx = BuildContext::from_mongodb(&mongodb).unwrap();
+        let enabled = build::desired_objects(&ctx, fixtures::ROOT_PASSWORD, &targets).unwrap();
+        assert!(apply(&client, &caches, &written, namespace, &enabled)
+            .await
+            .is_empty());
+        sync(&client, &mut writers).await;
+        let removed =
+            remove_unwanted_exporters(&client, namespace, &caches, fixtures::NAME, &enabled);
+        assert!(removed.await.is_empty());
+        let deployments = Api::<Deployment>::namespaced(client.clone(), namespace);
+        let services = Api::<Service>::namespaced(client.clone(), namespace);
+        let list = kube::api::ListParams::default();
+        assert_eq!(
+            names(deployments.list(&list).await.unwrap().items),
+            ["demo-mongodb-0-metrics", "demo-mongodb-1-metrics"]
+        );
+
+        let disabled = build::desired_objects(
+            &BuildContext::from_mongodb(&fixtures::mongodb()).unwrap(),
+            fixtures::ROOT_PASSWORD,
+            &targets,
+        )
+        .unwrap();
+        let removed =
+            remove_unwanted_exporters(&client, namespace, &caches, fixtures::NAME, &disabled);
+        assert!(removed.await.is_empty());
+        assert!(deployments.list(&list).await.unwrap().items.is_empty());
+        let left = names(services.list(&list).await.unwrap().items);
+        assert!(
+            !left.contains(&"demo-mongodb-metrics".to_string()),
+            "{left:?}"
+        );
+        assert!(left.contains(&"demo-mongodb-headless".to_string()));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
