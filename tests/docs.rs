@@ -23,8 +23,10 @@ use mongodb_member_operator::forget::ForgetRefusal;
 use mongodb_member_operator::planner::{Change, Refusal, Step, WaitReason};
 use mongodb_member_operator::recovery::RecoveryRefusal;
 use mongodb_member_operator::roll::{RestartCaveat, RollStep, RollWait};
+use mongodb_member_operator::service_hold::{HoldReason, ReleaseReason};
 use mongodb_member_operator::status::ConditionType;
 use mongodb_member_operator::validate::InvalidInput;
+use mongodb_member_operator::volume_growth::VolumesReason;
 use strum::VariantNames;
 
 fn read(relative: &str) -> String {
@@ -107,6 +109,9 @@ fn reasons() -> Vec<(&'static str, Vec<String>)> {
         ("RecoveryRefusal", owned(RecoveryRefusal::VARIANTS)),
         ("ForgetRefusal", owned(ForgetRefusal::VARIANTS)),
         ("FailedStage", owned(FailedStage::VARIANTS)),
+        ("VolumesReason", owned(VolumesReason::VARIANTS)),
+        ("HoldReason", owned(HoldReason::VARIANTS)),
+        ("ReleaseReason", owned(ReleaseReason::VARIANTS)),
         (
             "Notice",
             variants_in_source(&read("src/controller/events.rs"), "Notice"),

@@ -89,7 +89,7 @@ impl<'a> Membership<'a> {
 }
 
 /// Why a deleted member Service is still held.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantNames)]
 pub enum HoldReason {
     /// Its member is in the committed config.
     MemberInReplicaSet,
@@ -98,7 +98,7 @@ pub enum HoldReason {
 }
 
 /// Why a member Service is let go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantNames)]
 pub enum ReleaseReason {
     /// Its member is not in the committed config.
     MemberLeft,

@@ -42,7 +42,7 @@ pub(super) fn storage_sufficient<'a>(input: &StatusInput<'a>) -> Verdict<'a> {
 pub(super) fn volumes_match_spec<'a>(input: &StatusInput<'a>) -> Verdict<'a> {
     if let Some(growth) = input.growth {
         let (holds, reason, message) = growth.verdict();
-        return Verdict::new(holds, reason, message);
+        return Verdict::new(holds, reason.into(), message);
     }
     let previous = input.mongodb.status.as_ref().and_then(|status| {
         status

@@ -66,27 +66,43 @@ pub struct Growth {
     pub refused: Option<String>,
 }
 
+/// The reasons of condition `VolumesMatchSpec`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantNames)]
+pub enum VolumesReason {
+    /// Every claim, claim template and volume has the spec's size.
+    VolumesInPlace,
+    /// Claims are being asked for the new size.
+    ExpandingClaims,
+    /// A StatefulSet is being replaced to take the larger claim template.
+    ReplacingClaimTemplate,
+    /// The volumes have not reached the new size yet.
+    ResizingVolumes,
+    /// The spec asks for less than a member's volume.
+    StorageDecreaseRefused,
+    /// The API server refused a step.
+    StorageChangeRefused,
+}
+
 impl Growth {
-    /// The reason and message of condition `VolumesMatchSpec`, and whether
-    /// it holds.
-    pub fn verdict(&self) -> (bool, &'static str, String) {
+    /// Whether condition `VolumesMatchSpec` holds, its reason and message.
+    pub fn verdict(&self) -> (bool, VolumesReason, String) {
         if let Some(refused) = &self.refused {
-            return (false, "StorageChangeRefused", refused.clone());
+            return (false, VolumesReason::StorageChangeRefused, refused.clone());
         }
         match &self.step {
             GrowthStep::InPlace => (
                 true,
-                "VolumesInPlace",
+                VolumesReason::VolumesInPlace,
                 "every local member's claim, claim template and volume has spec.persistence.storage".into(),
             ),
             GrowthStep::Expand { claims, to } => (
                 false,
-                "ExpandingClaims",
+                VolumesReason::ExpandingClaims,
                 format!("asking {} of claims {}", to.0, claims.join(", ")),
             ),
             GrowthStep::ReplaceTemplate { stateful_set } => (
                 false,
-                "ReplacingClaimTemplate",
+                VolumesReason::ReplacingClaimTemplate,
                 format!(
                     "StatefulSet {stateful_set} is replaced (its pod keeps running) to take the new claim template"
                 ),
@@ -104,13 +120,13 @@ impl Growth {
                     .collect();
                 (
                     false,
-                    "ResizingVolumes",
+                    VolumesReason::ResizingVolumes,
                     format!("the volumes are growing: {}", each.join("; ")),
                 )
             }
             GrowthStep::DecreaseRefused { from, to } => (
                 false,
-                "StorageDecreaseRefused",
+                VolumesReason::StorageDecreaseRefused,
                 format!(
                     "spec.persistence.storage {} is smaller than the members' {}: a volume never shrinks; set {} or more",
                     to.0, from.0, from.0
