@@ -30,13 +30,16 @@ pub struct MemberServiceObject {
     pub node_port: Option<u16>,
     /// It has a `deletionTimestamp`.
     pub deleting: bool,
-    /// It carries [`SERVICE_FINALIZER`].
-    pub held: bool,
     /// Its finalizers as read, for a patch guarded by them.
     pub finalizers: Vec<String>,
 }
 
 impl MemberServiceObject {
+    /// Whether it carries [`SERVICE_FINALIZER`].
+    pub fn held(&self) -> bool {
+        self.finalizers.iter().any(|f| f == SERVICE_FINALIZER)
+    }
+
     /// The member Services among `services`: NodePort Services named after a
     /// member slot of `instance`.
     pub fn of_instance(instance: &str, services: &[Service]) -> Vec<MemberServiceObject> {
@@ -49,7 +52,6 @@ impl MemberServiceObject {
                     name: service.name_any(),
                     node_port,
                     deleting: service.metadata.deletion_timestamp.is_some(),
-                    held: service.finalizers().iter().any(|f| f == SERVICE_FINALIZER),
                     finalizers: service.finalizers().to_vec(),
                 })
             })
@@ -140,7 +142,7 @@ pub fn plan_holds(
     let mut holds = ServiceHolds::default();
     for service in services {
         if life == InstanceLife::Gone {
-            if service.held {
+            if service.held() {
                 holds
                     .release
                     .push((service.clone(), ReleaseReason::InstanceGone));
@@ -148,12 +150,12 @@ pub fn plan_holds(
             continue;
         }
         if !service.deleting {
-            if !service.held && life == InstanceLife::Live {
+            if !service.held() && life == InstanceLife::Live {
                 holds.claim.push(service.clone());
             }
             continue;
         }
-        if !service.held {
+        if !service.held() {
             continue;
         }
         let Some(node_port) = service.node_port else {

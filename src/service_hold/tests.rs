@@ -14,7 +14,6 @@ fn service(name: &str, node_port: Option<u16>, deleting: bool, held: bool) -> Me
         name: name.into(),
         node_port,
         deleting,
-        held,
         finalizers: if held {
             vec![SERVICE_FINALIZER.into()]
         } else {
@@ -179,14 +178,12 @@ fn only_node_port_services_named_after_a_member_slot_are_member_services() {
                 name: "demo-mongodb-0".into(),
                 node_port: Some(30001),
                 deleting: false,
-                held: false,
                 finalizers: vec!["example.com/other".into()],
             },
             MemberServiceObject {
                 name: "demo-mongodb-arbiter".into(),
                 node_port: Some(30001),
                 deleting: true,
-                held: false,
                 finalizers: vec!["example.com/other".into()],
             },
         ]

@@ -144,17 +144,11 @@ impl Validated {
     /// claim template keeps its StatefulSet's size, a new one gets `storage`
     /// (or the largest existing when `storage` is smaller: nothing shrinks).
     pub fn member_targets(&self, wanted: Wanted, storage: &Quantity) -> Vec<MemberTarget> {
-        let existing: Vec<MemberVolume> = self
+        let templates = self
             .stateful_sets
             .values()
-            .map(|facts| MemberVolume {
-                stateful_set: String::new(),
-                template: facts.claim_storage.clone(),
-                deleting: facts.deleting,
-                claim: None,
-            })
-            .collect();
-        let for_new = new_claim_storage(storage, &existing);
+            .filter_map(|f| f.claim_storage.as_ref());
+        let for_new = new_claim_storage(storage, templates);
         wanted
             .slots()
             .filter_map(|slot| {

@@ -207,12 +207,15 @@ pub fn plan_growth(storage: &Quantity, volumes: &[MemberVolume]) -> GrowthStep {
 }
 
 /// The storage a new member's claim template asks for: `storage`, or the
-/// largest existing template when `storage` is smaller (a decrease is refused).
-pub fn new_claim_storage(storage: &Quantity, volumes: &[MemberVolume]) -> Quantity {
+/// largest of the existing `templates` when `storage` is smaller (a decrease
+/// is refused).
+pub fn new_claim_storage<'a>(
+    storage: &Quantity,
+    templates: impl IntoIterator<Item = &'a Quantity>,
+) -> Quantity {
     let wanted = quantity_bytes(storage);
-    volumes
-        .iter()
-        .filter_map(|v| v.template.as_ref())
+    templates
+        .into_iter()
         .filter_map(|t| Some((t, quantity_bytes(t)?)))
         .filter(|(_, b)| wanted.is_some_and(|w| *b > w))
         .max_by_key(|(_, b)| *b)

@@ -116,9 +116,9 @@ fn a_member_without_a_claim_or_stateful_set_yet_waits_for_nothing() {
 
 #[test]
 fn a_new_member_gets_the_spec_size_unless_a_decrease_was_refused() {
-    let volumes = [volume(0, "8Gi", "8Gi", "8Gi")];
-    assert_eq!(new_claim_storage(&q("16Gi"), &volumes), q("16Gi"));
-    assert_eq!(new_claim_storage(&q("8Gi"), &volumes), q("8Gi"));
-    assert_eq!(new_claim_storage(&q("4Gi"), &volumes), q("8Gi"));
+    let templates = [q("8Gi")];
+    assert_eq!(new_claim_storage(&q("16Gi"), &templates), q("16Gi"));
+    assert_eq!(new_claim_storage(&q("8Gi"), &templates), q("8Gi"));
+    assert_eq!(new_claim_storage(&q("4Gi"), &templates), q("8Gi"));
     assert_eq!(new_claim_storage(&q("4Gi"), &[]), q("4Gi"));
 }
