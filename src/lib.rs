@@ -23,6 +23,7 @@ pub mod controller;
 pub mod crd;
 pub mod forget;
 pub mod hostconf;
+pub mod keyfile;
 pub mod kube_clients;
 pub mod leader;
 pub mod member;

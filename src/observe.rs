@@ -273,6 +273,8 @@ pub(crate) mod fixtures {
                 (MemberSlot::Data(1), service(30002)),
             ]),
             content_digest: String::new(),
+            desired_keyfile: None,
+            known_keyfiles: Vec::new(),
             claims: BTreeMap::new(),
             stateful_sets: BTreeMap::from([
                 (

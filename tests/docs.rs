@@ -20,6 +20,7 @@ use std::path::Path;
 use mongodb_member_operator::build::BuildError;
 use mongodb_member_operator::controller::FailedStage;
 use mongodb_member_operator::forget::ForgetRefusal;
+use mongodb_member_operator::keyfile::KeyfileReason;
 use mongodb_member_operator::planner::{Change, Refusal, Step, WaitReason};
 use mongodb_member_operator::recovery::RecoveryRefusal;
 use mongodb_member_operator::roll::{RestartCaveat, RollStep, RollWait};
@@ -110,6 +111,7 @@ fn reasons() -> Vec<(&'static str, Vec<String>)> {
         ("ForgetRefusal", owned(ForgetRefusal::VARIANTS)),
         ("FailedStage", owned(FailedStage::VARIANTS)),
         ("VolumesReason", owned(VolumesReason::VARIANTS)),
+        ("KeyfileReason", owned(KeyfileReason::VARIANTS)),
         ("HoldReason", owned(HoldReason::VARIANTS)),
         ("ReleaseReason", owned(ReleaseReason::VARIANTS)),
         (

@@ -42,6 +42,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::{Resource, ResourceExt};
 
 use crate::api::{MongoDB, MongoDBSpec};
+use crate::keyfile::Keyfile;
 use crate::member::MemberSlot;
 
 pub use exporter::exporter_deployment;
@@ -49,15 +50,17 @@ pub use pdb::member_pod_disruption_budget;
 pub use pod::{
     CUSTOM_CONFIG_KEY, DATA_PATH, DATA_VOLUME, KEYFILE_PATH, METRICS_PORT, MONGODB_PORT,
 };
+use secrets::derived_keyfile;
 pub use secrets::{
-    admin_credentials_secret, content_digest, db_user_secret, derive_keyfile, derive_user_password,
-    derived_credentials_secret, fingerprint, image_pull_secret, monitor_credentials_secret,
-    CredentialsSource,
+    admin_credentials_secret, db_user_secret, derive_keyfile, derive_user_password,
+    derived_credentials_secret, fingerprint, image_pull_secret, keyfile_secret,
+    keyfile_secret_name, monitor_credentials_secret, sha256_hex, CredentialsSource,
+    KEYFILE_SECRET_KEY,
 };
 pub use services::{headless_service, metrics_service};
 pub use statefulset::{
-    member_stateful_set, MemberStatefulSet, MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION,
-    REVISION_ANNOTATION,
+    member_stateful_set, MemberStatefulSet, KEYFILE_KEYS_ANNOTATION, KEYFILE_SECRET_ANNOTATION,
+    MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION, REVISION_ANNOTATION,
 };
 
 /// Why desired objects could not be built from the input.
@@ -102,6 +105,10 @@ pub enum BuildError {
     /// `spec.dbUserSpec.enable` is set without a database name or user name.
     #[error("spec.dbUserSpec is enabled but its name or user is empty")]
     IncompleteDbUser,
+    /// The keyfile of a referenced credentials Secret was not planned before
+    /// the pods were built.
+    #[error("the members' keyfile was not planned before their pods were built")]
+    KeyfileNotPlanned,
 }
 
 impl BuildError {
@@ -142,6 +149,7 @@ pub fn desired_objects(
         admin_credentials_secret(ctx, root_password),
     ];
     secrets.extend(derived_credentials_secret(ctx)?);
+    secrets.push(keyfile_secret(ctx)?);
     secrets.extend(db_user_secret(ctx, root_password)?);
     secrets.extend(image_pull_secret(ctx));
     let mut services = vec![headless_service(ctx)];
@@ -177,6 +185,7 @@ pub struct BuildContext<'a> {
     owner: OwnerReference,
     credentials: CredentialsSource,
     content_digest: String,
+    keyfile: Option<Keyfile>,
 }
 
 impl std::fmt::Debug for BuildContext<'_> {
@@ -202,6 +211,7 @@ impl<'a> BuildContext<'a> {
             .controller_owner_ref(&())
             .ok_or_else(|| BuildError::MissingUid { name: name.clone() })?;
         let credentials = CredentialsSource::resolve(&name, &mongodb.spec)?;
+        let keyfile = derived_keyfile(&mongodb.spec).map(|key| Keyfile::of_key(&key));
         Ok(BuildContext {
             mongodb,
             name,
@@ -209,6 +219,7 @@ impl<'a> BuildContext<'a> {
             owner,
             credentials,
             content_digest: String::new(),
+            keyfile,
         })
     }
 
@@ -222,6 +233,19 @@ impl<'a> BuildContext<'a> {
     /// The digest of what the pods run with beyond their spec.
     pub fn content_digest(&self) -> &str {
         &self.content_digest
+    }
+
+    /// The same context, with the keyfile the members are to run
+    /// ([`crate::keyfile::plan_keyfile`]).
+    pub fn with_keyfile(mut self, keyfile: Keyfile) -> Self {
+        self.keyfile = Some(keyfile);
+        self
+    }
+
+    /// The keyfile the members are to run: the one planned, or, before a plan,
+    /// the one derived from `spec.rootPassword`.
+    pub fn keyfile(&self) -> Result<&Keyfile, BuildError> {
+        self.keyfile.as_ref().ok_or(BuildError::KeyfileNotPlanned)
     }
 
     /// Name of the `MongoDB` object (the instance name in every object name).

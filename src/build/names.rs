@@ -101,6 +101,18 @@ pub fn held_root_secret(instance: &str) -> String {
     format!("{instance}-held-root-credentials")
 }
 
+/// `<name>-keyfile-<digest>`: the keyfile the members run, one immutable
+/// Secret per content (its digest: 10 hex characters of the SHA-256 of the
+/// file), so that a pod runs exactly the keyfile its template names.
+pub fn keyfile_secret(instance: &str, file_digest: &str) -> String {
+    format!("{}{}", keyfile_secret_prefix(instance), &file_digest[..10])
+}
+
+/// What every keyfile Secret of the instance's name starts with.
+pub fn keyfile_secret_prefix(instance: &str) -> String {
+    format!("{instance}-keyfile-")
+}
+
 /// `<name>-dbuser`: the application database user (`spec.dbUserSpec`).
 pub fn db_user_secret(instance: &str) -> String {
     format!("{instance}-dbuser")

@@ -21,15 +21,18 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::labels::member_pods_selector;
 use super::mongod_options::mongod_settings;
+use super::secrets::{keyfile_secret_name, KEYFILE_SECRET_KEY};
 use super::{names, BuildContext};
 use crate::api::{MongoDBSpec, ResourceSetting};
+use crate::keyfile::Keyfile;
 
 /// Port of mongod, in the pod and on every Service.
 pub const MONGODB_PORT: i32 = 27017;
 /// Port of the exporter.
 pub const METRICS_PORT: i32 = 9216;
-/// Where mongod finds the keyfile: a read-only, in-memory copy of the credentials
-/// Secret's key, made by the pod's init container.
+/// Where mongod finds the keyfile: a read-only, in-memory copy of the
+/// operator's keyfile Secret ([`super::keyfile_secret`]), made by the pod's
+/// init container.
 pub const KEYFILE_PATH: &str = "/etc/mongodb/keyfile/keyfile";
 /// mongod's data directory, on the member's PVC.
 pub const DATA_PATH: &str = "/data/db";
@@ -64,13 +67,13 @@ const KEYFILE_MODE: i32 = 0o400;
 const HOSTNAME_TOPOLOGY_KEY: &str = "kubernetes.io/hostname";
 
 /// The pod spec of every member of the instance.
-pub(super) fn member_pod_spec(ctx: &BuildContext) -> PodSpec {
+pub(super) fn member_pod_spec(ctx: &BuildContext, keyfile: &Keyfile) -> PodSpec {
     let spec = ctx.spec();
     let user_pod_spec = spec.pod_spec.clone().unwrap_or_default();
     PodSpec {
         init_containers: Some(vec![keyfile_init_container(ctx)]),
         containers: vec![mongod_container(ctx)],
-        volumes: Some(pod_volumes(ctx)),
+        volumes: Some(pod_volumes(ctx, keyfile)),
         security_context: Some(pod_security_context(user_pod_spec.security_context)),
         affinity: Some(
             user_pod_spec
@@ -218,15 +221,14 @@ fn keyfile_init_container(ctx: &BuildContext) -> Container {
     }
 }
 
-fn pod_volumes(ctx: &BuildContext) -> Vec<Volume> {
-    let credentials = ctx.credentials();
+fn pod_volumes(ctx: &BuildContext, keyfile: &Keyfile) -> Vec<Volume> {
     let mut volumes = vec![
         Volume {
             name: KEYFILE_SECRET_VOLUME.to_string(),
             secret: Some(SecretVolumeSource {
-                secret_name: Some(credentials.secret_name().to_string()),
+                secret_name: Some(keyfile_secret_name(ctx.name(), keyfile)),
                 items: Some(vec![KeyToPath {
-                    key: credentials.keyfile_key().to_string(),
+                    key: KEYFILE_SECRET_KEY.to_string(),
                     path: KEYFILE_FILE.to_string(),
                     mode: None,
                 }]),

@@ -28,6 +28,7 @@ use sha2::{Digest, Sha256};
 use super::labels::instance_labels;
 use super::{names, BuildContext, BuildError};
 use crate::api::{ImagePullSecretSpec, MongoDBSpec};
+use crate::keyfile::Keyfile;
 
 /// Key of the keyfile in the derived credentials Secret.
 pub const KEYFILE_KEY: &str = "keyfile";
@@ -131,6 +132,15 @@ impl CredentialsSource {
     }
 }
 
+/// The keyfile derived from `spec.rootPassword`, when the credentials come
+/// from it (no `spec.credentialsSecretRef`).
+pub(super) fn derived_keyfile(spec: &MongoDBSpec) -> Option<String> {
+    if spec.credentials_secret_ref.is_some() {
+        return None;
+    }
+    spec_root_password(spec).map(derive_keyfile)
+}
+
 /// `spec.rootPassword` when set and not empty.
 fn spec_root_password(spec: &MongoDBSpec) -> Option<&str> {
     spec.root_password
@@ -179,17 +189,8 @@ pub fn fingerprint(secret: &str) -> String {
     hex
 }
 
-/// A digest of the content of what the pods run with (credentials, custom
-/// config), keyed by the keyfile: lower-case hex HMAC-SHA256.
-pub fn content_digest(keyfile: &[u8], content: &[u8]) -> String {
-    hmac_sha256(keyfile, content)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
-}
-
 /// Lower-case hex SHA-256 of `bytes`.
-pub(super) fn sha256_hex(bytes: &[u8]) -> String {
+pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
         .map(|byte| format!("{byte:02x}"))
@@ -234,6 +235,25 @@ pub fn derived_credentials_secret(ctx: &BuildContext) -> Result<Option<Secret>, 
         (PASSWORD_KEY, root_password.to_string()),
     ];
     Ok(Some(opaque_secret(ctx, secret_name.clone(), data)))
+}
+
+/// The key of the file mongod reads in a keyfile Secret.
+pub const KEYFILE_SECRET_KEY: &str = "keyfile";
+
+/// `<name>-keyfile-<digest>`: the keyfile this cluster's members run
+/// ([`BuildContext::keyfile`]), immutable: a new keyfile is a new Secret.
+pub fn keyfile_secret(ctx: &BuildContext) -> Result<Secret, BuildError> {
+    let keyfile = ctx.keyfile()?;
+    let name = keyfile_secret_name(ctx.name(), keyfile);
+    Ok(Secret {
+        immutable: Some(true),
+        ..opaque_secret(ctx, name, [(KEYFILE_SECRET_KEY, keyfile.render())])
+    })
+}
+
+/// The name of the Secret holding `keyfile` ([`names::keyfile_secret`]).
+pub fn keyfile_secret_name(instance: &str, keyfile: &Keyfile) -> String {
+    names::keyfile_secret(instance, &sha256_hex(keyfile.render().as_bytes()))
 }
 
 /// `<name>-monitor-credentials`: the exporter's `clusterMonitor` user, with its
@@ -584,5 +604,26 @@ mod tests {
         assert_eq!(entry["username"], "puller");
         assert_eq!(entry["password"], "registry-pw");
         assert_eq!(entry["auth"], STANDARD.encode("puller:registry-pw"));
+    }
+
+    #[test]
+    fn the_keyfile_secret_is_immutable_and_named_by_its_content() {
+        let mongodb = mongodb();
+        let ctx = BuildContext::from_mongodb(&mongodb).unwrap();
+        let secret = keyfile_secret(&ctx).unwrap();
+        assert_eq!(secret.immutable, Some(true));
+        let file = value(&secret, KEYFILE_SECRET_KEY);
+        assert_eq!(file, format!("- {}\n", derive_keyfile(ROOT_PASSWORD)));
+        let other = Keyfile::of_key("b3RoZXIga2V5ZmlsZQ==");
+        let renamed = keyfile_secret(&ctx.clone().with_keyfile(other)).unwrap();
+        assert_ne!(secret.metadata.name, renamed.metadata.name);
+        assert!(secret.metadata.name.unwrap().starts_with("demo-keyfile-"));
+        // A referenced credentials Secret's keyfile must be planned first.
+        let referenced = mongodb_with_secret_ref();
+        let unplanned = BuildContext::from_mongodb(&referenced).unwrap();
+        assert_eq!(
+            keyfile_secret(&unplanned),
+            Err(BuildError::KeyfileNotPlanned)
+        );
     }
 }

@@ -18,6 +18,7 @@ use super::events::Events;
 use super::FIELD_MANAGER;
 use crate::api::MongoDB;
 use crate::hostconf::MemberAddress;
+use crate::keyfile::KeysRun;
 use crate::mongo::MongoGateway;
 use crate::telemetry::Metrics;
 
@@ -52,6 +53,9 @@ pub struct InstanceMemory {
     pub held_step_down: Option<HeldStepDown>,
     /// The users last ensured, as one fingerprint of their identities.
     pub users_fingerprint: Option<String>,
+    /// The keys every member of the config ran, as the last roll read them:
+    /// what the next pass plans the keyfile from.
+    pub keys_run: Option<KeysRun>,
 }
 
 /// A primary's refusals to step down in a row.

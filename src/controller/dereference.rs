@@ -1,5 +1,6 @@
 //! Stage `dereference` (Kubernetes I/O): reads everything a `MongoDB` object
-//! refers to — the hostconf ConfigMap, the credentials Secret, the propagated
+//! refers to — the hostconf ConfigMap, the credentials Secret, the keyfile
+//! Secrets its StatefulSets and pods mount, the propagated
 //! member Services (by the instance label, and the arbiter's by its name, as
 //! FedState does not label it with the instance), the custom config
 //! ConfigMap, and the StatefulSets and pods this operator runs — and returns
@@ -13,7 +14,7 @@ use kube::{Api, Client, ResourceExt};
 use super::caches::{named, Caches};
 use crate::api::MongoDB;
 use crate::build::names;
-use crate::validate::ReferencedObjects;
+use crate::validate::{keyfile_secret_names, ReferencedObjects};
 
 /// Why the referenced objects could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +74,10 @@ pub async fn dereference(
         Some(_) => get_secret(names::admin_credentials_secret(&instance)).await?,
         None => None,
     };
+    let mut keyfile_secrets = Vec::new();
+    for name in keyfile_secret_names(&stateful_sets, &pods) {
+        keyfile_secrets.extend(get_secret(name).await?);
+    }
 
     Ok(ReferencedObjects {
         hostconf,
@@ -83,6 +88,7 @@ pub async fn dereference(
         claims,
         custom_config,
         operator_credentials,
+        keyfile_secrets,
     })
 }
 

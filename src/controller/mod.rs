@@ -34,6 +34,7 @@ mod events;
 pub mod finalizer;
 mod forget;
 mod grow;
+mod keyfile;
 mod observe;
 mod pass;
 mod record;

@@ -1,7 +1,7 @@
 //! One pass over one object: the stages in order, each a call with what it
 //! needs of the object and of the stages before it.
 //!
-//! `dereference` → `validate` → `build` → `apply` → `grow` → `observe` →
+//! `dereference` → `validate` → `keyfile` → `build` → `apply` → `grow` → `observe` →
 //! `hold` → `plan` → `record` → `act` → `recovery` → `forget` → `roll` →
 //! `status`
 //!
@@ -20,6 +20,7 @@ use super::credentials::{remember_root, set_new_root_password};
 use super::dereference::dereference;
 use super::forget::forget;
 use super::grow::grow;
+use super::keyfile::prune_keyfile_secrets;
 use super::observe::{dropped_members, observe};
 use super::record::record;
 use super::recovery::recover;
@@ -30,8 +31,10 @@ use super::ReconcileError;
 use crate::api::MongoDB;
 use crate::build::{self, BuildContext, DesiredObjects};
 use crate::forget::forgotten_cluster;
+use crate::keyfile::{plan_keyfile, Keyfile, KeyfileProgress};
 use crate::member::Wanted;
 use crate::planner::{has_left, plan, PlanInput, Step};
+use crate::roll::DesiredPods;
 use crate::service_hold::{HeldService, InstanceLife, MemberServiceObject, Membership};
 use crate::validate::{validate, InvalidInput, Validated};
 
@@ -81,16 +84,37 @@ pub async fn pass(
             return Ok(PassOutcome::InvalidInput(invalid, held));
         }
     };
+    // keyfile: the keyfile this cluster's members are to run, from what every
+    // member ran at the last roll (pure).
+    let keyfile = validated.desired_keyfile.as_ref().map(|desired| {
+        plan_keyfile(
+            desired,
+            &validated.known_keyfiles,
+            ctx.memory().keys_run.as_ref(),
+        )
+    });
     // build: the desired objects, unless paused or leaving (pure).
-    let desired = match build_desired(mongodb, &validated, wanted, paused || leaving) {
+    let built = build_desired(
+        mongodb,
+        &validated,
+        keyfile.as_ref(),
+        wanted,
+        paused || leaving,
+    );
+    let desired = match built {
         Ok(desired) => desired,
         Err(invalid) => {
             let held = hold(ctx, &member_services, life, Membership::Unknown).await;
             return Ok(PassOutcome::InvalidInput(invalid, held));
         }
     };
-    // apply: server-side apply them, StatefulSets last; a refusal is reported (Kubernetes I/O).
+    // apply: server-side apply them, StatefulSets last; a refusal is reported;
+    // keyfile Secrets no member mounts any more deleted (Kubernetes I/O).
     let apply_failures = apply_desired(ctx, desired.as_ref()).await;
+    if let (Some(keyfile), Some(_)) = (&keyfile, &desired) {
+        let planned = build::keyfile_secret_name(&ctx.instance.name, keyfile);
+        prune_keyfile_secrets(ctx, &referenced, &planned).await;
+    }
     // grow: the data volumes brought to the spec's storage, unless paused or leaving (Kubernetes I/O).
     let growth = match &desired {
         Some(_) => Some(grow(ctx, mongodb, &validated, wanted).await),
@@ -165,9 +189,14 @@ pub async fn pass(
     };
     // roll: once in sync, replace one outdated pod of the whole set at a time (MongoDB and Kubernetes I/O).
     let revision = desired.and_then(|d| d.revision);
+    let keys = keyfile.as_ref().map(Keyfile::fingerprints);
     let rolled = match (&revision, &acted) {
         (Some(revision), Some(Ok(_))) if step == Step::InSync => {
-            roll(ctx, mongodb, &validated, &answers, revision).await
+            let desired = DesiredPods {
+                revision,
+                keyfile: keys.as_deref(),
+            };
+            roll(ctx, mongodb, &validated, &answers, desired).await
         }
         _ => None,
     };
@@ -175,6 +204,7 @@ pub async fn pass(
     let replanned = acted
         .as_ref()
         .and_then(|acted| acted.as_ref().ok()?.replanned.as_ref());
+    let keyfile_standing = keyfile_progress(ctx, &validated, keyfile.as_ref(), paused || leaving);
     let report = Report {
         paused,
         problem: None,
@@ -189,6 +219,7 @@ pub async fn pass(
         forget_cluster: forgotten.as_ref().and_then(|f| f.status.clone()),
         held_services: &held,
         growth: growth.as_ref(),
+        keyfile: keyfile_standing.as_ref(),
     };
     let status_changed = status::write(ctx, mongodb, &report).await?;
 
@@ -214,15 +245,38 @@ pub async fn pass(
 fn build_desired(
     mongodb: &MongoDB,
     validated: &Validated,
+    keyfile: Option<&Keyfile>,
     wanted: Wanted,
     hold: bool,
 ) -> Result<Option<DesiredObjects>, InvalidInput> {
     if hold {
         return Ok(None);
     }
-    let ctx =
+    let mut ctx =
         BuildContext::from_mongodb(mongodb)?.with_content_digest(validated.content_digest.clone());
+    if let Some(keyfile) = keyfile {
+        ctx = ctx.with_keyfile(keyfile.clone());
+    }
     let targets = validated.member_targets(wanted, &mongodb.spec.persistence.storage);
     let root_password = &validated.root.password;
     Ok(Some(build::desired_objects(&ctx, root_password, &targets)?))
+}
+
+/// Where the keyfile stands, once the keys every member runs were read
+/// (`None`: not read since the operator started, or nothing planned).
+fn keyfile_progress(
+    ctx: &PassContext,
+    validated: &Validated,
+    planned: Option<&Keyfile>,
+    hold: bool,
+) -> Option<KeyfileProgress> {
+    let desired = validated.desired_keyfile.as_ref()?;
+    let run = ctx.memory().keys_run?;
+    let planned = planned.filter(|_| !hold)?;
+    Some(crate::keyfile::keyfile_progress(
+        desired,
+        planned,
+        Some(&run),
+        &validated.vip,
+    ))
 }

@@ -28,8 +28,8 @@ use crate::mongo::{codes, MongoError};
 use crate::observe::ObservedSet;
 use crate::replset::MemberState;
 use crate::roll::{
-    majority_stays_up, plan_roll, Lease, RestartCaveat, RollInput, RollObservation, RollStep,
-    LEASE_TTL_MILLIS,
+    majority_stays_up, plan_roll, DesiredPods, Lease, RestartCaveat, RollInput, RollObservation,
+    RollStep, LEASE_TTL_MILLIS,
 };
 use crate::validate::Validated;
 
@@ -78,7 +78,7 @@ pub async fn roll(
     mongodb: &MongoDB,
     validated: &Validated,
     answers: &MongoAnswers,
-    desired_revision: &str,
+    desired: DesiredPods<'_>,
 ) -> Option<Rolled> {
     let reading = answers.reading.as_ref()?;
     let primary = reading.set.primary.clone()?;
@@ -106,13 +106,8 @@ pub async fn roll(
         shared,
         fcv: fcv.clone(),
     };
-    let mut input = RollInput::from_observation(
-        mongodb,
-        validated,
-        observed,
-        desired_revision,
-        unix_millis(),
-    );
+    let mut input =
+        RollInput::from_observation(mongodb, validated, observed, desired, unix_millis());
     input.step_down_held = ctx.step_down_held();
     for member in &input.local {
         let report = member.report(input.reports.get(&member.address), input.now_millis);
@@ -132,6 +127,8 @@ pub async fn roll(
             }
         }
     }
+    let keys_run = input.keys_run();
+    ctx.remember(|memory| memory.keys_run = Some(keys_run));
     let step = plan_roll(&input);
     tracing::info!(instance = %ctx.instance.name, roll = %step, "roll step");
     let requeue = (step != RollStep::UpToDate).then_some(WHILE_ROLLING);

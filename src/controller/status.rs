@@ -14,6 +14,7 @@ use super::context::PassContext;
 use super::events::Notice;
 use super::{ReconcileError, FIELD_MANAGER};
 use crate::api::{ForgetClusterStatus, MongoDB, RecoveryStatus};
+use crate::keyfile::KeyfileProgress;
 use crate::observe::ObservedSet;
 use crate::planner::{Step, WaitReason};
 use crate::roll::RollStep;
@@ -54,6 +55,8 @@ pub struct Report<'a> {
     pub held_services: &'a [HeldService],
     /// What `grow` did this pass.
     pub growth: Option<&'a Growth>,
+    /// Where the keyfile stands (`None`: not known this pass).
+    pub keyfile: Option<&'a KeyfileProgress>,
 }
 
 /// Computes the status and writes it when it differs from the stored one;
@@ -83,6 +86,7 @@ pub async fn write(
         forget_cluster: report.forget_cluster.clone(),
         held_services: report.held_services,
         growth: report.growth,
+        keyfile: report.keyfile,
         now: Time(k8s_openapi::jiff::Timestamp::now()),
     });
     ctx.metrics

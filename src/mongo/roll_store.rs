@@ -7,7 +7,7 @@
 //!
 //! Documents: `{_id: "lease", member, primary, acquiredAt, expiresAt}` (times
 //! in Unix milliseconds) and `{_id: "member/<host:port>", upToDate, version, revision,
-//! revisionSince}`.
+//! revisionSince, keyfile}` (`keyfile`: the fingerprints of the keys its pod runs).
 //! The lease is taken by an insert (a duplicate `_id` means somebody holds
 //! it); renewed and released only by updates and deletes whose filter names
 //! its taking (member and acquiredAt), and taken over only by an update whose
@@ -63,6 +63,12 @@ impl MongoGateway {
                     version: document.get_str("version").ok().map(str::to_owned),
                     revision: document.get_str("revision").ok().map(str::to_owned),
                     revision_since_millis: integer(document.get("revisionSince")),
+                    keyfile: document.get_array("keyfile").ok().map(|keys| {
+                        keys.iter()
+                            .filter_map(Bson::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    }),
                 };
                 state.reports.insert(member, report);
             }
@@ -161,6 +167,9 @@ impl MongoGateway {
         let version = report.version.clone().map_or(Bson::Null, Bson::String);
         let revision = report.revision.clone().map_or(Bson::Null, Bson::String);
         let since = report.revision_since_millis.map_or(Bson::Null, Bson::Int64);
+        let keyfile = report.keyfile.as_ref().map_or(Bson::Null, |keys| {
+            Bson::Array(keys.iter().cloned().map(Bson::String).collect())
+        });
         let command = doc! {
             "update": COLLECTION,
             "updates": [{
@@ -171,6 +180,7 @@ impl MongoGateway {
                     "version": version,
                     "revision": revision,
                     "revisionSince": since,
+                    "keyfile": keyfile,
                 },
                 "upsert": true,
             }],

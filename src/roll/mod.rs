@@ -34,6 +34,7 @@ use std::fmt;
 
 use crate::api::MongoDB;
 use crate::hostconf::MemberAddress;
+use crate::keyfile::{restart_keeps_a_shared_key, KeyFingerprint, KeysRun};
 use crate::member::MemberSlot;
 use crate::observe::{MemberProbe, ObservedSet};
 use crate::replset::MemberState;
@@ -94,6 +95,9 @@ pub struct MemberReport {
     /// Since when (Unix milliseconds, the publisher's clock) it publishes
     /// that revision.
     pub revision_since_millis: Option<i64>,
+    /// The fingerprints of the keys of the keyfile its pod runs (`None`: a
+    /// pod built before keyfiles were the operator's, or an older operator).
+    pub keyfile: Option<Vec<KeyFingerprint>>,
 }
 
 /// One local member, as the roll sees it.
@@ -105,6 +109,8 @@ pub struct LocalPod {
     pub address: MemberAddress,
     /// The revision its StatefulSet's pod template carries.
     pub desired_revision: String,
+    /// The fingerprints of the keys of the keyfile its template runs.
+    pub desired_keyfile: Option<Vec<KeyFingerprint>>,
     /// Its pod, when one exists.
     pub pod: Option<PodFacts>,
     /// Its own state, as it answered when asked directly.
@@ -120,6 +126,8 @@ pub struct PodFacts {
     pub uid: String,
     /// The revision annotation it was created with.
     pub revision: Option<String>,
+    /// The keyfile keys annotation it was created with.
+    pub keyfile: Option<Vec<KeyFingerprint>>,
     /// Whether it is being deleted.
     pub terminating: bool,
 }
@@ -147,6 +155,7 @@ impl LocalPod {
             version: self.version.clone(),
             revision: Some(self.desired_revision.clone()),
             revision_since_millis: Some(revision_since_millis),
+            keyfile: self.pod.as_ref().and_then(|pod| pod.keyfile.clone()),
         }
     }
 }
@@ -197,6 +206,19 @@ pub struct RollInput {
 }
 
 impl RollInput {
+    /// The keys every member of the config runs, as reported.
+    pub fn keys_run(&self) -> KeysRun {
+        self.set
+            .config
+            .members
+            .iter()
+            .map(|m| {
+                let keys = self.reports.get(&m.host).and_then(|r| r.keyfile.clone());
+                (m.host.clone(), keys)
+            })
+            .collect()
+    }
+
     /// The roll planner's input: the local members the config holds (by their
     /// address: the roll runs only once the membership is in sync), their pods and
     /// what they answered, the desired revision, and the shared roll state.
@@ -204,7 +226,7 @@ impl RollInput {
         mongodb: &MongoDB,
         validated: &Validated,
         observed: RollObservation<'_>,
-        desired_revision: &str,
+        desired: DesiredPods<'_>,
         now_millis: i64,
     ) -> Self {
         let RollObservation {
@@ -225,7 +247,8 @@ impl RollInput {
                     state: probes.get(&address).and_then(|p| p.state),
                     version: versions.get(&address).cloned(),
                     address,
-                    desired_revision: desired_revision.to_owned(),
+                    desired_revision: desired.revision.to_owned(),
+                    desired_keyfile: desired.keyfile.map(<[_]>::to_vec),
                     pod: facts.pod.clone(),
                 })
             })
@@ -243,6 +266,15 @@ impl RollInput {
             step_down_held: None,
         }
     }
+}
+
+/// What the local members' template runs.
+#[derive(Clone, Copy, Debug)]
+pub struct DesiredPods<'a> {
+    /// Its revision.
+    pub revision: &'a str,
+    /// The fingerprints of its keyfile's keys.
+    pub keyfile: Option<&'a [KeyFingerprint]>,
 }
 
 /// What the roll stage read for the roll planner.
@@ -353,6 +385,17 @@ pub enum RollWait {
     KeyfileMismatch {
         member: MemberAddress,
         primary: MemberAddress,
+    },
+    /// Restarting the member onto its template's keyfile would leave it
+    /// sharing no key with `peer` (or `peer` has not reported its keys): the
+    /// keyfile is planned again from what the members run.
+    #[error(
+        "{member} waits to restart onto its new keyfile: {peer} runs none of its keys, or has \
+         not reported which it runs"
+    )]
+    KeyfileWouldShareNoKey {
+        member: MemberAddress,
+        peer: MemberAddress,
     },
     /// The restarted member is not back yet.
     #[error("{member} is restarting")]
@@ -533,6 +576,9 @@ pub fn plan_roll(input: &RollInput) -> RollStep {
     if let Err(reason) = set_healthy_but(input, Some(&candidate.address)) {
         return RollStep::Wait { reason };
     }
+    if let Err(reason) = keeps_a_shared_key(input, candidate) {
+        return RollStep::Wait { reason };
+    }
     let lease = Lease::new(candidate.address.clone(), is_primary, input.now_millis);
     match &input.lease {
         LeaseView::Free => RollStep::Acquire { lease },
@@ -552,6 +598,25 @@ pub fn plan_roll(input: &RollInput) -> RollStep {
             },
         },
     }
+}
+
+/// A member whose template runs other keys than its pod is restarted only
+/// onto keys every other member of the config runs one of
+/// ([`restart_keeps_a_shared_key`]): otherwise its peers would refuse it.
+fn keeps_a_shared_key(input: &RollInput, candidate: &LocalPod) -> Result<(), RollWait> {
+    let running = candidate.pod.as_ref().and_then(|pod| pod.keyfile.as_ref());
+    let (Some(desired), Some(running)) = (&candidate.desired_keyfile, running) else {
+        return Ok(());
+    };
+    if desired == running {
+        return Ok(());
+    }
+    restart_keeps_a_shared_key(&candidate.address, desired, &input.keys_run()).map_err(|peer| {
+        RollWait::KeyfileWouldShareNoKey {
+            member: candidate.address.clone(),
+            peer,
+        }
+    })
 }
 
 /// With every local pod up to date: in the rsInit cluster, the raise of the

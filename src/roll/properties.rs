@@ -185,9 +185,11 @@ impl Model {
                 slot: MemberSlot::Data(n.address.port as u32 - 30000),
                 address: n.address.clone(),
                 desired_revision: NEW.into(),
+                desired_keyfile: None,
                 pod: n.pod.then(|| PodFacts {
                     uid: n.uid.to_string(),
                     revision: Some(n.revision.into()),
+                    keyfile: None,
                     terminating: false,
                 }),
                 state: n.up.then(|| state(i)),

@@ -76,9 +76,11 @@ fn pod(index: u32, revision: &str, state: MemberState) -> LocalPod {
         slot: MemberSlot::Data(index),
         address: address(1, 30000 + index as u16),
         desired_revision: "new".into(),
+        desired_keyfile: None,
         pod: Some(PodFacts {
             uid: format!("uid-{index}"),
             revision: Some(revision.into()),
+            keyfile: None,
             terminating: false,
         }),
         state: Some(state),
@@ -138,6 +140,7 @@ fn the_primary_waits_until_every_other_member_reports_up_to_date() {
         version: None,
         revision: None,
         revision_since_millis: None,
+        keyfile: None,
     };
     let outdated = MemberReport {
         up_to_date: false,
@@ -174,6 +177,7 @@ fn the_primary_waits_for_the_clusters_that_still_publish_another_revision() {
         version: None,
         revision: Some(revision.into()),
         revision_since_millis: Some(since),
+        keyfile: None,
     };
     let primary = input.local[0].clone();
     let own = primary.report(None, NOW);
@@ -449,6 +453,7 @@ fn the_fcv_is_raised_only_once_every_data_member_runs_the_release_on_an_up_to_da
         version: Some(version.into()),
         revision: Some("new".into()),
         revision_since_millis: Some(NOW),
+        keyfile: None,
     };
     let hosts = [
         address(1, 30000),

@@ -19,6 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::{CurrentInfo, ForgetClusterStatus, MongoDB, MongoDBStatus, RecoveryStatus};
 use crate::build;
+use crate::keyfile::KeyfileProgress;
 use crate::observe::ObservedSet;
 use crate::planner::Step;
 use crate::roll::{self, RollStep};
@@ -64,6 +65,9 @@ pub enum ConditionType {
     /// A member Service the control plane deleted is kept (by the operator's
     /// finalizer) because its member is, or may be, still in the set.
     MemberServicesHeld,
+    /// Every member of the set runs the credentials Secret's key alone;
+    /// False: where a new key's two phases stand, or who runs another key.
+    KeyfileInPlace,
 }
 
 impl ConditionType {
@@ -117,6 +121,8 @@ pub struct StatusInput<'a> {
     pub held_services: &'a [HeldService],
     /// What `grow` did this pass (`None`: not run: paused, leaving or invalid input).
     pub growth: Option<&'a Growth>,
+    /// Where the keyfile stands (`None`: not known this pass).
+    pub keyfile: Option<&'a KeyfileProgress>,
     /// Now, for conditions that flip.
     pub now: Time,
 }
@@ -171,6 +177,10 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
         (
             ConditionType::MemberServicesHeld,
             conditions::member_services_held(input),
+        ),
+        (
+            ConditionType::KeyfileInPlace,
+            conditions::keyfile_in_place(input),
         ),
     ];
     let conditions = verdicts

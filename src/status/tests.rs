@@ -109,6 +109,7 @@ fn input<'a>(
         forget_cluster: None,
         held_services: &[],
         growth: None,
+        keyfile: None,
         now,
     }
 }

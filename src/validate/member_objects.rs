@@ -10,7 +10,8 @@ use kube::ResourceExt;
 
 use crate::api::MongoDB;
 use crate::build::{
-    names, DATA_VOLUME, MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION, REVISION_ANNOTATION,
+    names, DATA_VOLUME, KEYFILE_KEYS_ANNOTATION, MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION,
+    REVISION_ANNOTATION,
 };
 use crate::hostconf::MemberAddress;
 use crate::member::{MemberSlot, RecordedEntry};
@@ -114,6 +115,10 @@ pub(super) fn member_stateful_sets(
             let pod = pod.map(|pod| PodFacts {
                 uid: pod.uid().unwrap_or_default(),
                 revision: pod.annotations().get(REVISION_ANNOTATION).cloned(),
+                keyfile: pod
+                    .annotations()
+                    .get(KEYFILE_KEYS_ANNOTATION)
+                    .map(|keys| keys.split(',').map(str::to_string).collect()),
                 terminating: pod.metadata.deletion_timestamp.is_some(),
             });
             Some((

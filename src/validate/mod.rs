@@ -11,6 +11,7 @@ mod credentials;
 mod custom_config;
 mod image;
 mod invalid_input;
+mod keyfiles;
 mod member_list;
 mod member_objects;
 #[cfg(test)]
@@ -26,17 +27,20 @@ use kube::ResourceExt;
 use crate::api::{MongoDB, VIP_LABEL};
 use crate::build::{self, names, MemberTarget};
 use crate::hostconf::{HostConf, MemberAddress};
+use crate::keyfile::Keyfile;
 use crate::member::{MemberSlot, Wanted};
 
 pub use credentials::{credentials, kept_user, RootCredentials};
 pub use image::{image_release, supported_image, version_change_allowed};
 pub use invalid_input::{CredentialFault, CredentialRole, InvalidInput, KeyfileFault};
+pub use keyfiles::keyfile_secret_names;
 pub use member_list::hostconf;
 pub use member_objects::{node_port, MemberService, MemberStatefulSetFacts};
 
 use crate::volume_growth::{new_claim_storage, ClaimVolume, MemberVolume};
 use credentials::{operator_admin, shared_root_credentials};
 use custom_config::custom_config_accepted;
+use keyfiles::known_keyfiles;
 use member_list::{last_observed_members, propagated_hostconf};
 use member_objects::{member_claims, member_services, member_stateful_sets};
 
@@ -66,6 +70,9 @@ pub struct ReferencedObjects {
     /// The operator's own `clusterAdmin` credentials Secret, read while the
     /// object is being deleted: leaving must not need the shared credentials.
     pub operator_credentials: Option<Secret>,
+    /// The operator's keyfile Secrets the member StatefulSets' templates
+    /// name, then those the pods name ([`keyfile_secret_names`]'s order).
+    pub keyfile_secrets: Vec<Secret>,
 }
 
 /// The checked input of a pass.
@@ -83,10 +90,14 @@ pub struct Validated {
     pub services: BTreeMap<MemberSlot, MemberService>,
     /// This operator's member StatefulSets by slot.
     pub stateful_sets: BTreeMap<MemberSlot, MemberStatefulSetFacts>,
-    /// What the member pods run with beyond their spec — the keyfile and the
-    /// custom config's content — as a digest that enters the pods' revision,
-    /// so a change of content rolls the pods.
+    /// The custom config's content as a digest that enters the pods'
+    /// revision, so a change of content rolls the pods (the keyfile enters it
+    /// through the name of its Secret).
     pub content_digest: String,
+    /// The credentials Secret's keyfile (`None` while leaving without it).
+    pub desired_keyfile: Option<Keyfile>,
+    /// The keyfiles this cluster's template and pods run, the template's first.
+    pub known_keyfiles: Vec<Keyfile>,
     /// This instance's data claims, by name.
     pub claims: BTreeMap<String, ClaimVolume>,
 }
@@ -197,9 +208,13 @@ pub fn validate(
     };
     let shared = shared_root_credentials(mongodb, referenced);
     let content_digest = match (&shared, leaving) {
-        (Ok((_, keyfile)), false) => content_digest(mongodb, referenced, keyfile)?,
+        (Ok(_), false) => content_digest(mongodb, referenced)?,
         _ => String::new(),
     };
+    let desired_keyfile = shared
+        .as_ref()
+        .ok()
+        .map(|(_, keyfile)| Keyfile::of_key(keyfile));
     let root = match (shared, leaving) {
         (Ok((root, _)), _) => root,
         (Err(invalid), true) => operator_admin(referenced).ok_or(invalid)?,
@@ -213,25 +228,22 @@ pub fn validate(
         stateful_sets: member_stateful_sets(mongodb, &referenced.stateful_sets, &referenced.pods),
         claims: member_claims(&referenced.claims),
         content_digest,
+        desired_keyfile,
+        known_keyfiles: known_keyfiles(&referenced.keyfile_secrets),
     })
 }
 
-/// The digest of what the pods run with beyond their spec: an HMAC keyed by
-/// the keyfile over the keyfile (so the revision it enters shows nothing about
-/// it to whoever cannot read it), and the custom config's content. The root
-/// user is not in it: mongod reads it only to create the user on an empty data
-/// directory, so restarting the pods cannot bring a new password to the set
-/// (the rsInit cluster's operator sets it with `updateUser`). A missing custom
-/// config is refused: the pods cannot start without it; so is one mongod
-/// would exit on.
+/// The digest of what the pods run with beyond their spec: the custom
+/// config's content. The root user is not in it: mongod reads it only to
+/// create the user on an empty data directory, so restarting the pods cannot
+/// bring a new password to the set (the rsInit cluster's operator sets it
+/// with `updateUser`). A missing custom config is refused: the pods cannot
+/// start without it; so is one mongod would exit on.
 fn content_digest(
     mongodb: &MongoDB,
     referenced: &ReferencedObjects,
-    keyfile: &str,
 ) -> Result<String, InvalidInput> {
     let mut content = Vec::new();
-    content.extend_from_slice(&(keyfile.len() as u64).to_be_bytes());
-    content.extend_from_slice(keyfile.as_bytes());
     if let Some(name) = &mongodb.spec.custom_config_ref {
         let Some(config_map) = &referenced.custom_config else {
             return Err(InvalidInput::CustomConfigMissing { name: name.clone() });
@@ -249,7 +261,7 @@ fn content_digest(
             }
         }
     }
-    Ok(build::content_digest(keyfile.as_bytes(), &content))
+    Ok(build::sha256_hex(&content))
 }
 
 /// This cluster's VIP, from the `MongoDB` object's labels.

@@ -120,10 +120,11 @@ hack/deploy-check/tests/helm_charts.rs.
   verbs: ["list", "watch", "create", "patch", "delete"]
 # get: the credentials Secrets dereference reads; list, watch: the metadata-only
 # Secret watch (no data cached); create, patch: server-side apply of the
-# Secrets the operator derives.
+# Secrets the operator derives; delete: a keyfile Secret no member mounts any
+# more (controller/keyfile.rs).
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # list, watch: the ConfigMap cache (hostconf and custom config).
 - apiGroups: [""]
   resources: ["configmaps"]

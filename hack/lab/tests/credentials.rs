@@ -1,9 +1,10 @@
 //! Day-two changes of the credentials on a running set, under a w:"majority"
 //! writer: a new root password in the credentials Secret of every cluster, as
 //! the control plane propagates it; a keyfile changed in one cluster only,
-//! which stops the roll as `KeyfileMismatch` until it is put back.
+//! held at the old and the new key until it is put back; a new keyfile in
+//! every cluster, rolled in its two phases.
 //!
-//! Labs 77 and 69.
+//! Labs 77, 69 and 79.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use k8s_openapi::ByteString;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use lab::lab::Lab;
+use lab::observe::SetSampler;
 
 const ROTATED: &str = "rotated";
 /// Named as the derived Secret would be, so that the harness's helpers find
@@ -78,9 +80,10 @@ async fn put_in(lab: &Lab, index: usize, mut secret: Secret) -> Outcome {
     Ok(())
 }
 
-/// Every member pod of every cluster: its uid and its containers' restarts.
-async fn pods(lab: &Lab) -> Result<BTreeMap<String, (String, i32)>, String> {
-    let selector = ListParams::default().labels(&format!("app.kubernetes.io/instance={ROTATED}"));
+/// Every member pod of instance `name` in every cluster: its uid and its
+/// containers' restarts.
+async fn pods(lab: &Lab, name: &str) -> Result<BTreeMap<String, (String, i32)>, String> {
+    let selector = ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
     let mut found = BTreeMap::new();
     for cluster in lab.clusters() {
         let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
@@ -154,7 +157,7 @@ async fn a_new_root_password_is_set_on_the_running_set_without_a_restart() {
             None => None,
         };
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let before = pods(lab).await?;
+        let before = pods(lab, ROTATED).await?;
 
         put_everywhere(lab, SECOND_PASSWORD).await?;
         phase("the new password is in every cluster's Secret");
@@ -175,7 +178,7 @@ async fn a_new_root_password_is_set_on_the_running_set_without_a_restart() {
         phase("every cluster is Ready again");
         // Ready on the new password: every cluster's last pass read the set with it.
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let after = pods(lab).await?;
+        let after = pods(lab, ROTATED).await?;
         if before != after {
             return Err(format!(
                 "pods were restarted for the password: {before:?} -> {after:?}"
@@ -195,8 +198,11 @@ const MISMATCH_SECRET: &str = "mismatch-credentials";
 const MISMATCH_PASSWORD: &str = "mismatch-root-password";
 const MISMATCH_SPLIT: &str = "a=1,b=1,c=1";
 
+/// A new keyfile in cluster c only: c's member runs the old and the new key
+/// and waits there, every cluster names the others' members, nobody is cut
+/// off; put back, c's member returns to the old key alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_keyfile_that_differs_in_one_cluster_stops_the_roll_as_keyfile_mismatch() {
+async fn a_keyfile_that_differs_in_one_cluster_is_held_at_both_keys_and_reported() {
     scenario(69, 3, async |lab| {
         for index in 0..3 {
             let secret = credentials_secret(MISMATCH_SECRET, 7, MISMATCH_PASSWORD);
@@ -211,55 +217,52 @@ async fn a_keyfile_that_differs_in_one_cluster_stops_the_roll_as_keyfile_mismatc
             .map_err(fail("apply"))?;
         ready(lab, MISMATCH, MISMATCH_SPLIT).await?;
         let hosts = hosts_of(lab, 0, MISMATCH).await?;
+        let a0 = member_host(lab, 0, MISMATCH, 0).await?;
         let c0 = member_host(lab, 2, MISMATCH, 0).await?;
-        let c_vip = c0
-            .rsplit_once(':')
-            .map(|(vip, _)| vip.to_string())
-            .unwrap_or_default();
         let writer = TimedMajorityWriter::start(lab, MISMATCH, &hosts).await?;
         if let Some(writer) = &writer {
             writer.wait_acknowledged(5, Duration::from_secs(60)).await?;
         }
+        let old_key = keys_run(lab, MISMATCH).await?;
 
-        // Cluster c alone gets another keyfile: its member restarts on it,
-        // and the set refuses it.
+        // Cluster c alone gets another keyfile.
         put_in(
             lab,
             2,
             credentials_secret(MISMATCH_SECRET, 9, MISMATCH_PASSWORD),
         )
         .await?;
-        // The primary's cluster says so, naming c; c's roll stops there with
-        // a Warning Event (its UpToDate says so only for that one pass: its
-        // pods then all run their revision).
-        let degraded = until_in(
-            lab,
-            0,
-            MISMATCH,
-            "a reports Degraded KeyfileMismatch",
-            |m| reason_is(m, "Degraded", "KeyfileMismatch"),
-        )
+        let c = until_in(lab, 2, MISMATCH, "c waits for the others", |m| {
+            reason_is(m, "KeyfileInPlace", "NewKeyMissingElsewhere")
+        })
         .await?;
-        let said = degraded
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Degraded"))
-            .map(|c| c.message.clone())
-            .unwrap_or_default();
-        if !said.contains(&format!("cluster {c_vip}")) {
-            return Err(format!("the mismatch does not name cluster c: {said}"));
+        let said = |m: &mongodb_member_operator::api::MongoDB| {
+            m.status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "KeyfileInPlace"))
+                .map(|c| c.message.clone())
+                .unwrap_or_default()
+        };
+        if !said(&c).contains(&a0) {
+            return Err(format!("c does not name a's member: {}", said(&c)));
         }
-        let deadline = Instant::now() + READY_TIMEOUT;
-        while !event_reasons_in(lab, 2, MISMATCH)
-            .await?
-            .iter()
-            .any(|r| r == "KeyfileMismatch")
-        {
-            if Instant::now() > deadline {
-                return Err("c's roll never stopped with a KeyfileMismatch Event".into());
+        let a = until_in(lab, 0, MISMATCH, "a names c's member", |m| {
+            reason_is(m, "KeyfileInPlace", "OtherKeysRun") && said(m).contains(&c0)
+        })
+        .await?;
+        eprintln!("c: {}\na: {}", said(&c), said(&a));
+        let run = keys_run(lab, MISMATCH).await?;
+        let c_pod = format!("c/{MISMATCH}-mongodb-0-0");
+        let first_old = old_key.get(&c_pod).and_then(|k| k.first()).cloned();
+        match run.get(&c_pod) {
+            Some(keys) if keys.len() == 2 && keys.first() == first_old.as_ref() => {}
+            other => {
+                return Err(format!(
+                    "c's member runs {other:?}, not the old and the new key"
+                ))
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
         }
+        ready(lab, MISMATCH, MISMATCH_SPLIT).await?;
         if let Some(writer) = &writer {
             let before = writer.acknowledged().len();
             writer
@@ -267,22 +270,213 @@ async fn a_keyfile_that_differs_in_one_cluster_stops_the_roll_as_keyfile_mismatc
                 .await?;
         }
 
-        // The keyfile put back: c restarts its member again, and it rejoins.
+        // The keyfile put back: c's member returns to the old key alone.
         put_in(
             lab,
             2,
             credentials_secret(MISMATCH_SECRET, 7, MISMATCH_PASSWORD),
         )
         .await?;
+        for index in 0..3 {
+            until_in(lab, index, MISMATCH, "the keyfile in place", |m| {
+                reason_is(m, "KeyfileInPlace", "KeyfileInPlace")
+            })
+            .await?;
+            let reasons = event_reasons_in(lab, index, MISMATCH).await?;
+            if reasons.iter().any(|r| r == "KeyfileMismatch") {
+                return Err(format!(
+                    "cluster {index} reported a KeyfileMismatch: {reasons:?}"
+                ));
+            }
+        }
         ready(lab, MISMATCH, MISMATCH_SPLIT).await?;
-        until_in(lab, 2, MISMATCH, "c's roll over", |m| {
-            m.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "UpToDate" && c.status == "True")
-            }) && !reason_is(m, "Degraded", "KeyfileMismatch")
-        })
-        .await?;
+        if keys_run(lab, MISMATCH).await? != old_key {
+            return Err("the members do not run the old key alone again".into());
+        }
+        if let Some(writer) = writer {
+            let acknowledged = writer.stop_and_check().await?.len();
+            eprintln!("{acknowledged} majority writes acknowledged, none lost");
+        }
+        Ok(())
+    })
+    .await;
+}
+
+const ROTATING: &str = "rotating";
+/// Named as the derived Secret would be (the harness reads the root user there).
+const ROTATING_SECRET: &str = "rotating-credentials";
+const ROTATING_PASSWORD: &str = "rotating-root-password";
+const ROTATING_SPLIT: &str = "a=1,b=1,c=1";
+/// How long the two phases of the rotation may take, every member restarted twice.
+const KEYFILE_ROTATION_TIMEOUT: Duration = Duration::from_secs(360);
+
+/// The keys of the keyfile each member pod of `name` runs: the operator's
+/// keyfile Secret its `keyfile-secret` volume names, read as mongod reads it
+/// (a YAML sequence of keys), by `cluster/pod`.
+async fn keys_run(lab: &Lab, name: &str) -> Result<BTreeMap<String, Vec<String>>, String> {
+    let selector = ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
+    let mut found = BTreeMap::new();
+    for cluster in lab.clusters() {
+        let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+        let secrets: Api<Secret> = Api::namespaced(cluster.client.clone(), "default");
+        for pod in pods.list(&selector).await.map_err(fail("pods"))? {
+            if pod.name_any().ends_with("-metrics") || pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let secret_name = pod
+                .spec
+                .iter()
+                .flat_map(|s| s.volumes.iter().flatten())
+                .find(|v| v.name == "keyfile-secret")
+                .and_then(|v| v.secret.as_ref()?.secret_name.clone())
+                .ok_or_else(|| format!("pod {} mounts no keyfile Secret", pod.name_any()))?;
+            let secret = secrets
+                .get(&secret_name)
+                .await
+                .map_err(fail("keyfile Secret"))?;
+            let text = secret
+                .data
+                .as_ref()
+                .and_then(|d| d.get("keyfile"))
+                .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+                .unwrap_or_default();
+            let keys = text
+                .lines()
+                .filter_map(|line| line.trim().strip_prefix("- "))
+                .map(str::to_string)
+                .collect();
+            found.insert(format!("{}/{}", cluster.name, pod.name_any()), keys);
+        }
+    }
+    Ok(found)
+}
+
+/// The most members the primary saw unhealthy at once (`health` 0: down, or
+/// refusing its internal authentication), sampled with a driver client until
+/// the flag is set.
+fn unhealthy_sampler(
+    client: mongodb::Client,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<usize> {
+    tokio::spawn(async move {
+        let mut most = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let status = client
+                .database("admin")
+                .run_command(mongodb::bson::doc! {"replSetGetStatus": 1})
+                .await;
+            if let Ok(status) = status {
+                let unhealthy = status
+                    .get_array("members")
+                    .map(|members| {
+                        members
+                            .iter()
+                            .filter_map(|m| m.as_document())
+                            .filter(|m| m.get_f64("health").unwrap_or(0.0) < 1.0)
+                            .count()
+                    })
+                    .unwrap_or(0);
+                most = most.max(unhealthy);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        most
+    })
+}
+
+/// A new keyfile in every cluster's credentials Secret, as the control plane
+/// propagates it: every member runs the old and the new key, then the new
+/// key alone, with at most one member of the set down at any sample and no
+/// member refused by its peers; the writer loses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_keyfile_is_rolled_in_two_phases_with_one_member_down_at_a_time() {
+    scenario(79, 3, async |lab| {
+        let started = Instant::now();
+        let phase = |what: &str| eprintln!("[{:>5.1}s] {what}", started.elapsed().as_secs_f64());
+        for index in 0..3 {
+            let secret = credentials_secret(ROTATING_SECRET, 7, ROTATING_PASSWORD);
+            put_in(lab, index, secret).await?;
+        }
+        let reference = format!("  credentialsSecretRef:\n    name: {ROTATING_SECRET}\n");
+        apply_user_fields(lab, ROTATING, "lab-credentials", &reference).await?;
+        let _passes = ControlPlanePasses::start(lab);
+        lab.control_plane()
+            .apply(&request(ROTATING, ROTATING_SPLIT))
+            .await
+            .map_err(fail("apply"))?;
+        ready(lab, ROTATING, ROTATING_SPLIT).await?;
+        phase("ready");
+        let hosts = hosts_of(lab, 0, ROTATING).await?;
+        let writer = TimedMajorityWriter::start(lab, ROTATING, &hosts).await?;
+        if let Some(writer) = &writer {
+            writer.wait_acknowledged(5, Duration::from_secs(60)).await?;
+        }
+        let mut sampler =
+            SetSampler::start(lab.network().clone(), hosts.clone(), Duration::from_millis(50));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let unhealthy = unhealthy_sampler(mongo(lab, ROTATING, &hosts, false).await?, stop.clone());
+        let before = pods(lab, ROTATING).await?;
+        if before.is_empty() {
+            return Err("no member pod found".into());
+        }
+        let old_key = keys_run(lab, ROTATING).await?;
+
+        for index in 0..3 {
+            let secret = credentials_secret(ROTATING_SECRET, 9, ROTATING_PASSWORD);
+            put_in(lab, index, secret).await?;
+        }
+        phase("the new keyfile is in every cluster's Secret");
+        let new_key = {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.encode([9u8; 96])
+        };
+        let deadline = Instant::now() + KEYFILE_ROTATION_TIMEOUT;
+        let mut saw_both = false;
+        loop {
+            let run = keys_run(lab, ROTATING).await?;
+            saw_both |= run.values().any(|keys| keys.len() == 2 && keys[1] == new_key);
+            let rotated = run.len() == before.len()
+                && run.values().all(|keys| keys == std::slice::from_ref(&new_key));
+            if rotated {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the keyfile was not rotated in {KEYFILE_ROTATION_TIMEOUT:?}: {} pod(s) run the old key alone, {run:?}",
+                    run.values().filter(|keys| old_key.values().any(|old| old == *keys)).count()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        phase("every member runs the new key alone");
+        if !saw_both {
+            return Err("no member was seen running the old and the new key".into());
+        }
+        ready(lab, ROTATING, ROTATING_SPLIT).await?;
+        for index in 0..3 {
+            until_in(lab, index, ROTATING, "the keyfile in place", |m| {
+                reason_is(m, "KeyfileInPlace", "KeyfileInPlace")
+            })
+            .await?;
+            let reasons = event_reasons_in(lab, index, ROTATING).await?;
+            if reasons.iter().any(|r| r == "KeyfileMismatch") {
+                return Err(format!("cluster {index} reported a KeyfileMismatch: {reasons:?}"));
+            }
+        }
+        phase("every cluster Ready, its keyfile in place");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let most_unhealthy = unhealthy.await.map_err(fail("the health sampler"))?;
+        let samples = sampler.stop();
+        let most = lab::observe::most_down(&samples).map(|s| s.down().len()).unwrap_or(0);
+        if most > 1 || most_unhealthy > 1 {
+            return Err(format!(
+                "more than one member down at once: {most} by their own state, {most_unhealthy} as the primary saw them"
+            ));
+        }
+        let after = pods(lab, ROTATING).await?;
+        if let Some((pod, _)) = before.iter().find(|(pod, (uid, _))| after.get(*pod).map(|a| &a.0) == Some(uid)) {
+            return Err(format!("{pod} was never restarted onto the new keyfile"));
+        }
         if let Some(writer) = writer {
             let acknowledged = writer.stop_and_check().await?.len();
             eprintln!("{acknowledged} majority writes acknowledged, none lost");

@@ -781,8 +781,8 @@ async fn nothing_changes(
 /// credentials Secret deleted, a wrong root password in b's Secret, a keyfile
 /// in c that the others do not share; each reported where it is wrong and put
 /// back, while a w:"majority" writer runs. The first three change nothing; the
-/// keyfile takes c's member down (c's roll restarts it onto the keyfile), one
-/// member only, until the keyfile is back.
+/// keyfile is half a rotation: c's member runs the old key and the new one and
+/// waits there, restarted once (one member down), until the keyfile is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing() {
     scenario(86, 3, async |lab| {
@@ -878,11 +878,9 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
         phase("3. password restored: ready");
 
         // 4. A keyfile in cluster c that differs from the other clusters'.
-        // The credentials digest changes c's revision, and c's roll restarts
-        // its member onto the new keyfile: it cannot rejoin (mongod refuses
-        // peers whose keyfile differs), which the primary reports as
-        // `authenticated: false` and c as KeyfileMismatch. One member down,
-        // the set writes on.
+        // c rolls its member onto a keyfile of the old key and the new one
+        // and stops there (`NewKeyMissingElsewhere`): the others never hold
+        // the new key. Nobody is cut off; the set writes on.
         let most_unhealthy = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let watcher = {
             let client = mongo(lab, INPUTS, &hosts, false).await?;
@@ -921,17 +919,17 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
             let api: Api<mongodb_member_operator::api::MongoDB> =
                 Api::namespaced(lab.clusters()[2].client.clone(), "default");
             let found = api.get(INPUTS).await.map_err(fail("MongoDB"))?;
-            let degraded = found.status.as_ref().and_then(|s| {
+            let keyfile = found.status.as_ref().and_then(|s| {
                 s.conditions
                     .iter()
-                    .find(|c| c.type_ == "Degraded" && c.status == "True")
+                    .find(|c| c.type_ == "KeyfileInPlace" && c.status == "False")
                     .map(|c| format!("{}: {}", c.reason, c.message))
             });
-            if let Some(degraded) = degraded.filter(|d| d.starts_with("KeyfileMismatch")) {
-                break degraded;
+            if let Some(keyfile) = keyfile.filter(|k| k.starts_with("NewKeyMissingElsewhere")) {
+                break keyfile;
             }
             if Instant::now() > deadline {
-                return Err("cluster c never reported the keyfile mismatch".into());
+                return Err("cluster c never reported its new key missing elsewhere".into());
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         };
@@ -950,13 +948,13 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
             (of("Ready"), of("UpToDate"))
         };
         phase(&format!(
-            "4. c: Degraded {degraded} | Ready {ready_c} | UpToDate {up_to_date}"
+            "4. c: KeyfileInPlace {degraded} | Ready {ready_c} | UpToDate {up_to_date}"
         ));
         let before = writer.as_ref().map_or(0, |w| w.acknowledged().len());
         tokio::time::sleep(hold).await;
         let after = writer.as_ref().map_or(1, |w| w.acknowledged().len());
         if writer.is_some() && after <= before {
-            return Err("no majority write acknowledged with c's member down".into());
+            return Err("no majority write acknowledged while c's keyfile differs".into());
         }
         put_secret(lab, 2, &keyfile, INPUTS_PASSWORD).await?;
         ready(lab, INPUTS, "a=2,b=2,c=1").await?;
@@ -965,7 +963,7 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
         let most_unhealthy = most_unhealthy.load(std::sync::atomic::Ordering::Relaxed);
         phase(&format!(
             "4. keyfile restored: every member healthy, ready; at most {most_unhealthy} member(s) \
-             unhealthy in the primary's view; {} writes acknowledged while c's member was down",
+             unhealthy in the primary's view; {} writes acknowledged while c's keyfile differed",
             after - before
         ));
         if most_unhealthy > 1 {

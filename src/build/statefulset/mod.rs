@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use super::labels::{component_labels, Component};
 use super::pod::{arbiter_pod_spec, member_pod_spec, DATA_VOLUME};
-use super::secrets::sha256_hex;
+use super::secrets::{keyfile_secret_name, sha256_hex};
 use super::{names, BuildContext, BuildError, MemberTarget};
 use crate::member::MemberSlot;
 
@@ -37,6 +37,13 @@ pub const MEMBER_HOST_ANNOTATION: &str = "middleware.fedstate.io/member-host";
 pub const MEMBER_ENTRY_ANNOTATION: &str = "middleware.fedstate.io/member-config-entry";
 /// Pod-template annotation carrying the revision of the pod spec.
 pub const REVISION_ANNOTATION: &str = "middleware.fedstate.io/revision";
+/// Pod template annotation: the fingerprints of the keys of the keyfile the
+/// pod runs, comma-separated, in the order mongod tries them (what its
+/// operator reports for it).
+pub const KEYFILE_KEYS_ANNOTATION: &str = "middleware.fedstate.io/keyfile-keys";
+/// StatefulSet and pod template annotation: the keyfile Secret the template
+/// mounts (the operator finds its keyfiles by it: its caches keep no specs).
+pub const KEYFILE_SECRET_ANNOTATION: &str = "middleware.fedstate.io/keyfile-secret";
 
 /// Hex digits of the pod spec's SHA-256 kept as the revision.
 const REVISION_LENGTH: usize = 10;
@@ -63,7 +70,8 @@ pub fn member_stateful_set(
         return Err(BuildError::EmptySelector { member: name });
     }
     let labels = component_labels(ctx.name(), component(target.slot));
-    let pod_spec = member_pod_spec(ctx);
+    let keyfile = ctx.keyfile()?;
+    let pod_spec = member_pod_spec(ctx, keyfile);
     let revision = revision(&pod_spec, ctx.content_digest());
     // The arbiter's spec follows from the members' (the revision names both).
     let pod_spec = match target.slot {
@@ -71,11 +79,16 @@ pub fn member_stateful_set(
         MemberSlot::Arbiter => arbiter_pod_spec(pod_spec),
     };
 
+    let keyfile_secret = keyfile_secret_name(ctx.name(), keyfile);
     let mut metadata = ctx.object_meta(name, labels.clone());
-    metadata.annotations = target
-        .host
-        .as_ref()
-        .map(|host| BTreeMap::from([(MEMBER_HOST_ANNOTATION.to_string(), host.clone())]));
+    let mut annotations = BTreeMap::from([(
+        KEYFILE_SECRET_ANNOTATION.to_string(),
+        keyfile_secret.clone(),
+    )]);
+    if let Some(host) = &target.host {
+        annotations.insert(MEMBER_HOST_ANNOTATION.to_string(), host.clone());
+    }
+    metadata.annotations = Some(annotations);
 
     let stateful_set = StatefulSet {
         metadata,
@@ -100,10 +113,14 @@ pub fn member_stateful_set(
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(pod_labels(labels.clone(), &target.selector)),
-                    annotations: Some(BTreeMap::from([(
-                        REVISION_ANNOTATION.to_string(),
-                        revision.clone(),
-                    )])),
+                    annotations: Some(BTreeMap::from([
+                        (REVISION_ANNOTATION.to_string(), revision.clone()),
+                        (
+                            KEYFILE_KEYS_ANNOTATION.to_string(),
+                            keyfile.fingerprints().join(","),
+                        ),
+                        (KEYFILE_SECRET_ANNOTATION.to_string(), keyfile_secret),
+                    ])),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(pod_spec),

@@ -10,9 +10,17 @@ use super::super::pod::KEYFILE_PATH;
 use super::super::secrets;
 use super::*;
 use crate::api::{ConfigVar, MemberPodSpec, MongoDB, ResourceSetting};
+use crate::keyfile::Keyfile;
+
+/// The keyfile planned for an instance whose credentials Secret is referenced.
+const PLANNED_KEY: &str = "cGxhbm5lZCBrZXlmaWxl";
 
 fn build(mongodb: &MongoDB, target: &MemberTarget) -> MemberStatefulSet {
-    member_stateful_set(&BuildContext::from_mongodb(mongodb).unwrap(), target).unwrap()
+    let mut ctx = BuildContext::from_mongodb(mongodb).unwrap();
+    if ctx.keyfile().is_err() {
+        ctx = ctx.with_keyfile(Keyfile::of_key(PLANNED_KEY));
+    }
+    member_stateful_set(&ctx, target).unwrap()
 }
 
 fn pod_spec(mongodb: &MongoDB) -> PodSpec {
@@ -133,13 +141,13 @@ fn statefulset_records_the_member_host_only_when_known() {
         host: None,
         ..member(0)
     };
-    assert_eq!(
-        build(&mongodb(), &unknown_host)
-            .stateful_set
-            .metadata
-            .annotations,
-        None
-    );
+    let annotations = build(&mongodb(), &unknown_host)
+        .stateful_set
+        .metadata
+        .annotations
+        .unwrap();
+    assert!(!annotations.contains_key(MEMBER_HOST_ANNOTATION));
+    assert!(annotations[KEYFILE_SECRET_ANNOTATION].starts_with("demo-keyfile-"));
 }
 
 #[test]
@@ -308,10 +316,16 @@ fn keyfile_secret_volume_is_0400_and_every_keyfile_mount_is_read_only() {
         .secret
         .as_ref()
         .unwrap();
-    assert_eq!(secret.secret_name.as_deref(), Some("shared-creds"));
+    let planned = Keyfile::of_key(PLANNED_KEY);
+    let name = secrets::keyfile_secret_name(NAME, &planned);
+    assert_eq!(secret.secret_name.as_deref(), Some(name.as_str()));
+    assert!(name.starts_with("demo-keyfile-") && name.len() == "demo-keyfile-".len() + 10);
     assert_eq!(secret.default_mode, Some(0o400));
     let item = &secret.items.as_ref().unwrap()[0];
-    assert_eq!((item.key.as_str(), item.path.as_str()), ("kf", "keyfile"));
+    assert_eq!(
+        (item.key.as_str(), item.path.as_str()),
+        ("keyfile", "keyfile")
+    );
     let copy = volume(&pod, "keyfile").unwrap().empty_dir.as_ref().unwrap();
     assert_eq!(copy.medium.as_deref(), Some("Memory"));
 
@@ -738,4 +752,32 @@ fn revision_changes_with_the_content_digest() {
     assert_ne!(with("aa"), plain);
     assert_ne!(with("aa"), with("ab"));
     assert_eq!(with("aa"), with("aa"));
+}
+
+#[test]
+fn the_template_names_the_keys_of_the_keyfile_its_pods_run_and_changes_with_it() {
+    let mongodb = mongodb_with_secret_ref();
+    let planned = |keyfile: Keyfile| {
+        let ctx = BuildContext::from_mongodb(&mongodb)
+            .unwrap()
+            .with_keyfile(keyfile);
+        member_stateful_set(&ctx, &member(0)).unwrap()
+    };
+    let both = Keyfile::parse(&format!("- {PLANNED_KEY}\n- bmV3IGtleWZpbGU=\n")).unwrap();
+    let one = planned(Keyfile::of_key(PLANNED_KEY));
+    let two = planned(both.clone());
+    let keys = |built: &MemberStatefulSet| {
+        let template = &built.stateful_set.spec.as_ref().unwrap().template;
+        template
+            .metadata
+            .as_ref()
+            .unwrap()
+            .annotations
+            .as_ref()
+            .unwrap()[KEYFILE_KEYS_ANNOTATION]
+            .clone()
+    };
+    assert_eq!(keys(&one), secrets::fingerprint(PLANNED_KEY));
+    assert_eq!(keys(&two), both.fingerprints().join(","));
+    assert_ne!(one.revision, two.revision, "a new keyfile rolls the pods");
 }

@@ -155,6 +155,7 @@ fn members_are_read_by_slot_from_owned_objects_only() {
         )])),
         credentials_secret: None,
         operator_credentials: None,
+        keyfile_secrets: vec![],
         custom_config: None,
         claims: vec![],
         services: vec![
@@ -246,7 +247,7 @@ fn a_leaving_object_wants_nothing() {
 }
 
 #[test]
-fn the_content_digest_follows_the_custom_config_and_the_credentials() {
+fn the_content_digest_follows_the_custom_config_alone() {
     let mut mongodb = stored(&[(VIP_LABEL, "10.0.0.1")]);
     mongodb.spec.credentials_secret_ref = None;
     mongodb.spec.root_password = Some("first-password".into());
@@ -278,9 +279,10 @@ fn the_content_digest_follows_the_custom_config_and_the_credentials() {
         first,
         digest(&mongodb, "net:\n  maxIncomingConnections: 200")
     );
+    // The keyfile enters the revision through its Secret's name, not here.
     let mut new_password = mongodb.clone();
     new_password.spec.root_password = Some("second-password".into());
-    assert_ne!(
+    assert_eq!(
         first,
         digest(&new_password, "net:\n  maxIncomingConnections: 100")
     );
@@ -289,10 +291,11 @@ fn the_content_digest_follows_the_custom_config_and_the_credentials() {
 }
 
 #[test]
-fn the_content_digest_follows_the_keyfile_but_not_the_root_password() {
+fn the_desired_keyfile_follows_the_credentials_secret_and_the_digest_neither_it_nor_the_password() {
     // mongod reads the root password only to create the root user on an empty
     // data directory: a restart cannot bring a new one to the set, so a new
-    // password must not roll the pods; a new keyfile must.
+    // password must not roll the pods; a new keyfile is planned and rolled
+    // in its phases (`crate::keyfile`).
     let mut mongodb = build::fixtures::mongodb_with_secret_ref();
     mongodb.metadata.labels = Some(BTreeMap::from([(
         VIP_LABEL.to_string(),
@@ -318,13 +321,15 @@ fn the_content_digest_follows_the_keyfile_but_not_the_root_password() {
             credentials_secret: Some(secret),
             ..ReferencedObjects::default()
         };
-        validate(&mongodb, &referenced, false)
-            .unwrap()
-            .content_digest
+        let validated = validate(&mongodb, &referenced, false).unwrap();
+        (validated.content_digest, validated.desired_keyfile)
     };
     let first = digest("c2hhcmVkLWtleWZpbGU=", "first-password");
     assert_eq!(first, digest("c2hhcmVkLWtleWZpbGU=", "second-password"));
-    assert_ne!(first, digest("b3RoZXIta2V5ZmlsZQ==", "first-password"));
+    let other = digest("b3RoZXIta2V5ZmlsZQ==", "first-password");
+    assert_eq!(first.0, other.0);
+    assert_eq!(first.1, Some(Keyfile::of_key("c2hhcmVkLWtleWZpbGU=")));
+    assert_eq!(other.1, Some(Keyfile::of_key("b3RoZXIta2V5ZmlsZQ==")));
 }
 
 #[test]
