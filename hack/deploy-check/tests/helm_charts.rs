@@ -244,10 +244,15 @@ fn needed_rules() -> BTreeSet<(String, String, BTreeSet<String>)> {
             "services",
             &["list", "watch", "create", "patch", "delete"],
         ),
-        // get: `dereference` reads the credentials Secrets by name; list, watch:
-        // the metadata-only Secret watch (`Api<PartialObjectMeta<Secret>>`);
-        // create, patch: `apply::apply`.
-        rule("", "secrets", &["get", "list", "watch", "create", "patch"]),
+        // get: `dereference` reads the credentials and keyfile Secrets by
+        // name; list, watch: the metadata-only Secret watch
+        // (`Api<PartialObjectMeta<Secret>>`); create, patch: `apply::apply`;
+        // delete: `keyfile::prune_keyfile_secrets`.
+        rule(
+            "",
+            "secrets",
+            &["get", "list", "watch", "create", "patch", "delete"],
+        ),
         // list, watch: the ConfigMap cache (hostconf, custom config).
         rule("", "configmaps", &["list", "watch"]),
         // list, watch: the data claims' cache (`caches::reflect`); patch:

@@ -351,43 +351,11 @@ async fn keys_run(lab: &Lab, name: &str) -> Result<BTreeMap<String, Vec<String>>
     Ok(found)
 }
 
-/// The most members the primary saw unhealthy at once (`health` 0: down, or
-/// refusing its internal authentication), sampled with a driver client until
-/// the flag is set.
-fn unhealthy_sampler(
-    client: mongodb::Client,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> tokio::task::JoinHandle<usize> {
-    tokio::spawn(async move {
-        let mut most = 0;
-        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            let status = client
-                .database("admin")
-                .run_command(mongodb::bson::doc! {"replSetGetStatus": 1})
-                .await;
-            if let Ok(status) = status {
-                let unhealthy = status
-                    .get_array("members")
-                    .map(|members| {
-                        members
-                            .iter()
-                            .filter_map(|m| m.as_document())
-                            .filter(|m| m.get_f64("health").unwrap_or(0.0) < 1.0)
-                            .count()
-                    })
-                    .unwrap_or(0);
-                most = most.max(unhealthy);
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        most
-    })
-}
-
 /// A new keyfile in every cluster's credentials Secret, as the control plane
 /// propagates it: every member runs the old and the new key, then the new
 /// key alone, with at most one member of the set down at any sample and no
-/// member refused by its peers; the writer loses nothing.
+/// member refused by its peers, an operator killed mid-way; the writer loses
+/// nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_keyfile_is_rolled_in_two_phases_with_one_member_down_at_a_time() {
     scenario(79, 3, async |lab| {
@@ -413,8 +381,7 @@ async fn a_new_keyfile_is_rolled_in_two_phases_with_one_member_down_at_a_time() 
         }
         let mut sampler =
             SetSampler::start(lab.network().clone(), hosts.clone(), Duration::from_millis(50));
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let unhealthy = unhealthy_sampler(mongo(lab, ROTATING, &hosts, false).await?, stop.clone());
+        let unhealthy = UnhealthyWatcher::start(mongo(lab, ROTATING, &hosts, false).await?);
         let before = pods(lab, ROTATING).await?;
         if before.is_empty() {
             return Err("no member pod found".into());
@@ -432,9 +399,20 @@ async fn a_new_keyfile_is_rolled_in_two_phases_with_one_member_down_at_a_time() 
         };
         let deadline = Instant::now() + KEYFILE_ROTATION_TIMEOUT;
         let mut saw_both = false;
+        let mut killed = false;
         loop {
             let run = keys_run(lab, ROTATING).await?;
             saw_both |= run.values().any(|keys| keys.len() == 2 && keys[1] == new_key);
+            // Cluster a's operator dies once a member runs both keys, and
+            // comes back 3 s later: it plans again from what is stored.
+            if saw_both && !killed {
+                lab.kill_operator(0).await.map_err(fail("kill"))?;
+                phase("a member runs both keys: cluster a's operator killed");
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                lab.restart_operator(0).map_err(fail("restart"))?;
+                phase("cluster a's operator restarted");
+                killed = true;
+            }
             let rotated = run.len() == before.len()
                 && run.values().all(|keys| keys == std::slice::from_ref(&new_key));
             if rotated {
@@ -464,8 +442,7 @@ async fn a_new_keyfile_is_rolled_in_two_phases_with_one_member_down_at_a_time() 
             }
         }
         phase("every cluster Ready, its keyfile in place");
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let most_unhealthy = unhealthy.await.map_err(fail("the health sampler"))?;
+        let most_unhealthy = unhealthy.stop();
         let samples = sampler.stop();
         let most = lab::observe::most_down(&samples).map(|s| s.down().len()).unwrap_or(0);
         if most > 1 || most_unhealthy > 1 {

@@ -881,37 +881,7 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
         // c rolls its member onto a keyfile of the old key and the new one
         // and stops there (`NewKeyMissingElsewhere`): the others never hold
         // the new key. Nobody is cut off; the set writes on.
-        let most_unhealthy = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let watcher = {
-            let client = mongo(lab, INPUTS, &hosts, false).await?;
-            let most = most_unhealthy.clone();
-            tokio::spawn(async move {
-                loop {
-                    if let Ok(status) = client
-                        .database("admin")
-                        .run_command(mongodb::bson::doc! {"replSetGetStatus": 1})
-                        .await
-                    {
-                        let unhealthy = status
-                            .get_array("members")
-                            .map(|members| {
-                                members
-                                    .iter()
-                                    .filter_map(|m| m.as_document())
-                                    .filter(|m| {
-                                        !matches!(m.get_i32("state"), Ok(1 | 2))
-                                            || m.get_f64("health").is_ok_and(|h| h < 1.0)
-                                            || m.get_i32("health").is_ok_and(|h| h < 1)
-                                    })
-                                    .count()
-                            })
-                            .unwrap_or(0);
-                        most.fetch_max(unhealthy, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            })
-        };
+        let watcher = UnhealthyWatcher::start(mongo(lab, INPUTS, &hosts, false).await?);
         let other = inputs_keyfile("a keyfile only cluster c has");
         put_secret(lab, 2, &other, INPUTS_PASSWORD).await?;
         let deadline = Instant::now() + Duration::from_secs(90);
@@ -959,8 +929,7 @@ async fn wrong_hostconf_credentials_and_keyfile_are_reported_and_change_nothing(
         put_secret(lab, 2, &keyfile, INPUTS_PASSWORD).await?;
         ready(lab, INPUTS, "a=2,b=2,c=1").await?;
         all_healthy(&sampler, &hosts, Duration::from_secs(60)).await?;
-        watcher.abort();
-        let most_unhealthy = most_unhealthy.load(std::sync::atomic::Ordering::Relaxed);
+        let most_unhealthy = watcher.stop();
         phase(&format!(
             "4. keyfile restored: every member healthy, ready; at most {most_unhealthy} member(s) \
              unhealthy in the primary's view; {} writes acknowledged while c's keyfile differed",

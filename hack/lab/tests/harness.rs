@@ -809,3 +809,53 @@ pub async fn plugin(lab: &Lab, args: &[&str]) -> Result<Plugin, String> {
     );
     Ok(plugin)
 }
+
+/// The primary's view of the set, sampled through a driver client every
+/// 200 ms (`replSetGetStatus`): the most members seen at once that are not
+/// PRIMARY, SECONDARY or ARBITER, or whose `health` is below 1 (down, or
+/// refused internal authentication).
+pub struct UnhealthyWatcher {
+    most: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl UnhealthyWatcher {
+    /// Starts sampling through `client`.
+    pub fn start(client: mongodb::Client) -> UnhealthyWatcher {
+        let most = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = most.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let status = client
+                    .database("admin")
+                    .run_command(doc! {"replSetGetStatus": 1})
+                    .await;
+                if let Ok(status) = status {
+                    let unhealthy = status
+                        .get_array("members")
+                        .map(|members| {
+                            members
+                                .iter()
+                                .filter_map(|m| m.as_document())
+                                .filter(|m| {
+                                    !matches!(m.get_i32("state"), Ok(1 | 2 | 7))
+                                        || m.get_f64("health").is_ok_and(|h| h < 1.0)
+                                        || m.get_i32("health").is_ok_and(|h| h < 1)
+                                })
+                                .count()
+                        })
+                        .unwrap_or(0);
+                    seen.fetch_max(unhealthy, std::sync::atomic::Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+        UnhealthyWatcher { most, task }
+    }
+
+    /// Stops sampling; the most members seen unhealthy at once.
+    pub fn stop(self) -> usize {
+        self.task.abort();
+        self.most.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
