@@ -152,7 +152,12 @@ async fn run(
         "isMaster" | "ismaster" => hello(member, conn, body, true).await,
         "ping" => Ok(doc! {}),
         "buildInfo" | "buildinfo" => Ok(build_info(member)),
-        "getParameter" => crate::fcv::get_parameter(member, body),
+        "getParameter" => crate::fcv::get_parameter(member, body).map(|mut reply| {
+            crate::tls::commands::get_parameters(member, body, &mut reply);
+            reply
+        }),
+        "setParameter" => crate::tls::commands::set_parameter(member, body),
+        "rotateCertificates" => crate::tls::commands::rotate_certificates(member, body),
         "endSessions" => Ok(doc! {}),
         "serverStatus" => Ok(server_status(member, conn)),
         "dbStats" | "dbstats" => crate::stats::db_stats(member, body),

@@ -62,6 +62,9 @@ pub const IDL_REQUIRED_FIELD_MISSING: i32 = 40414;
 pub const IDL_UNKNOWN_FIELD: i32 = 40415;
 pub const INVALID_SKIP: i32 = 5107200;
 pub const INVALID_LIMIT: i32 = 5107201;
+pub const INVALID_SSL_CONFIGURATION: i32 = 140;
+/// `ClusterAuthMode::set` refusing a transition (5.0+).
+pub const ILLEGAL_CLUSTER_AUTH_MODE_TRANSITION: i32 = 5579202;
 
 /// The codeName mongod uses for `code`.
 pub fn code_name(code: i32) -> &'static str {
@@ -98,6 +101,8 @@ pub fn code_name(code: i32) -> &'static str {
         NOT_PRIMARY_NO_SECONDARY_OK => "NotPrimaryNoSecondaryOk",
         USER_ALREADY_EXISTS => "Location51003",
         UNSUPPORTED_OP_QUERY_COMMAND => "UnsupportedOpQueryCommand",
+        INVALID_SSL_CONFIGURATION => "InvalidSSLConfiguration",
+        ILLEGAL_CLUSTER_AUTH_MODE_TRANSITION => "Location5579202",
         INVALID_NAMESPACE => "InvalidNamespace",
         INVALID_PIPELINE_OPERATOR => "InvalidPipelineOperator",
         GROUP_FIELDS_NOT_OBJECT => "Location15947",

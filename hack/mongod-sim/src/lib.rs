@@ -20,6 +20,7 @@ pub mod startup_options;
 pub mod state;
 mod stats;
 mod step_down;
+pub mod tls;
 mod update;
 mod values;
 pub mod version;

@@ -338,6 +338,7 @@ async fn main() -> Result<()> {
                 disk: opts.disk,
                 initial_sync_duration: opts.initial_sync_duration,
                 clients_on_own_host: true,
+                tls: mongod_sim::tls::TlsSpec::default(),
             };
             (addr.to_string(), spec)
         })

@@ -9,6 +9,7 @@
 use crate::config::{MemberConfig, ReplSetConfig};
 use crate::member::{Member, MemberSpec, MemberState};
 use crate::state::Volume;
+use crate::tls::egress::Outcome;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -447,13 +448,16 @@ impl Network {
     pub(crate) fn dial(&self, from: &Member, host: &str) -> Option<Arc<Member>> {
         match self.dial_outcome(from, host) {
             Dialled::Reached(to) => Some(to),
-            Dialled::Unreachable | Dialled::AuthenticationFailed => None,
+            Dialled::Unreachable | Dialled::ConnectionFailed(_) | Dialled::AuthenticationFailed => {
+                None
+            }
         }
     }
 
-    /// What `from` meets when it dials `host`: the member, no answer, or a
-    /// member that refuses its internal authentication (`Keyfile`: its keys,
-    /// first then second, against the peer's).
+    /// What `from` meets when it dials `host`: the member, no answer, a
+    /// connection the two sides' TLS refuses, or a member that refuses its
+    /// internal authentication (keyfile or certificate,
+    /// [`crate::tls::egress`]).
     pub(crate) fn dial_outcome(&self, from: &Member, host: &str) -> Dialled {
         let reg = self.reg();
         let target = resolve(&reg, host);
@@ -470,15 +474,10 @@ impl Network {
             return Dialled::Unreachable;
         }
         drop(reg);
-        let authenticated = match (from.keyfile(), to.keyfile()) {
-            (Some(mine), Some(theirs)) => mine.authenticates_to(theirs),
-            (None, None) => true,
-            _ => false,
-        };
-        if authenticated {
-            Dialled::Reached(to)
-        } else {
-            Dialled::AuthenticationFailed
+        match crate::tls::egress::dial(from, &to, host) {
+            Outcome::Authenticated => Dialled::Reached(to),
+            Outcome::ConnectionFailed(reason) => Dialled::ConnectionFailed(reason),
+            Outcome::AuthenticationFailed => Dialled::AuthenticationFailed,
         }
     }
 
@@ -552,6 +551,8 @@ pub(crate) enum Dialled {
     Reached(Arc<Member>),
     /// Nobody answered (no process there, or the network cut it off).
     Unreachable,
+    /// The connection failed in TLS: mongod's reason.
+    ConnectionFailed(String),
     /// The member answered and refused `__system`'s authentication (18).
     AuthenticationFailed,
 }

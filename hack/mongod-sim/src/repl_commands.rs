@@ -304,14 +304,12 @@ pub(crate) fn get_status(member: &Member) -> CmdResult {
             d.insert("pingMs", 0_i64);
             // `setAuthIssue` clears the message; `prepareStatusResponse` adds
             // `authenticated: false` for such a member, and nothing otherwise.
-            d.insert(
-                "lastHeartbeatMessage",
-                if info.up || info.auth_issue {
-                    ""
-                } else {
-                    "Error connecting to host"
-                },
-            );
+            let message = match &info.connection_failure {
+                Some(reason) => reason.as_str(),
+                None if info.up || info.auth_issue => "",
+                None => "Error connecting to host",
+            };
+            d.insert("lastHeartbeatMessage", message);
             if info.auth_issue {
                 d.insert("authenticated", false);
             }

@@ -1,13 +1,15 @@
-//! TCP serving for one member: accepts connections on its pod address, decodes
+//! TCP serving for one member: accepts connections on its pod address (TLS
+//! or plain by the member's mode, [`crate::tls::ingress`]), decodes
 //! requests, dispatches commands and writes replies. Closes everything when the
 //! member stops. Garbage on a connection closes that connection only.
 
 use crate::commands::{self, Connection};
 use crate::member::Member;
+use crate::tls::ingress::{self, Stream};
 use crate::wire::{self, Request};
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub(crate) async fn serve(
@@ -28,18 +30,31 @@ pub(crate) async fn serve(
         tokio::spawn(async move {
             tokio::select! {
                 _ = stop.wait_for(|s| *s) => {}
-                r = handle_connection(m, stream) => {
-                    if let Err(e) = r {
-                        tracing::debug!("connection closed: {e}");
-                    }
-                }
+                () = serve_connection(m, stream) => {}
             }
         });
     }
 }
 
-async fn handle_connection(member: Arc<Member>, stream: TcpStream) -> Result<(), wire::WireError> {
-    let (mut rd, mut wr) = stream.into_split();
+/// Accepts one connection (TLS or plain) and serves it until it closes.
+async fn serve_connection(member: Arc<Member>, stream: tokio::net::TcpStream) {
+    let stream = match ingress::accept(&member, stream).await {
+        Ok(stream) => stream,
+        Err(refused) => {
+            tracing::warn!(member = %member.listen(), error = %refused, "connection ended before its first command");
+            return;
+        }
+    };
+    if let Err(e) = handle_connection(member, stream).await {
+        tracing::debug!("connection closed: {e}");
+    }
+}
+
+async fn handle_connection(
+    member: Arc<Member>,
+    stream: Box<dyn Stream>,
+) -> Result<(), wire::WireError> {
+    let (mut rd, mut wr) = tokio::io::split(stream);
     let mut conn = Connection::new(member.next_connection_id());
     while let Some(req) = wire::read_request(&mut rd).await? {
         match req {

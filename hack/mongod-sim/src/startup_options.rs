@@ -26,6 +26,7 @@
 //! settings its `spec.config` maps to, and a few common ones; any other is
 //! refused as mongod refuses an unknown one (README, *Differences*).
 
+use crate::tls::{ClusterAuthMode, TlsMode, TlsSpec};
 use std::collections::BTreeMap;
 
 /// One option: its configuration-file name, its command-line name, and
@@ -90,6 +91,21 @@ const OPTIONS: &[Opt] = &[
     opt("systemLog.quiet", Some("quiet"), true),
     opt("processManagement.fork", Some("fork"), true),
     opt("processManagement.pidFilePath", Some("pidfilepath"), false),
+    // `src/mongo/util/net/ssl_options_server.idl`, `src/mongo/db/server_options_server_helpers.cpp`.
+    opt("net.tls.mode", Some("tlsMode"), false),
+    opt(
+        "net.tls.certificateKeyFile",
+        Some("tlsCertificateKeyFile"),
+        false,
+    ),
+    opt("net.tls.CAFile", Some("tlsCAFile"), false),
+    opt("net.tls.clusterFile", Some("tlsClusterFile"), false),
+    opt(
+        "net.tls.allowConnectionsWithoutCertificates",
+        Some("tlsAllowConnectionsWithoutCertificates"),
+        true,
+    ),
+    opt("security.clusterAuthMode", Some("clusterAuthMode"), false),
 ];
 
 /// What a known server parameter accepts from `setParameter` at startup.
@@ -140,6 +156,11 @@ pub struct StartupOptions {
     pub oplog_size_bytes: Option<u64>,
     /// `diagnosticDataCollectionEnabled` (on unless set false).
     pub diagnostic_data: bool,
+    /// `net.tls.*` and `security.clusterAuthMode` (files read through the
+    /// process's filesystem until the runtime sets [`TlsSpec::files`]). Their
+    /// combinations are checked when the member starts
+    /// ([`TlsSpec::check_options`]).
+    pub tls: TlsSpec,
 }
 
 /// mongod ended before it listened: its exit code and what it printed.
@@ -358,6 +379,37 @@ fn store(env: &Environment, container: &Container) -> Result<StartupOptions, Opt
             });
         }
     }
+    // `storeServerOptions`: `ClusterAuthMode::parse`, in the store
+    // initializer (exit 2).
+    let cluster_auth_mode =
+        match get("security.clusterAuthMode") {
+            None => None,
+            Some(mode) => Some(ClusterAuthMode::parse(mode).ok_or_else(|| {
+                bad_options(format!("BadValue: Invalid clusterAuthMode '{mode}'"))
+            })?),
+        };
+    // The `SSLServerOptions` POST initializer: a failure there is "Error
+    // during global initialization" (exit 1).
+    let mode = match get("net.tls.mode") {
+        None => TlsMode::Disabled,
+        Some(mode) => TlsMode::parse(mode).ok_or_else(|| OptionsExit {
+            exit_code: FAIL,
+            message: format!(
+                "Error during global initialization: BadValue: unsupported value for tlsMode {mode}"
+            ),
+        })?,
+    };
+    let tls = TlsSpec {
+        mode,
+        certificate_key_file: get("net.tls.certificateKeyFile").map(str::to_string),
+        ca_file: get("net.tls.CAFile").map(str::to_string),
+        cluster_file: get("net.tls.clusterFile").map(str::to_string),
+        allow_connections_without_certificates: is_true(
+            "net.tls.allowConnectionsWithoutCertificates",
+        ),
+        cluster_auth_mode,
+        files: None,
+    };
     let port = match get("net.port") {
         None => 27017,
         Some(p) => p.parse().map_err(|_| {
@@ -372,6 +424,7 @@ fn store(env: &Environment, container: &Container) -> Result<StartupOptions, Opt
         key_file: get("security.keyFile").map(str::to_string),
         oplog_size_bytes,
         diagnostic_data,
+        tls,
     })
 }
 
@@ -504,6 +557,54 @@ mod tests {
         assert!(in_file
             .message
             .contains("Illegal --setParameter parameter: \"nope\""));
+    }
+
+    #[test]
+    fn tls_options_on_the_command_line_and_in_the_file() {
+        let started = run(
+            &[
+                "--tlsMode",
+                "requireTLS",
+                "--tlsCertificateKeyFile",
+                "/tls/server.pem",
+                "--tlsCAFile=/tls/ca.pem",
+                "--tlsAllowConnectionsWithoutCertificates",
+                "--clusterAuthMode",
+                "sendX509",
+            ],
+            None,
+        )
+        .unwrap();
+        assert_eq!(started.tls.mode, TlsMode::RequireTls);
+        assert_eq!(
+            started.tls.certificate_key_file.as_deref(),
+            Some("/tls/server.pem")
+        );
+        assert_eq!(started.tls.ca_file.as_deref(), Some("/tls/ca.pem"));
+        assert!(started.tls.allow_connections_without_certificates);
+        assert_eq!(
+            started.tls.cluster_auth_mode,
+            Some(ClusterAuthMode::SendX509)
+        );
+        let from_file = run(
+            &CONFIG,
+            Some("net:\n  tls:\n    mode: preferTLS\n    certificateKeyFile: /tls/s.pem\n    clusterFile: /tls/c.pem\nsecurity:\n  clusterAuthMode: x509\n"),
+        )
+        .unwrap();
+        assert_eq!(from_file.tls.mode, TlsMode::PreferTls);
+        assert_eq!(from_file.tls.cluster_file.as_deref(), Some("/tls/c.pem"));
+        assert_eq!(from_file.tls.cluster_auth_mode, Some(ClusterAuthMode::X509));
+        assert_eq!(run(&[], None).unwrap().tls.mode, TlsMode::Disabled);
+        let bad_mode = run(&["--tlsMode", "requireSSL"], None).unwrap_err();
+        assert_eq!(bad_mode.exit_code, 1);
+        assert!(bad_mode
+            .message
+            .ends_with("unsupported value for tlsMode requireSSL"));
+        let bad_auth = run(&["--clusterAuthMode", "X509"], None).unwrap_err();
+        assert_eq!(bad_auth.exit_code, 2);
+        assert!(bad_auth
+            .message
+            .starts_with("BadValue: Invalid clusterAuthMode 'X509'"));
     }
 
     #[test]

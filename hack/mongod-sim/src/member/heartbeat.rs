@@ -120,10 +120,15 @@ impl Member {
         for host in due {
             let dialled = net.dial_outcome(self, &host);
             let auth_issue = matches!(dialled, Dialled::AuthenticationFailed);
+            let mut failure = None;
             let result = match dialled {
                 Dialled::Reached(peer) => {
                     let view = peer.view();
                     Some((peer, view))
+                }
+                Dialled::ConnectionFailed(reason) => {
+                    failure = Some(reason);
+                    None
                 }
                 Dialled::Unreachable | Dialled::AuthenticationFailed => None,
             };
@@ -135,6 +140,7 @@ impl Member {
                 now,
                 result.as_ref().map(|(_, v)| v.clone()),
                 auth_issue,
+                failure,
             );
             if self.known_primary(&inner) != primary_before {
                 // Clients waiting in an awaitable hello learn the new primary at once.
@@ -180,7 +186,10 @@ impl Member {
 
     /// `auth_issue`: the peer refused internal authentication
     /// (`TopologyCoordinator::processHeartbeatResponse`, Unauthorized or
-    /// AuthenticationFailed → `MemberData::setAuthIssue`).
+    /// AuthenticationFailed → `MemberData::setAuthIssue`); `failure`: why the
+    /// connection failed, when TLS refused it (`setDownValues` keeps the
+    /// error's reason as `lastHeartbeatMessage`).
+    #[allow(clippy::too_many_arguments)]
     fn record_heartbeat(
         &self,
         inner: &mut Inner,
@@ -188,11 +197,13 @@ impl Member {
         now: Instant,
         view: Option<PeerView>,
         auth_issue: bool,
+        failure: Option<String>,
     ) {
         let info = inner.peers.entry(host.to_string()).or_default();
         info.last_attempt = Some(now);
         info.last_heartbeat_ms = now_ms();
         info.auth_issue = auth_issue;
+        info.connection_failure = failure;
         match view {
             Some(v) => {
                 info.up = true;

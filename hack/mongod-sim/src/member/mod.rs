@@ -115,6 +115,8 @@ pub struct MemberSpec {
     /// simulator started by hand). The lab sets false: there every client
     /// stands for a process in another pod, never on the member's loopback.
     pub clients_on_own_host: bool,
+    /// Its TLS options ([`crate::tls`]); the default: none, TLS disabled.
+    pub tls: crate::tls::TlsSpec,
 }
 
 impl std::fmt::Debug for MemberSpec {
@@ -129,6 +131,7 @@ impl std::fmt::Debug for MemberSpec {
             .field("disk", &self.disk)
             .field("initial_sync_duration", &self.initial_sync_duration)
             .field("clients_on_own_host", &self.clients_on_own_host)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -145,6 +148,7 @@ impl MemberSpec {
             disk: None,
             initial_sync_duration: Duration::ZERO,
             clients_on_own_host: true,
+            tls: crate::tls::TlsSpec::default(),
         }
     }
 }
@@ -170,6 +174,8 @@ pub(crate) struct PeerInfo {
     pub up: bool,
     /// Its last heartbeat was refused internal authentication.
     pub auth_issue: bool,
+    /// Why its last heartbeat's connection failed in TLS.
+    pub connection_failure: Option<String>,
 }
 
 /// A new primary's catch-up phase (mongod's `CatchupState`, then drain mode):
@@ -257,6 +263,8 @@ pub struct Member {
     exit_code: AtomicI32,
     /// The keys of its keyfile, as read at start (none without a keyfile).
     keyfile: Option<Keyfile>,
+    /// Its TLS modes and certificates.
+    tls: crate::tls::MemberTls,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -332,6 +340,13 @@ impl Member {
             Ok(keyfile) => (keyfile, startup),
             Err(refused) => (None, Err(refused)),
         };
+        // The TLS options and files are refused by global initializers,
+        // before anything else.
+        let (material, startup) = match crate::tls::startup(&spec.tls, spec.version) {
+            Ok(material) => (material, startup),
+            Err(refused) => (None, Err(refused)),
+        };
+        let tls = crate::tls::MemberTls::new(spec.tls.clone(), material, keyfile.is_some());
         let (topology, _) = watch::channel(0);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let member = Arc::new(Member {
@@ -373,6 +388,7 @@ impl Member {
             tasks: Mutex::new(Vec::new()),
             exit_code: AtomicI32::new(-1),
             keyfile,
+            tls,
         });
         if let Err(e) = startup {
             // mongod logs the reason and exits before it listens.
@@ -486,6 +502,9 @@ impl Member {
     }
     pub(crate) fn keyfile(&self) -> Option<&Keyfile> {
         self.keyfile.as_ref()
+    }
+    pub(crate) fn tls(&self) -> &crate::tls::MemberTls {
+        &self.tls
     }
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
