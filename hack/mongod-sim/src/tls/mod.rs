@@ -1,13 +1,13 @@
-//! TLS as mongod runs it (`src/tls/`; README, *TLS*): the modes of one port
+//! TLS as mongod runs it (`src/tls/`; TLS.md): the modes of one port
 //! (`--tlsMode`), the certificate files, internal authentication by x.509
 //! (`--clusterAuthMode`), what mongod refuses at start, and the runtime state
 //! that `setParameter` and `rotateCertificates` change.
 //!
 //! - [`material`]: reading the PEM files, verifying peers with rustls/webpki
 //!   and mongod's words for a failure;
-//! - [`ingress`]: one accepted connection, TLS or plain by its first bytes;
-//! - [`egress`]: a member dialling a member (in-process);
-//! - [`commands`]: `getParameter` / `setParameter` of `tlsMode` and
+//! - `ingress`: one accepted connection, TLS or plain by its first bytes;
+//! - `egress`: a member dialling a member (in-process);
+//! - `commands`: `getParameter` / `setParameter` of `tlsMode` and
 //!   `clusterAuthMode`, `rotateCertificates`.
 
 pub(crate) mod commands;
