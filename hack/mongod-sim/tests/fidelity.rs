@@ -35,10 +35,26 @@ fn tool(var: &str) -> Option<PathBuf> {
     }
 }
 
-fn scratch_dir(name: &str) -> PathBuf {
+fn scratch_dir(name: &str) -> ScratchDir {
     let dir = std::env::temp_dir().join(format!("mongod-sim-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    ScratchDir(dir)
+}
+
+/// A directory of a test's own, removed when the test ends.
+struct ScratchDir(PathBuf);
+
+impl std::ops::Deref for ScratchDir {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Starts the binary and waits for its ready line.
@@ -273,7 +289,7 @@ fn mongosh_rs_helpers_initiate_status_add_reconfig_stepdown() {
     .args(["--quiet", "--norc", "--file"])
     .arg(script("mongosh_fidelity.js"))
     .env("MMO_HOSTS", hosts.join(","))
-    .env("HOME", &home);
+    .env("HOME", &*home);
     run_script(cmd, "MONGOSH FIDELITY OK");
 }
 
