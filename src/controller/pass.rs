@@ -276,7 +276,7 @@ fn keyfile_progress(
     Some(crate::keyfile::keyfile_progress(
         desired,
         planned,
-        Some(&run),
+        &run,
         &validated.vip,
     ))
 }

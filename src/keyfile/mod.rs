@@ -174,12 +174,23 @@ pub struct KeyfileProgress {
     pub message: String,
 }
 
+impl KeyfileProgress {
+    /// Before any roll has read what the members run.
+    pub fn keys_run_unknown() -> KeyfileProgress {
+        KeyfileProgress {
+            in_place: false,
+            reason: KeyfileReason::KeysRunUnknown,
+            message: "the keys the members run are read once the set is in sync".to_string(),
+        }
+    }
+}
+
 /// Where the keyfile stands: `desired` is the credentials Secret's key,
 /// `planned` what this cluster's template runs, `run` what every member runs.
 pub fn keyfile_progress(
     desired: &Keyfile,
     planned: &Keyfile,
-    run: Option<&KeysRun>,
+    run: &KeysRun,
     local_vip: &str,
 ) -> KeyfileProgress {
     let progress = |in_place, reason, message: String| KeyfileProgress {
@@ -187,13 +198,9 @@ pub fn keyfile_progress(
         reason,
         message,
     };
-    let Some(run) = run.filter(|run| !run.is_empty()) else {
-        return progress(
-            false,
-            KeyfileReason::KeysRunUnknown,
-            "the keys the members run are read once the set is in sync".to_string(),
-        );
-    };
+    if run.is_empty() {
+        return KeyfileProgress::keys_run_unknown();
+    }
     let new_key = desired.fingerprints();
     let planned_keys = planned.fingerprints();
     let members = |pick: &dyn Fn(&Option<Vec<KeyFingerprint>>) -> bool| -> Vec<String> {

@@ -127,7 +127,7 @@ fn a_keyfile_sharing_no_key_with_a_member_waits() {
         plan_keyfile(&new, std::slice::from_ref(&old), Some(&b_other)),
         old
     );
-    let progress = keyfile_progress(&new, &old, Some(&b_other), "10.0.0.1");
+    let progress = keyfile_progress(&new, &old, &b_other, "10.0.0.1");
     assert_eq!(progress.reason, KeyfileReason::WaitingForMembers);
     assert!(
         progress
@@ -162,9 +162,8 @@ fn a_restart_is_allowed_only_onto_keys_every_other_member_shares() {
 #[test]
 fn the_condition_follows_the_two_phases_and_names_who_is_behind() {
     let (old, both, new) = (Keyfile::of_key(OLD), two(OLD, NEW), Keyfile::of_key(NEW));
-    let at = |planned: &Keyfile, run: &KeysRun, vip: &str| {
-        keyfile_progress(&new, planned, Some(run), vip)
-    };
+    let at =
+        |planned: &Keyfile, run: &KeysRun, vip: &str| keyfile_progress(&new, planned, run, vip);
 
     let progress = at(&both, &run(&old, &old, Some(&old)), "10.0.0.1");
     assert_eq!(
@@ -190,8 +189,7 @@ fn the_condition_follows_the_two_phases_and_names_who_is_behind() {
     );
 
     // Cluster b, whose Secret still holds the old key, sees a's extra key.
-    let old_desired =
-        keyfile_progress(&old, &old, Some(&run(&both, &both, Some(&old))), "10.0.0.2");
+    let old_desired = keyfile_progress(&old, &old, &run(&both, &both, Some(&old)), "10.0.0.2");
     assert_eq!(old_desired.reason, KeyfileReason::OtherKeysRun);
 
     let progress = at(&new, &run(&new, &both, Some(&both)), "10.0.0.1");
@@ -211,7 +209,7 @@ fn the_condition_follows_the_two_phases_and_names_who_is_behind() {
     );
     assert!(!progress.message.contains(NEW), "{}", progress.message);
 
-    let unknown = keyfile_progress(&new, &new, None, "10.0.0.1");
+    let unknown = keyfile_progress(&new, &new, &KeysRun::new(), "10.0.0.1");
     assert_eq!(
         (unknown.in_place, unknown.reason),
         (false, KeyfileReason::KeysRunUnknown)

@@ -7,7 +7,7 @@ use super::replica_set::{authentication_refused, has_primary, unhealthy_members}
 use super::{condition, desired_members, ConditionType, StatusInput};
 use crate::api::{MongoDB, MongoState};
 use crate::build::mongod_options::mongod_settings;
-use crate::keyfile::KeyfileReason;
+use crate::keyfile::KeyfileProgress;
 use crate::planner::{Step, WaitReason};
 use crate::roll::RollStep;
 use crate::service_hold::{HeldService, HoldReason};
@@ -419,22 +419,14 @@ pub(super) fn member_services_held<'a>(input: &StatusInput<'a>) -> Verdict<'a> {
 /// `KeyfileInPlace`: where the keyfile stands, once the keys every member
 /// runs were read; otherwise the condition as it was (or `KeysRunUnknown`).
 pub(super) fn keyfile_in_place<'a>(input: &StatusInput<'a>) -> Verdict<'a> {
-    if let Some(progress) = input.keyfile {
-        let reason: &'static str = progress.reason.into();
-        return Verdict::new(progress.in_place, reason, progress.message.clone());
-    }
-    let previous = input.mongodb.status.as_ref().and_then(|status| {
-        status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == ConditionType::KeyfileInPlace.as_str())
-    });
-    match previous {
-        Some(c) => Verdict::new(c.status == "True", &c.reason, c.message.clone()),
-        None => Verdict::new(
-            false,
-            KeyfileReason::KeysRunUnknown.into(),
-            "the keys the members run are read once the set is in sync",
-        ),
-    }
+    let progress = match (
+        input.keyfile,
+        condition(input.mongodb.status.as_ref(), ConditionType::KeyfileInPlace),
+    ) {
+        (Some(progress), _) => progress.clone(),
+        (None, Some(c)) => return Verdict::new(c.status == "True", &c.reason, c.message.clone()),
+        (None, None) => KeyfileProgress::keys_run_unknown(),
+    };
+    let reason: &'static str = progress.reason.into();
+    Verdict::new(progress.in_place, reason, progress.message)
 }

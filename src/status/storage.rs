@@ -44,13 +44,10 @@ pub(super) fn volumes_match_spec<'a>(input: &StatusInput<'a>) -> Verdict<'a> {
         let (holds, reason, message) = growth.verdict();
         return Verdict::new(holds, reason.into(), message);
     }
-    let previous = input.mongodb.status.as_ref().and_then(|status| {
-        status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == super::ConditionType::VolumesMatchSpec.as_str())
-    });
-    match previous {
+    match super::condition(
+        input.mongodb.status.as_ref(),
+        super::ConditionType::VolumesMatchSpec,
+    ) {
         Some(c) => Verdict::new(c.status == "True", &c.reason, c.message.clone()),
         None => Verdict::new(
             false,

@@ -4,6 +4,9 @@
 //! `MMO_MONGOSH` (see hack/test-tools.sh); without them the tests skip, unless
 //! `MMO_REQUIRE_TOOLS=1`, in which case they fail.
 
+mod common;
+
+use common::tool;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -17,21 +20,6 @@ impl Drop for KillOnDrop {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-fn tool(var: &str) -> Option<PathBuf> {
-    match std::env::var_os(var) {
-        Some(v) if !v.is_empty() => Some(PathBuf::from(v)),
-        _ => {
-            if std::env::var("MMO_REQUIRE_TOOLS").as_deref() == Ok("1") {
-                panic!(
-                    "MMO_REQUIRE_TOOLS=1 but {var} is not set: run eval \"$(hack/test-tools.sh)\""
-                );
-            }
-            println!("SKIPPED: set {var} (see hack/test-tools.sh)");
-            None
-        }
     }
 }
 

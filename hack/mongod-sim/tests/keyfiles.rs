@@ -7,27 +7,9 @@
 
 mod common;
 
-use bson::{doc, Document};
+use bson::Document;
 use common::*;
 use mongod_sim::{MemberSpec, Volume};
-
-/// The primary's `replSetGetStatus` entry for `host`.
-async fn entry(set: &Set, primary: &str, host: &str) -> Option<Document> {
-    let status = set
-        .direct(primary, "")
-        .await
-        .database("admin")
-        .run_command(doc! {"replSetGetStatus": 1})
-        .await
-        .ok()?;
-    status
-        .get_array("members")
-        .ok()?
-        .iter()
-        .filter_map(|m| m.as_document())
-        .find(|m| m.get_str("name") == Ok(host))
-        .cloned()
-}
 
 /// Restarts member `index` of `set` on its volume with `keyfile`.
 async fn restart_with(set: &Set, index: usize, keyfile: &str) {
@@ -46,12 +28,12 @@ async fn restart_with(set: &Set, index: usize, keyfile: &str) {
 
 async fn wait_healthy(set: &Set, primary: &str, host: &str, healthy: bool) -> Document {
     wait_until("the primary's view of the member", || async {
-        entry(set, primary, host)
+        set.status_entry(primary, "", host)
             .await
             .is_some_and(|e| (e.get_f64("health") == Ok(1.0)) == healthy)
     })
     .await;
-    entry(set, primary, host).await.unwrap()
+    set.status_entry(primary, "", host).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,22 +20,9 @@ fn over_tls(ca: &str) -> String {
     format!("&tls=true&tlsCAFile={ca}")
 }
 
-/// The primary's `replSetGetStatus` entry for `host`.
+/// The primary's `replSetGetStatus` entry for `host`, over TLS.
 async fn entry(set: &Set, primary: &str, ca: &str, host: &str) -> Option<Document> {
-    let status = set
-        .direct(primary, &over_tls(ca))
-        .await
-        .database("admin")
-        .run_command(doc! {"replSetGetStatus": 1})
-        .await
-        .ok()?;
-    status
-        .get_array("members")
-        .ok()?
-        .iter()
-        .filter_map(|m| m.as_document())
-        .find(|m| m.get_str("name") == Ok(host))
-        .cloned()
+    set.status_entry(primary, &over_tls(ca), host).await
 }
 
 /// A direct client of `host` that gives up after 1.5 s.

@@ -5,29 +5,16 @@
 //! from `MMO_PYTHON` / `MMO_MONGOSH`; without them the tests print `SKIPPED`
 //! unless `MMO_REQUIRE_TOOLS=1`.
 
+mod common;
 mod tls_pki;
 
+use common::tool;
 use mongod_sim::tls::TlsMode;
 use mongod_sim::{MemberSpec, Network, Volume};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 use tls_pki::*;
-
-fn tool(var: &str) -> Option<PathBuf> {
-    match std::env::var_os(var) {
-        Some(v) if !v.is_empty() => Some(PathBuf::from(v)),
-        _ => {
-            if std::env::var("MMO_REQUIRE_TOOLS").as_deref() == Ok("1") {
-                panic!(
-                    "MMO_REQUIRE_TOOLS=1 but {var} is not set: run eval \"$(hack/test-tools.sh)\""
-                );
-            }
-            println!("SKIPPED: set {var} (see hack/test-tools.sh)");
-            None
-        }
-    }
-}
 
 /// pymongo's outcome of a ping with URI `uri`: "ok" or the error text.
 const PYMONGO: &str = r#"

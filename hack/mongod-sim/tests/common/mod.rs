@@ -90,6 +90,25 @@ impl Set {
         .unwrap()
     }
 
+    /// The `replSetGetStatus` entry for `host` as `primary` has it (`extra`:
+    /// the URI options to reach `primary`).
+    pub async fn status_entry(&self, primary: &str, extra: &str, host: &str) -> Option<Document> {
+        let status = self
+            .direct(primary, extra)
+            .await
+            .database("admin")
+            .run_command(doc! {"replSetGetStatus": 1})
+            .await
+            .ok()?;
+        status
+            .get_array("members")
+            .ok()?
+            .iter()
+            .filter_map(|m| m.as_document())
+            .find(|m| m.get_str("name") == Ok(host))
+            .cloned()
+    }
+
     pub async fn direct_auth(&self, host: &str, user: &str, pw: &str, mech: &str) -> Client {
         Client::with_uri_str(format!("mongodb://{user}:{pw}@{host}/?directConnection=true&serverSelectionTimeoutMS=10000&authSource=admin&authMechanism={mech}"))
             .await
@@ -218,4 +237,22 @@ pub async fn collect(mut cursor: mongodb::Cursor<Document>) -> Vec<Document> {
         out.push(cursor.deserialize_current().unwrap());
     }
     out
+}
+
+/// A third-party client named by environment variable `var` (see
+/// hack/test-tools.sh): `None`, and the test skips, when it is not set, unless
+/// `MMO_REQUIRE_TOOLS=1`, where that fails the test.
+pub fn tool(var: &str) -> Option<std::path::PathBuf> {
+    match std::env::var_os(var) {
+        Some(v) if !v.is_empty() => Some(std::path::PathBuf::from(v)),
+        _ => {
+            if std::env::var("MMO_REQUIRE_TOOLS").as_deref() == Ok("1") {
+                panic!(
+                    "MMO_REQUIRE_TOOLS=1 but {var} is not set: run eval \"$(hack/test-tools.sh)\""
+                );
+            }
+            println!("SKIPPED: set {var} (see hack/test-tools.sh)");
+            None
+        }
+    }
 }
