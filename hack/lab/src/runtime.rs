@@ -8,7 +8,9 @@
 //!   outside a writable volume) ends the container with mongod's exit code,
 //!   so the pod crash-loops as it would. Otherwise it listens on the
 //!   pod IP and port `--port` (27017 by default), reads its keyfile from the file
-//!   `--keyFile` names, and creates the root user from
+//!   `--keyFile` names, its TLS files (`--tlsCertificateKeyFile`,
+//!   `--tlsCAFile`, `--tlsClusterFile`) from the mounted volumes each time it
+//!   reads them (at start, and on `rotateCertificates`), and creates the root user from
 //!   `MONGO_INITDB_ROOT_USERNAME` / `_PASSWORD` when its data is empty (what the
 //!   official image's entrypoint does). Its data lives with the PVC's uid: a
 //!   restarted pod resumes it, a new PVC starts empty.
@@ -46,6 +48,7 @@ use anyhow::{anyhow, bail, Context};
 use cluster_sim::{
     BoxFuture, ContainerExit, ContainerRuntime, ResolvedContainer, ResolvedVolume, RunningContainer,
 };
+use mongod_sim::tls::{FileReader, TlsSpec};
 use mongod_sim::{
     startup_options, Disk, Member, MemberSpec, Network, RootUser, ServerVersion, Volume,
 };
@@ -62,8 +65,11 @@ pub struct MongodRuntime {
     network: Arc<Network>,
     site: String,
     volumes: Mutex<BTreeMap<String, Volume>>,
-    empty_dirs: Mutex<BTreeMap<(String, String), DirFiles>>,
+    empty_dirs: EmptyDirs,
 }
+
+/// Every pod's emptyDir files, by pod uid and volume name.
+type EmptyDirs = Arc<Mutex<BTreeMap<(String, String), DirFiles>>>;
 
 impl MongodRuntime {
     /// A runtime starting members on `network`, tagged with the cluster's `site`
@@ -73,7 +79,7 @@ impl MongodRuntime {
             network,
             site: site.into(),
             volumes: Mutex::default(),
-            empty_dirs: Mutex::default(),
+            empty_dirs: EmptyDirs::default(),
         }
     }
 
@@ -116,24 +122,15 @@ impl MongodRuntime {
 
     /// The content of the file at `path` as the container sees it.
     fn read_file(&self, container: &ResolvedContainer, path: &str) -> Option<Vec<u8>> {
-        let mount = container
-            .mounts
-            .iter()
-            .filter(|m| path.starts_with(&m.mount_path))
-            .max_by_key(|m| m.mount_path.len())?;
-        let relative = path[mount.mount_path.len()..].trim_start_matches('/');
-        match &mount.volume {
-            ResolvedVolume::Secret { files, .. } | ResolvedVolume::ConfigMap { files, .. } => {
-                files.get(relative).cloned()
-            }
-            ResolvedVolume::EmptyDir => {
-                let dirs = self.empty_dirs.lock().unwrap_or_else(|p| p.into_inner());
-                dirs.get(&(container.pod.uid.clone(), mount.volume_name.clone()))?
-                    .get(relative)
-                    .cloned()
-            }
-            _ => None,
-        }
+        read_mounted(&self.empty_dirs, container, path)
+    }
+
+    /// Reads the container's files whenever mongod asks (at start, and again
+    /// on `rotateCertificates`).
+    fn file_reader(&self, container: &ResolvedContainer) -> FileReader {
+        let empty_dirs = self.empty_dirs.clone();
+        let container = container.clone();
+        Arc::new(move |path: &str| read_mounted(&empty_dirs, &container, path))
     }
 
     async fn run_mongod(
@@ -199,6 +196,10 @@ impl MongodRuntime {
             // Every client of a lab member (the operator, a test, the
             // writer) stands for a process in another pod.
             clients_on_own_host: false,
+            tls: TlsSpec {
+                files: Some(self.file_reader(container)),
+                ..options.tls
+            },
             ..MemberSpec::new(listen, &repl_set)
         };
         let volume = self.volume_of(container);
@@ -263,6 +264,32 @@ impl ContainerRuntime for MongodRuntime {
                 exited: Arc::new(exited),
             }) as Box<dyn RunningContainer>)
         })
+    }
+}
+
+/// The content of the file at `path` as `container` sees it.
+fn read_mounted(
+    empty_dirs: &EmptyDirs,
+    container: &ResolvedContainer,
+    path: &str,
+) -> Option<Vec<u8>> {
+    let mount = container
+        .mounts
+        .iter()
+        .filter(|m| path.starts_with(&m.mount_path))
+        .max_by_key(|m| m.mount_path.len())?;
+    let relative = path[mount.mount_path.len()..].trim_start_matches('/');
+    match &mount.volume {
+        ResolvedVolume::Secret { files, .. } | ResolvedVolume::ConfigMap { files, .. } => {
+            files.get(relative).cloned()
+        }
+        ResolvedVolume::EmptyDir => {
+            let dirs = empty_dirs.lock().unwrap_or_else(|p| p.into_inner());
+            dirs.get(&(container.pod.uid.clone(), mount.volume_name.clone()))?
+                .get(relative)
+                .cloned()
+        }
+        _ => None,
     }
 }
 
