@@ -195,6 +195,7 @@ pub struct MongoDBSpec {
     /// Event. Other settings go in the ConfigMap of `customConfigRef`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
+    #[x_kube(validation = Rule::new("self.all(c, !c.name.matches('^(net\\\\.)?(tls|ssl)') && !c.name.matches('^setParameter\\\\.(tls|ssl)') && c.name != 'security.clusterAuthMode')").message("TLS is set with spec.tls, not spec.config"))]
     pub config: Vec<ConfigVar>,
 
     /// Name of a ConfigMap whose key `mongod.yaml` holds extra mongod
@@ -244,6 +245,12 @@ pub struct MongoDBSpec {
     /// Sites far apart need longer timeouts than MongoDB's defaults.
     #[serde(default)]
     pub replica_set_settings: ReplicaSetSettings,
+
+    /// TLS on every connection to and between the members, and the
+    /// certificate they serve. Absent: no TLS, as before (the pods are built
+    /// exactly as without the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSettings>,
 
     /// The featureCompatibilityVersion to raise the set to (`"8.0"`), once every
     /// member in every cluster runs that release and no pod is outdated; the
@@ -470,6 +477,79 @@ impl Default for MetricsExporterSpec {
     }
 }
 
+/// TLS of the members (`net.tls` of mongod).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.mode == 'disabled' || has(self.certificateSecretRef)").message("spec.tls.certificateSecretRef is required unless spec.tls.mode is disabled"))]
+pub struct TlsSettings {
+    /// `disabled`, `allowTLS`, `preferTLS` or `requireTLS` (mongod's
+    /// `net.tls.mode`). At `requireTLS` every client needs TLS.
+    pub mode: TlsMode,
+    /// The Secret of this cluster's member certificate, in cert-manager's
+    /// form: `tls.crt` (the certificate, then its intermediates), `tls.key`,
+    /// `ca.crt` (the CAs every member's certificate is verified against). The
+    /// certificate needs this cluster's VIP as an IP SAN and both serverAuth
+    /// and clientAuth usage (mongod presents it to the other members).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate_secret_ref: Option<SecretRef>,
+    /// Let clients connect without a certificate of their own (mongod's
+    /// `--tlsAllowConnectionsWithoutCertificates`); otherwise every client
+    /// presents one signed by a CA of `ca.crt`.
+    #[serde(default)]
+    pub allow_connections_without_certificates: bool,
+}
+
+/// mongod's TLS modes, weakest first.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
+pub enum TlsMode {
+    /// No TLS.
+    #[serde(rename = "disabled")]
+    Disabled,
+    /// TLS accepted from clients; members dial each other in plain text.
+    #[serde(rename = "allowTLS")]
+    AllowTls,
+    /// TLS and plain accepted; members dial each other over TLS.
+    #[serde(rename = "preferTLS")]
+    PreferTls,
+    /// TLS only.
+    #[serde(rename = "requireTLS")]
+    RequireTls,
+}
+
+impl TlsMode {
+    /// The mode mongod names `name`.
+    pub fn parse(name: &str) -> Option<TlsMode> {
+        [
+            TlsMode::Disabled,
+            TlsMode::AllowTls,
+            TlsMode::PreferTls,
+            TlsMode::RequireTls,
+        ]
+        .into_iter()
+        .find(|mode| mode.as_str() == name)
+    }
+
+    /// mongod's name of the mode (`--tlsMode`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TlsMode::Disabled => "disabled",
+            TlsMode::AllowTls => "allowTLS",
+            TlsMode::PreferTls => "preferTLS",
+            TlsMode::RequireTls => "requireTLS",
+        }
+    }
+}
+
+/// A Secret in the object's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+pub struct SecretRef {
+    /// The Secret's name.
+    #[schemars(length(min = 1, max = 253), regex(pattern = OBJECT_NAME_PATTERN))]
+    pub name: String,
+}
+
 /// Replica-set `settings` (see MongoDB's replica set configuration reference).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
@@ -573,6 +653,20 @@ pub struct MongoDBStatus {
     /// and how far it went. Kept until another request replaces it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forget_cluster: Option<ForgetClusterStatus>,
+    /// The certificate this cluster's members are given (with `spec.tls`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsStatus>,
+}
+
+/// The certificate of `spec.tls.certificateSecretRef`, as the operator
+/// checked it before giving it to the members.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsStatus {
+    /// The certificate's subject.
+    pub subject: String,
+    /// When the certificate expires.
+    pub not_after: Time,
 }
 
 /// The default write concern in force, and its source.
@@ -745,6 +839,9 @@ pub struct LocalMemberStatus {
     /// revision of its StatefulSet's pod template).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+    /// The TLS mode it runs (`getParameter tlsMode`), asked with `spec.tls`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_mode: Option<TlsMode>,
 }
 
 /// The schema of a quantity in a map of quantities (`resources.limits`):

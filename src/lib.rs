@@ -36,5 +36,6 @@ pub mod roll;
 pub mod service_hold;
 pub mod status;
 pub mod telemetry;
+pub mod tls;
 pub mod validate;
 pub mod volume_growth;

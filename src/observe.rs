@@ -221,6 +221,7 @@ pub(crate) mod fixtures {
     //! What a pass could have seen in a cluster, shared by the tests of the
     //! stages that read it.
 
+    use crate::api::TlsMode;
     use std::collections::BTreeMap;
 
     use crate::hostconf::{HostConf, MemberAddress};
@@ -287,6 +288,7 @@ pub(crate) mod fixtures {
                         pod: None,
                         deleting: false,
                         claim_storage: None,
+                        tls_mode: TlsMode::Disabled,
                     },
                 ),
                 (
@@ -299,6 +301,7 @@ pub(crate) mod fixtures {
                         pod: None,
                         deleting: false,
                         claim_storage: None,
+                        tls_mode: TlsMode::Disabled,
                     },
                 ),
                 (
@@ -311,6 +314,7 @@ pub(crate) mod fixtures {
                         pod: None,
                         deleting: false,
                         claim_storage: None,
+                        tls_mode: TlsMode::Disabled,
                     },
                 ),
             ]),

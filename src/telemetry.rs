@@ -398,6 +398,7 @@ mod tests {
             host: None,
             role: "SECONDARY".into(),
             lag_seconds: None,
+            tls_mode: None,
             revision: Some(revision.to_string()),
         };
         let status = MongoDBStatus {

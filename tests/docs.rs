@@ -25,7 +25,7 @@ use mongodb_member_operator::planner::{Change, Refusal, Step, WaitReason};
 use mongodb_member_operator::recovery::RecoveryRefusal;
 use mongodb_member_operator::roll::{RestartCaveat, RollStep, RollWait};
 use mongodb_member_operator::service_hold::{HoldReason, ReleaseReason};
-use mongodb_member_operator::status::ConditionType;
+use mongodb_member_operator::status::{ConditionType, TlsReason};
 use mongodb_member_operator::validate::InvalidInput;
 use mongodb_member_operator::volume_growth::VolumesReason;
 use strum::VariantNames;
@@ -112,6 +112,7 @@ fn reasons() -> Vec<(&'static str, Vec<String>)> {
         ("FailedStage", owned(FailedStage::VARIANTS)),
         ("VolumesReason", owned(VolumesReason::VARIANTS)),
         ("KeyfileReason", owned(KeyfileReason::VARIANTS)),
+        ("TlsReason", owned(TlsReason::VARIANTS)),
         ("HoldReason", owned(HoldReason::VARIANTS)),
         ("ReleaseReason", owned(ReleaseReason::VARIANTS)),
         (

@@ -30,8 +30,9 @@ use super::labels::{
 };
 use super::pod::{
     container_port, container_security_context, image_pull_secrets, pod_security_context,
-    resource_requirements, secret_env, METRICS_PORT, MONGODB_PORT,
+    resource_requirements, secret_env, tls_path, tls_volume_and_mount, METRICS_PORT, MONGODB_PORT,
 };
+use super::secrets::{TLS_CA_FILE, TLS_CERTIFICATE_KEY_FILE};
 use super::{names, secrets, BuildContext, DesiredObjects, MemberTarget};
 use crate::api::ResourceSetting;
 
@@ -65,8 +66,14 @@ pub fn exporter_deployment(ctx: &BuildContext, target: &MemberTarget) -> Option<
         Component::Metrics.as_str().to_string(),
     );
     let user_pod_spec = ctx.spec().pod_spec.clone().unwrap_or_default();
+    let mut container = exporter_container(ctx, &member);
+    let tls = tls_volume_and_mount(ctx);
+    if let Some((_, mount)) = &tls {
+        container.volume_mounts = Some(vec![mount.clone()]);
+    }
     let pod_spec = PodSpec {
-        containers: vec![exporter_container(ctx, &member)],
+        containers: vec![container],
+        volumes: tls.map(|(volume, _)| vec![volume]),
         security_context: Some(pod_security_context(None)),
         // Where the members may run (their taints and node labels), without
         // their affinity: that one is about members, not exporters.
@@ -175,7 +182,10 @@ fn exporter_container(ctx: &BuildContext, member: &str) -> Container {
         names::headless_service(ctx.name()),
         ctx.namespace()
     );
-    let mut args = vec![format!("--mongodb.uri=mongodb://{host}:{MONGODB_PORT}")];
+    let mut args = vec![format!(
+        "--mongodb.uri=mongodb://{host}:{MONGODB_PORT}{}",
+        tls_options(ctx)
+    )];
     args.extend(COLLECTORS.map(String::from));
     args.push(format!("--web.listen-address=:{METRICS_PORT}"));
     Container {
@@ -191,6 +201,21 @@ fn exporter_container(ctx: &BuildContext, member: &str) -> Container {
         resources: Some(resource_requirements(&resources)),
         security_context: Some(container_security_context()),
         ..Container::default()
+    }
+}
+
+/// The connection string's options with TLS on: the CA bundle and the
+/// member's certificate as the client's, the host name left unchecked (the
+/// certificate names the cluster's VIP, not the pod's DNS name; the chain
+/// is still verified).
+fn tls_options(ctx: &BuildContext) -> String {
+    match ctx.tls() {
+        Some(_) => format!(
+            "/?tls=true&tlsCAFile={}&tlsCertificateKeyFile={}&tlsAllowInvalidHostnames=true",
+            tls_path(TLS_CA_FILE),
+            tls_path(TLS_CERTIFICATE_KEY_FILE)
+        ),
+        None => String::new(),
     }
 }
 

@@ -44,6 +44,7 @@ use kube::{Resource, ResourceExt};
 use crate::api::{MongoDB, MongoDBSpec};
 use crate::keyfile::Keyfile;
 use crate::member::MemberSlot;
+use crate::tls::MemberTls;
 
 pub use exporter::exporter_deployment;
 pub use pdb::member_pod_disruption_budget;
@@ -54,13 +55,13 @@ use secrets::derived_keyfile;
 pub use secrets::{
     admin_credentials_secret, db_user_secret, derive_keyfile, derive_user_password,
     derived_credentials_secret, fingerprint, image_pull_secret, keyfile_secret,
-    keyfile_secret_name, monitor_credentials_secret, sha256_hex, CredentialsSource,
+    keyfile_secret_name, monitor_credentials_secret, sha256_hex, tls_secret, CredentialsSource,
     KEYFILE_SECRET_KEY,
 };
 pub use services::{headless_service, metrics_service};
 pub use statefulset::{
     member_stateful_set, MemberStatefulSet, KEYFILE_KEYS_ANNOTATION, KEYFILE_SECRET_ANNOTATION,
-    MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION, REVISION_ANNOTATION,
+    MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION, REVISION_ANNOTATION, TLS_MODE_ANNOTATION,
 };
 
 /// Why desired objects could not be built from the input.
@@ -150,6 +151,7 @@ pub fn desired_objects(
     ];
     secrets.extend(derived_credentials_secret(ctx)?);
     secrets.push(keyfile_secret(ctx)?);
+    secrets.extend(tls_secret(ctx));
     secrets.extend(db_user_secret(ctx, root_password)?);
     secrets.extend(image_pull_secret(ctx));
     let mut services = vec![headless_service(ctx)];
@@ -186,6 +188,7 @@ pub struct BuildContext<'a> {
     credentials: CredentialsSource,
     content_digest: String,
     keyfile: Option<Keyfile>,
+    tls: Option<MemberTls>,
 }
 
 impl std::fmt::Debug for BuildContext<'_> {
@@ -220,6 +223,7 @@ impl<'a> BuildContext<'a> {
             credentials,
             content_digest: String::new(),
             keyfile,
+            tls: None,
         })
     }
 
@@ -246,6 +250,17 @@ impl<'a> BuildContext<'a> {
     /// the one derived from `spec.rootPassword`.
     pub fn keyfile(&self) -> Result<&Keyfile, BuildError> {
         self.keyfile.as_ref().ok_or(BuildError::KeyfileNotPlanned)
+    }
+
+    /// The same context, with the TLS the members run ([`crate::tls::member_tls`]).
+    pub fn with_tls(mut self, tls: Option<MemberTls>) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// The TLS the members run; `None`: none.
+    pub fn tls(&self) -> Option<&MemberTls> {
+        self.tls.as_ref()
     }
 
     /// Name of the `MongoDB` object (the instance name in every object name).

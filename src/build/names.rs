@@ -108,6 +108,12 @@ pub fn keyfile_secret(instance: &str, file_digest: &str) -> String {
     format!("{}{}", keyfile_secret_prefix(instance), &file_digest[..10])
 }
 
+/// `<name>-mongod-tls`: the members' certificate, key and CA bundle as
+/// mongod reads them.
+pub fn tls_secret(instance: &str) -> String {
+    format!("{instance}-mongod-tls")
+}
+
 /// What every keyfile Secret of the instance's name starts with.
 pub fn keyfile_secret_prefix(instance: &str) -> String {
     format!("{instance}-keyfile-")

@@ -21,9 +21,11 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::labels::member_pods_selector;
 use super::mongod_options::mongod_settings;
-use super::secrets::{keyfile_secret_name, KEYFILE_SECRET_KEY};
+use super::secrets::{
+    keyfile_secret_name, KEYFILE_SECRET_KEY, TLS_CA_FILE, TLS_CERTIFICATE_KEY_FILE,
+};
 use super::{names, BuildContext};
-use crate::api::{MongoDBSpec, ResourceSetting};
+use crate::api::ResourceSetting;
 use crate::keyfile::Keyfile;
 
 /// Port of mongod, in the pod and on every Service.
@@ -53,6 +55,13 @@ const KEYFILE_DIR: &str = "/etc/mongodb/keyfile";
 const KEYFILE_FILE: &str = "keyfile";
 const TMP_VOLUME: &str = "tmp";
 const TMP_PATH: &str = "/tmp";
+const TLS_VOLUME: &str = "tls";
+/// Where mongod finds the TLS Secret's files. Mounted whole (no `subPath`), so
+/// the kubelet refreshes them in place when the Secret changes.
+const TLS_DIR: &str = "/etc/mongodb/tls";
+/// Readable by mongod's group (the pod's fsGroup): mongod does not check
+/// these files' modes, and runs as a user other than the files' owner.
+const TLS_MODE: i32 = 0o440;
 const CUSTOM_CONFIG_VOLUME: &str = "custom-config";
 const CUSTOM_CONFIG_DIR: &str = "/etc/mongodb/custom";
 const CUSTOM_CONFIG_PATH: &str = "/etc/mongodb/custom/mongod.yaml";
@@ -65,6 +74,30 @@ const TERMINATION_GRACE_PERIOD_SECONDS: i64 = 60;
 const KEYFILE_MODE: i32 = 0o400;
 /// Anti-affinity topology when the user gives no affinity.
 const HOSTNAME_TOPOLOGY_KEY: &str = "kubernetes.io/hostname";
+
+/// The path of a file of the TLS Secret in the member and exporter pods.
+pub(super) fn tls_path(file: &str) -> String {
+    format!("{TLS_DIR}/{file}")
+}
+
+/// The TLS Secret's volume and its read-only mount, with TLS on.
+pub(super) fn tls_volume_and_mount(ctx: &BuildContext) -> Option<(Volume, VolumeMount)> {
+    Some((tls_volume(ctx)?, mount(TLS_VOLUME, TLS_DIR, true)))
+}
+
+fn tls_volume(ctx: &BuildContext) -> Option<Volume> {
+    ctx.tls()?;
+    Some(Volume {
+        name: TLS_VOLUME.to_string(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(names::tls_secret(ctx.name())),
+            default_mode: Some(TLS_MODE),
+            optional: Some(false),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    })
+}
 
 /// The pod spec of every member of the instance.
 pub(super) fn member_pod_spec(ctx: &BuildContext, keyfile: &Keyfile) -> PodSpec {
@@ -134,12 +167,15 @@ fn mongod_container(ctx: &BuildContext) -> Container {
     if spec.custom_config_ref.is_some() {
         volume_mounts.push(mount(CUSTOM_CONFIG_VOLUME, CUSTOM_CONFIG_DIR, true));
     }
+    if ctx.tls().is_some() {
+        volume_mounts.push(mount(TLS_VOLUME, TLS_DIR, true));
+    }
     let credentials = ctx.credentials();
     Container {
         name: MONGOD_CONTAINER.to_string(),
         image: Some(spec.image.clone()),
         image_pull_policy: Some(spec.image_pull_policy.as_str().to_string()),
-        args: Some(mongod_args(spec)),
+        args: Some(mongod_args(ctx)),
         env: Some(vec![
             secret_env(
                 "MONGO_INITDB_ROOT_USERNAME",
@@ -164,10 +200,11 @@ fn mongod_container(ctx: &BuildContext) -> Container {
 }
 
 /// `mongod --replSet … --bind_ip_all --port … --dbpath … --keyFile … --auth`,
-/// `--config` when a custom configuration is given, then the settings of
-/// `spec.config` the operator accepts ([`mongod_settings`]), ordered by name.
-/// Only paths, never a secret.
-fn mongod_args(spec: &MongoDBSpec) -> Vec<String> {
+/// `--config` when a custom configuration is given, the TLS options with
+/// `spec.tls`, then the settings of `spec.config` the operator accepts
+/// ([`mongod_settings`]), ordered by name. Only paths, never a secret.
+fn mongod_args(ctx: &BuildContext) -> Vec<String> {
+    let spec = ctx.spec();
     let port = MONGODB_PORT.to_string();
     let mut args: Vec<String> = [
         "mongod",
@@ -186,6 +223,22 @@ fn mongod_args(spec: &MongoDBSpec) -> Vec<String> {
     .into();
     if spec.custom_config_ref.is_some() {
         args.extend(["--config".to_string(), CUSTOM_CONFIG_PATH.to_string()]);
+    }
+    if let Some(tls) = ctx.tls() {
+        args.extend(
+            [
+                "--tlsMode",
+                tls.mode.as_str(),
+                "--tlsCertificateKeyFile",
+                &tls_path(TLS_CERTIFICATE_KEY_FILE),
+                "--tlsCAFile",
+                &tls_path(TLS_CA_FILE),
+            ]
+            .map(String::from),
+        );
+        if tls.allow_connections_without_certificates {
+            args.push("--tlsAllowConnectionsWithoutCertificates".to_string());
+        }
     }
     args.extend(mongod_settings(&spec.config).args);
     args
@@ -251,6 +304,7 @@ fn pod_volumes(ctx: &BuildContext, keyfile: &Keyfile) -> Vec<Volume> {
             ..Volume::default()
         },
     ];
+    volumes.extend(tls_volume(ctx));
     if let Some(config_map) = &ctx.spec().custom_config_ref {
         volumes.push(Volume {
             name: CUSTOM_CONFIG_VOLUME.to_string(),

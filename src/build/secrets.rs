@@ -251,6 +251,28 @@ pub fn keyfile_secret(ctx: &BuildContext) -> Result<Secret, BuildError> {
     })
 }
 
+/// The key of the certificate then its key, in the TLS Secret.
+pub const TLS_CERTIFICATE_KEY_FILE: &str = "mongod.pem";
+/// The key of the CA bundle, in the TLS Secret.
+pub const TLS_CA_FILE: &str = "ca.pem";
+
+/// `<name>-mongod-tls`: the members' certificate and key in the one file
+/// mongod reads (`--tlsCertificateKeyFile`), and the CA bundle, from
+/// `spec.tls.certificateSecretRef` once checked. Updated in place, so a
+/// member's mounted files follow it without a restart.
+pub fn tls_secret(ctx: &BuildContext) -> Option<Secret> {
+    let tls = ctx.tls()?;
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    Some(opaque_secret(
+        ctx,
+        names::tls_secret(ctx.name()),
+        [
+            (TLS_CERTIFICATE_KEY_FILE, text(&tls.certificate_key)),
+            (TLS_CA_FILE, text(&tls.ca)),
+        ],
+    ))
+}
+
 /// The name of the Secret holding `keyfile` ([`names::keyfile_secret`]).
 pub fn keyfile_secret_name(instance: &str, keyfile: &Keyfile) -> String {
     names::keyfile_secret(instance, &sha256_hex(keyfile.render().as_bytes()))

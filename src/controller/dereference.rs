@@ -59,6 +59,15 @@ pub async fn dereference(
         Some(reference) => get_secret(reference.name.clone()).await?,
         None => None,
     };
+    let certificate_secret = match mongodb
+        .spec
+        .tls
+        .as_ref()
+        .and_then(|t| t.certificate_secret_ref.as_ref())
+    {
+        Some(reference) => get_secret(reference.name.clone()).await?,
+        None => None,
+    };
     let services = member_services(caches, mongodb);
     let stateful_sets = caches.stateful_sets.of_instance(&namespace, &instance);
     let pods = caches.pods.of_instance(&namespace, &instance);
@@ -82,6 +91,7 @@ pub async fn dereference(
     Ok(ReferencedObjects {
         hostconf,
         credentials_secret,
+        certificate_secret,
         services,
         stateful_sets,
         pods,

@@ -150,10 +150,13 @@ pub async fn run(
     let refers_to_secret = move |secret: PartialObjectMeta<Secret>| {
         let name = secret.name_any();
         referrers(&secret_store, &secret, |m| {
-            m.spec
-                .credentials_secret_ref
+            let credentials = m.spec.credentials_secret_ref.as_ref().map(|r| &r.name);
+            let certificate = m
+                .spec
+                .tls
                 .as_ref()
-                .is_some_and(|r| r.name == name)
+                .and_then(|t| t.certificate_secret_ref.as_ref());
+            credentials == Some(&name) || certificate.is_some_and(|r| r.name == name)
         })
     };
     // Ready once the MongoDB objects and every cache are listed; passes wait

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::join_all;
 
-use crate::api::MongoDB;
+use crate::api::{MongoDB, TlsMode};
 use crate::build::BuildContext;
 use crate::hostconf::MemberAddress;
 use crate::member::Wanted;
@@ -28,6 +28,8 @@ pub struct MongoAnswers {
     /// When members refused the root user and none answered with it: the
     /// credentials are wrong, not the members unreachable.
     pub credentials_refused: Option<InvalidInput>,
+    /// With `spec.tls`, the mode each local data member that answered runs.
+    pub tls_modes: BTreeMap<MemberAddress, TlsMode>,
 }
 
 /// Asks the local members (and, while no set is known, the other clusters'),
@@ -44,6 +46,10 @@ pub async fn observe(
     let local = local_members_to_ask(validated, wanted);
     let mut arbiters: BTreeSet<MemberAddress> = arbiters_of(&local);
     let (mut probes, mut refused_credentials) = ask(gateway, local, credentials).await;
+    let tls_modes = match mongodb.spec.tls {
+        Some(_) => tls_modes(gateway, &probes, &arbiters, credentials).await,
+        None => BTreeMap::new(),
+    };
     let remote = remote_members_to_ask(validated, known_id, &probes);
     arbiters.extend(arbiters_of(&remote));
     let (remote_probes, remote_refused) = ask(gateway, remote, credentials).await;
@@ -74,7 +80,27 @@ pub async fn observe(
         arbiters,
         reading,
         credentials_refused,
+        tls_modes,
     }
+}
+
+/// The TLS mode each of the data members among `probes` runs, for those
+/// that say.
+async fn tls_modes(
+    gateway: &MongoGateway,
+    probes: &BTreeMap<MemberAddress, MemberProbe>,
+    arbiters: &BTreeSet<MemberAddress>,
+    credentials: &RootCredentials,
+) -> BTreeMap<MemberAddress, TlsMode> {
+    let questions = probes
+        .keys()
+        .filter(|address| !arbiters.contains(*address))
+        .map(|address| async move { (address, gateway.tls_mode(address, credentials).await) });
+    join_all(questions)
+        .await
+        .into_iter()
+        .filter_map(|(address, mode)| Some((address.clone(), mode.ok()?)))
+        .collect()
 }
 
 /// The addresses of the arbiters among `members`.

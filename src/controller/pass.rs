@@ -1,7 +1,7 @@
 //! One pass over one object: the stages in order, each a call with what it
 //! needs of the object and of the stages before it.
 //!
-//! `dereference` → `validate` → `keyfile` → `build` → `apply` → `grow` → `observe` →
+//! `dereference` → `validate` → `keyfile` → `tls` → `build` → `apply` → `grow` → `observe` →
 //! `hold` → `plan` → `record` → `act` → `recovery` → `forget` → `roll` →
 //! `status`
 //!
@@ -33,9 +33,12 @@ use crate::build::{self, BuildContext, DesiredObjects};
 use crate::forget::forgotten_cluster;
 use crate::keyfile::{plan_keyfile, Keyfile, KeyfileProgress};
 use crate::member::Wanted;
+use crate::mongo::ClientTls;
 use crate::planner::{has_left, plan, PlanInput, Step};
 use crate::roll::DesiredPods;
 use crate::service_hold::{HeldService, InstanceLife, MemberServiceObject, Membership};
+use crate::status::TlsSeen;
+use crate::tls::{member_tls, MemberTls};
 use crate::validate::{validate, InvalidInput, Validated};
 
 /// How soon a paused object is looked at again (status stays fresh).
@@ -93,11 +96,33 @@ pub async fn pass(
             ctx.memory().keys_run.as_ref(),
         )
     });
+    // tls: the mode and the checked certificate the members run (pure).
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let running_tls = validated.running_tls_mode();
+    let certificate_secret = referenced.certificate_secret.as_ref();
+    let tls = match member_tls(
+        mongodb,
+        certificate_secret,
+        &validated.vip,
+        running_tls,
+        now,
+    ) {
+        Ok(tls) => tls,
+        Err(invalid) => {
+            let held = hold(ctx, &member_services, life, Membership::Unknown).await;
+            return Ok(PassOutcome::InvalidInput(invalid, held));
+        }
+    };
+    if let Some(refused) = client_tls(ctx, tls.as_ref()) {
+        let held = hold(ctx, &member_services, life, Membership::Unknown).await;
+        return Ok(PassOutcome::InvalidInput(refused, held));
+    }
     // build: the desired objects, unless paused or leaving (pure).
     let built = build_desired(
         mongodb,
         &validated,
         keyfile.as_ref(),
+        tls.as_ref(),
         wanted,
         paused || leaving,
     );
@@ -220,6 +245,11 @@ pub async fn pass(
         held_services: &held,
         growth: growth.as_ref(),
         keyfile: keyfile_standing.as_ref(),
+        tls: mongodb.spec.tls.as_ref().map(|settings| TlsSeen {
+            mode: settings.mode,
+            certificate: tls.as_ref().map(|tls| &tls.certificate),
+            modes: &answers.tls_modes,
+        }),
     };
     let status_changed = status::write(ctx, mongodb, &report).await?;
 
@@ -246,6 +276,7 @@ fn build_desired(
     mongodb: &MongoDB,
     validated: &Validated,
     keyfile: Option<&Keyfile>,
+    tls: Option<&MemberTls>,
     wanted: Wanted,
     hold: bool,
 ) -> Result<Option<DesiredObjects>, InvalidInput> {
@@ -257,9 +288,25 @@ fn build_desired(
     if let Some(keyfile) = keyfile {
         ctx = ctx.with_keyfile(keyfile.clone());
     }
+    ctx = ctx.with_tls(tls.cloned());
     let targets = validated.member_targets(wanted, &mongodb.spec.persistence.storage);
     let root_password = &validated.root.password;
     Ok(Some(build::desired_objects(&ctx, root_password, &targets)?))
+}
+
+/// Points this pass's MongoDB clients at `tls`'s files (written for the
+/// driver); what could not be written stops the pass.
+fn client_tls(ctx: &PassContext, tls: Option<&MemberTls>) -> Option<InvalidInput> {
+    let files = match tls.map(ClientTls::write).transpose() {
+        Ok(files) => files,
+        Err(error) => {
+            return Some(InvalidInput::TlsClientFilesUnwritable {
+                why: error.to_string(),
+            })
+        }
+    };
+    ctx.gateway.use_tls(files);
+    None
 }
 
 /// Where the keyfile stands, once the keys every member runs were read

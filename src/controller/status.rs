@@ -21,6 +21,7 @@ use crate::roll::RollStep;
 use crate::service_hold::HeldService;
 use crate::status::{
     compute_status, condition, condition_reason, local_member_views, ConditionType, StatusInput,
+    TlsSeen,
 };
 use crate::telemetry::InstanceGauges;
 use crate::validate::{InvalidInput, Validated};
@@ -57,6 +58,8 @@ pub struct Report<'a> {
     pub growth: Option<&'a Growth>,
     /// Where the keyfile stands (`None`: not known this pass).
     pub keyfile: Option<&'a KeyfileProgress>,
+    /// What the pass saw of TLS (`None`: no `spec.tls`, or it stopped before).
+    pub tls: Option<TlsSeen<'a>>,
 }
 
 /// Computes the status and writes it when it differs from the stored one;
@@ -87,6 +90,7 @@ pub async fn write(
         held_services: report.held_services,
         growth: report.growth,
         keyfile: report.keyfile,
+        tls: report.tls,
         now: Time(k8s_openapi::jiff::Timestamp::now()),
     });
     ctx.metrics

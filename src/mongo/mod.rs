@@ -14,6 +14,7 @@
 //! disaster recovery an SRE asked for sets `force`
 //! ([`recovery_store`], [`crate::recovery`]).
 
+pub mod client_tls;
 pub mod config_doc;
 pub mod recovery_store;
 pub mod roll_store;
@@ -30,15 +31,17 @@ use mongodb::event::sdam::SdamEvent;
 use mongodb::event::EventHandler;
 use mongodb::options::{
     AuthMechanism, ClientOptions, Credential, ReadPreference, SelectionCriteria, ServerAddress,
-    ServerMonitoringMode,
+    ServerMonitoringMode, Tls, TlsOptions,
 };
 use mongodb::Client;
 use tokio::sync::watch;
 
+use crate::api::TlsMode;
 use crate::hostconf::MemberAddress;
 use crate::observe::{MemberProbe, ObservedSet};
 use crate::replset::{ClusterWriteConcern, DefaultW, MemberState, MemberStatus, ReplicaSetConfig};
 use crate::validate::RootCredentials;
+pub use client_tls::ClientTls;
 use config_doc::{
     config_from_document, initiate_document, integer, mark_newly_added, reconfig_document,
 };
@@ -173,6 +176,8 @@ pub struct SetReading {
 #[derive(Clone, Default)]
 pub struct MongoGateway {
     clients: Arc<Mutex<BTreeMap<ClientKey, GatewayClient>>>,
+    /// The TLS files of this pass's clients; `None`: plain connections.
+    tls: Arc<Mutex<Option<ClientTls>>>,
 }
 
 /// A driver client with, for one member asked directly, what the driver's
@@ -192,12 +197,22 @@ struct ClientKey {
     set_name: Option<String>,
     /// The user and its password's fingerprint; `None`: no credentials.
     user: Option<(String, String)>,
+    tls: Option<ClientTls>,
 }
 
 impl MongoGateway {
     /// A gateway with no open client.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Connects this pass's clients with TLS through these files (`None`:
+    /// in plain text), from the next client made on.
+    pub fn use_tls(&self, tls: Option<ClientTls>) {
+        *self
+            .tls
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = tls;
     }
 
     /// Closes every client at once: their monitors stop and their
@@ -259,6 +274,11 @@ impl MongoGateway {
             direct,
             set_name: set_name.map(str::to_string),
             user: credentials.map(|c| (c.username.clone(), crate::build::fingerprint(&c.password))),
+            tls: self
+                .tls
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .clone(),
         };
         let mut clients = self
             .clients
@@ -267,7 +287,7 @@ impl MongoGateway {
         if let Some(client) = clients.get(&key) {
             return Ok(client.clone());
         }
-        let client = Self::new_client(hosts, direct, set_name, credentials)?;
+        let client = Self::new_client(hosts, direct, set_name, credentials, key.tls.as_ref())?;
         clients.insert(key, client.clone());
         Ok(client)
     }
@@ -277,6 +297,7 @@ impl MongoGateway {
         direct: bool,
         set_name: Option<&str>,
         credentials: Option<&RootCredentials>,
+        tls: Option<&ClientTls>,
     ) -> Result<GatewayClient, MongoError> {
         let credential = credentials.map(|credentials| {
             Credential::builder()
@@ -310,6 +331,14 @@ impl MongoGateway {
             // A client lives for one pass: the streaming protocol's second
             // connection per member (round-trip times) would serve nothing.
             .server_monitoring_mode(ServerMonitoringMode::Poll)
+            .tls(tls.map(|files| {
+                Tls::Enabled(
+                    TlsOptions::builder()
+                        .ca_file_path(files.ca_file.clone())
+                        .cert_key_file_path(files.certificate_key_file.clone())
+                        .build(),
+                )
+            }))
             .build();
         let member_turned_away = direct.then(|| {
             let (checked, member_turned_away) = watch::channel(false);
@@ -456,6 +485,20 @@ impl MongoGateway {
             }
             Err(error) => Err(error),
         }
+    }
+
+    /// The TLS mode one member runs (`getParameter tlsMode`).
+    pub async fn tls_mode(
+        &self,
+        member: &MemberAddress,
+        credentials: &RootCredentials,
+    ) -> Result<TlsMode, MongoError> {
+        let target = member.to_string();
+        let client = self.client(std::slice::from_ref(member), true, None, credentials)?;
+        let reply = Self::ask(&client, doc! {"getParameter": 1, "tlsMode": 1}, &target).await?;
+        let mode = reply.get_str("tlsMode").unwrap_or_default();
+        TlsMode::parse(mode)
+            .ok_or_else(|| MongoError::Protocol(format!("getParameter answered tlsMode {mode:?}")))
     }
 
     /// Asks an arbiter, directly and without credentials, with `hello` alone:

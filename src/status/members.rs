@@ -141,6 +141,10 @@ pub(super) fn local_member_statuses(input: &StatusInput) -> Vec<LocalMemberStatu
                     observed.and_then(|m| m.lag_secs),
                 ),
                 revision: view.revision.clone(),
+                tls_mode: view
+                    .host
+                    .as_ref()
+                    .and_then(|host| input.tls?.modes.get(host).copied()),
             }
         })
         .collect()

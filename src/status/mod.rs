@@ -14,6 +14,7 @@ mod replica_set;
 pub mod storage;
 #[cfg(test)]
 mod tests;
+mod tls;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -28,6 +29,7 @@ use crate::validate::InvalidInput;
 use crate::volume_growth::Growth;
 
 pub use members::{local_member_views, LocalMemberView};
+pub use tls::{TlsReason, TlsSeen};
 
 /// The conditions in status, each always present.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantNames)]
@@ -68,6 +70,9 @@ pub enum ConditionType {
     /// Every member of the set runs the credentials Secret's key alone;
     /// False: where a new key's two phases stand, or who runs another key.
     KeyfileInPlace,
+    /// With `spec.tls`: every local data member runs `spec.tls.mode`.
+    #[strum(serialize = "TLSReady")]
+    TlsReady,
 }
 
 impl ConditionType {
@@ -123,6 +128,8 @@ pub struct StatusInput<'a> {
     pub growth: Option<&'a Growth>,
     /// Where the keyfile stands (`None`: not known this pass).
     pub keyfile: Option<&'a KeyfileProgress>,
+    /// What the pass saw of TLS (`None`: no `spec.tls`, or it stopped before).
+    pub tls: Option<TlsSeen<'a>>,
     /// Now, for conditions that flip.
     pub now: Time,
 }
@@ -183,8 +190,10 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
             conditions::keyfile_in_place(input),
         ),
     ];
+    let tls_ready = tls::tls_ready(input).map(|verdict| (ConditionType::TlsReady, verdict));
     let conditions = verdicts
         .into_iter()
+        .chain(tls_ready)
         .map(|(type_, verdict)| {
             verdict.into_condition(type_, &previous.conditions, generation, &input.now)
         })
@@ -234,6 +243,7 @@ pub fn compute_status(input: &StatusInput) -> MongoDBStatus {
         local_members: members::local_member_statuses(input),
         recovery: input.recovery.clone().or(previous.recovery),
         forget_cluster: input.forget_cluster.clone().or(previous.forget_cluster),
+        tls: tls::tls_status(input, previous.tls),
     }
 }
 

@@ -4,11 +4,12 @@ use k8s_openapi::jiff::Timestamp;
 use strum::VariantNames;
 
 use super::*;
-use crate::api::{MongoDBSpec, MongoState};
+use crate::api::{MongoDBSpec, MongoState, TlsMode};
 use crate::hostconf::MemberAddress;
 use crate::member::MemberSlot;
 use crate::planner::WaitReason;
 use crate::replset::{ConfigSettings, MemberState, MemberStatus, ReplicaSetConfig};
+use crate::tls::CheckedCertificate;
 
 fn mongodb(members: i32) -> MongoDB {
     let spec: MongoDBSpec =
@@ -98,6 +99,7 @@ fn input<'a>(
         mongodb,
         paused: false,
         problem: None,
+        tls: None,
         observation,
         local_members: local,
         step,
@@ -500,12 +502,88 @@ fn members_above_spec_still_in_the_set_keep_the_instance_reconciling() {
     assert_eq!(status.local_members[1].role, "SECONDARY");
 }
 
+fn with_tls(mut mongodb: MongoDB, mode: TlsMode) -> MongoDB {
+    mongodb.spec.tls = Some(crate::api::TlsSettings {
+        mode,
+        certificate_secret_ref: None,
+        allow_connections_without_certificates: false,
+    });
+    mongodb
+}
+
 #[test]
 fn every_condition_type_is_reported_once_in_declaration_order() {
-    let mongodb = mongodb(1);
-    let status = compute_status(&input(&mongodb, None, &[], None, at(1)));
+    let with_tls_disabled = with_tls(mongodb(1), TlsMode::Disabled);
+    let modes = BTreeMap::new();
+    let seen = TlsSeen {
+        mode: TlsMode::Disabled,
+        certificate: None,
+        modes: &modes,
+    };
+    let status = compute_status(&StatusInput {
+        tls: Some(seen),
+        ..input(&with_tls_disabled, None, &[], None, at(1))
+    });
     let types: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
     assert_eq!(types, ConditionType::VARIANTS);
+
+    let without_tls = mongodb(1);
+    let status = compute_status(&input(&without_tls, None, &[], None, at(1)));
+    assert!(status.conditions.iter().all(|c| c.type_ != "TLSReady"));
+    assert_eq!(status.tls, None);
+}
+
+#[test]
+fn tls_is_ready_once_every_local_member_runs_the_mode_and_warns_before_expiry() {
+    let mongodb = with_tls(mongodb(2), TlsMode::RequireTls);
+    let local = views(&[30001, 30002]);
+    let certificate = CheckedCertificate {
+        not_before: 0,
+        not_after: 100 * 86_400,
+        subject: "CN=m,O=lab".into(),
+    };
+    let status_with = |modes: &BTreeMap<MemberAddress, TlsMode>, now: i64| {
+        let seen = TlsSeen {
+            mode: TlsMode::RequireTls,
+            certificate: Some(&certificate),
+            modes,
+        };
+        compute_status(&StatusInput {
+            tls: Some(seen),
+            ..input(&mongodb, None, &local, None, at(now))
+        })
+    };
+    let tls_ready = |status: &MongoDBStatus| {
+        let c = condition(status, "TLSReady").clone();
+        (c.status, c.reason, c.message)
+    };
+    let one = BTreeMap::from([(host(30001), TlsMode::RequireTls)]);
+    let (ready, reason, message) = tls_ready(&status_with(&one, 86_400));
+    assert_eq!(
+        (ready.as_str(), reason.as_str()),
+        ("False", "TLSWaitingForMembers")
+    );
+    assert!(
+        message.contains(&format!("{} did not say", host(30002))),
+        "{message}"
+    );
+
+    let both = BTreeMap::from([
+        (host(30001), TlsMode::RequireTls),
+        (host(30002), TlsMode::RequireTls),
+    ]);
+    let status = status_with(&both, 86_400);
+    assert_eq!(tls_ready(&status).1, "TLSReady");
+    assert_eq!(status.local_members[1].tls_mode, Some(TlsMode::RequireTls));
+    let shown = status.tls.unwrap();
+    assert_eq!(shown.subject, "CN=m,O=lab");
+    assert_eq!(shown.not_after, at(100 * 86_400));
+
+    let (ready, reason, _) = tls_ready(&status_with(&both, 90 * 86_400));
+    assert_eq!(
+        (ready.as_str(), reason.as_str()),
+        ("True", "TLSCertificateExpiring")
+    );
 }
 
 #[test]

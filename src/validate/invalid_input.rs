@@ -4,9 +4,10 @@
 use std::fmt;
 
 use super::MAX_STATEFUL_SET_NAME;
-use crate::api::{DEFAULT_IMAGE, VIP_LABEL};
+use crate::api::{TlsMode, DEFAULT_IMAGE, VIP_LABEL};
 use crate::build::BuildError;
 use crate::hostconf::HostConfError;
+use crate::tls::CertificateFault;
 
 /// Why the input of a pass cannot be used; the variant's name is the bounded
 /// reason of the condition and the Event.
@@ -132,6 +133,64 @@ pub enum InvalidInput {
         why: String,
         /// The releases allowed.
         allowed: String,
+    },
+    /// The certificate Secret of `spec.tls` does not exist.
+    #[error(
+        "Secret {name} (spec.tls.certificateSecretRef) does not exist yet; nothing is built \
+         with TLS until it does"
+    )]
+    #[strum(serialize = "TLSCertificateMissing")]
+    TlsCertificateMissing {
+        /// The Secret's name.
+        name: String,
+    },
+    /// A key of the certificate Secret is missing or empty.
+    #[error(
+        "Secret {secret} (spec.tls.certificateSecretRef) has no {key}: it needs tls.crt, \
+         tls.key and ca.crt, as cert-manager writes them"
+    )]
+    #[strum(serialize = "TLSCertificateKeyMissing")]
+    TlsCertificateKeyMissing {
+        /// The Secret's name.
+        secret: String,
+        /// The missing key.
+        key: &'static str,
+    },
+    /// The certificate is refused: no member is given it.
+    #[error(
+        "Secret {secret} (spec.tls.certificateSecretRef): {fault}; no member is given it, \
+         and nothing restarts"
+    )]
+    #[strum(serialize = "TLSCertificateInvalid")]
+    TlsCertificateInvalid {
+        /// The Secret's name.
+        secret: String,
+        /// What is wrong with it.
+        fault: CertificateFault,
+    },
+    /// The operator cannot write the TLS files its MongoDB driver reads.
+    #[error(
+        "the operator cannot write the TLS files of its MongoDB clients under its temporary \
+         directory ({why}); give its pod a writable /tmp (the chart mounts an in-memory one)"
+    )]
+    #[strum(serialize = "TLSClientFilesUnwritable")]
+    TlsClientFilesUnwritable {
+        /// The operating system's error.
+        why: String,
+    },
+    /// `spec.tls.mode` differs from the mode the members were built with.
+    #[error(
+        "spec.tls.mode is {}, but the members run {}: the mode of a running set moves \
+         only through MongoDB's steps (allowTLS, preferTLS, requireTLS, each on every member \
+         first), which this operator does not take yet; set spec.tls.mode back to {}",
+        wanted.as_str(), running.as_str(), running.as_str()
+    )]
+    #[strum(serialize = "TLSModeChangeRefused")]
+    TlsModeChangeRefused {
+        /// The mode the members were built with.
+        running: TlsMode,
+        /// `spec.tls.mode` (`disabled` without `spec.tls`).
+        wanted: TlsMode,
     },
     /// A member StatefulSet's name would be too long for Kubernetes.
     #[error(

@@ -8,10 +8,10 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
 
-use crate::api::MongoDB;
+use crate::api::{MongoDB, TlsMode};
 use crate::build::{
     names, DATA_VOLUME, KEYFILE_KEYS_ANNOTATION, MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION,
-    REVISION_ANNOTATION,
+    REVISION_ANNOTATION, TLS_MODE_ANNOTATION,
 };
 use crate::hostconf::MemberAddress;
 use crate::member::{MemberSlot, RecordedEntry};
@@ -45,6 +45,8 @@ pub struct MemberStatefulSetFacts {
     pub deleting: bool,
     /// Its data claim template's storage request (it cannot change).
     pub claim_storage: Option<Quantity>,
+    /// The TLS mode its template runs ([`TLS_MODE_ANNOTATION`]; absent: disabled).
+    pub tls_mode: TlsMode,
 }
 
 /// The propagated NodePort Services of this instance's members, by slot.
@@ -131,6 +133,11 @@ pub(super) fn member_stateful_sets(
                     pod,
                     deleting: stateful_set.metadata.deletion_timestamp.is_some(),
                     claim_storage: data_claim_storage(stateful_set),
+                    tls_mode: stateful_set
+                        .annotations()
+                        .get(TLS_MODE_ANNOTATION)
+                        .and_then(|mode| TlsMode::parse(mode))
+                        .unwrap_or(TlsMode::Disabled),
                 },
             ))
         })

@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
 
-use crate::api::{MongoDB, VIP_LABEL};
+use crate::api::{MongoDB, TlsMode, VIP_LABEL};
 use crate::build::{self, names, MemberTarget};
 use crate::hostconf::{HostConf, MemberAddress};
 use crate::keyfile::Keyfile;
@@ -56,6 +56,9 @@ pub struct ReferencedObjects {
     pub hostconf: Option<ConfigMap>,
     /// The credentials Secret of `spec.credentialsSecretRef`, if it is set and exists.
     pub credentials_secret: Option<Secret>,
+    /// The certificate Secret of `spec.tls.certificateSecretRef`, if it is
+    /// set and exists.
+    pub certificate_secret: Option<Secret>,
     /// Services carrying the instance label.
     pub services: Vec<Service>,
     /// StatefulSets carrying the instance label.
@@ -138,6 +141,15 @@ impl Validated {
                 .get(&slot)
                 .and_then(|s| s.recorded_host.clone())
         })
+    }
+
+    /// The TLS mode the member StatefulSets were built with (`None`: there
+    /// are none, or all are going).
+    pub fn running_tls_mode(&self) -> Option<TlsMode> {
+        self.stateful_sets
+            .values()
+            .find(|facts| !facts.deleting)
+            .map(|facts| facts.tls_mode)
     }
 
     /// Whether the pod of `slot`'s StatefulSet is running.

@@ -337,6 +337,7 @@ async fn main() -> Result<()> {
                 custom_config: None,
                 lab: LabOnly {
                     replica_set_settings: (!fedstate_only).then(lab_replica_set_settings),
+                    tls: None,
                     deviations: Deviations {
                         keep_unchanged_clusters_on_scale_up,
                     },

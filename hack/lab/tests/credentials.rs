@@ -151,9 +151,14 @@ async fn a_new_root_password_is_set_on_the_running_set_without_a_restart() {
             .await
             .map_err(fail("the writer's user"))?;
         let writer = match writer_python()? {
-            Some(python) => {
-                MajorityWriter::start_as(ROTATED, &hosts, &python, WRITER_USER, WRITER_PASSWORD)?
-            }
+            Some(python) => MajorityWriter::start_as(
+                ROTATED,
+                &hosts,
+                &python,
+                WRITER_USER,
+                WRITER_PASSWORD,
+                "",
+            )?,
             None => None,
         };
         tokio::time::sleep(Duration::from_secs(2)).await;

@@ -741,6 +741,7 @@ pub(crate) fn fedstate_sample(
         custom_config: None,
         lab: federation_sim::control_plane::LabOnly {
             replica_set_settings: Some(federation_sim::control_plane::lab_replica_set_settings()),
+            tls: None,
             deviations: Default::default(),
         },
     }

@@ -314,7 +314,21 @@ impl MajorityWriter {
             return Ok(None);
         };
         let (username, password) = root_credentials(lab, name).await?;
-        Self::start_as(name, hosts, &python, &username, &password)
+        Self::start_as(name, hosts, &python, &username, &password, "")
+    }
+
+    /// The writer with more options in its connection string (`&tls=true…`).
+    pub async fn start_with(
+        lab: &Lab,
+        name: &str,
+        hosts: &[String],
+        uri_options: &str,
+    ) -> Result<Option<MajorityWriter>, String> {
+        let Some(python) = writer_python()? else {
+            return Ok(None);
+        };
+        let (username, password) = root_credentials(lab, name).await?;
+        Self::start_as(name, hosts, &python, &username, &password, uri_options)
     }
 
     /// The writer, authenticated as `username`: a user of its own lets it
@@ -325,6 +339,7 @@ impl MajorityWriter {
         python: &str,
         username: &str,
         password: &str,
+        uri_options: &str,
     ) -> Result<Option<MajorityWriter>, String> {
         // FedState's generated password is base64 (`+`, `/`, `=`): escaped for the URI.
         let escape = |text: &str| -> String {
@@ -338,7 +353,7 @@ impl MajorityWriter {
                 .collect()
         };
         let uri = format!(
-            "mongodb://{}:{}@{}/?replicaSet=replset-0&authSource=admin",
+            "mongodb://{}:{}@{}/?replicaSet=replset-0&authSource=admin{uri_options}",
             escape(username),
             escape(password),
             hosts.join(",")

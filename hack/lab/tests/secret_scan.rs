@@ -222,6 +222,7 @@ fn sample(members: &[(&str, i32)], root_password: &str, cpu: &str) -> Submission
         custom_config: None,
         lab: LabOnly {
             replica_set_settings: Some(lab_replica_set_settings()),
+            tls: None,
             deviations: Default::default(),
         },
     }

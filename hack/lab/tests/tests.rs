@@ -33,5 +33,6 @@ mod secret_scan;
 mod self_address;
 mod service_hold;
 mod storage_growth;
+mod tls;
 mod versions;
 mod write_concern;

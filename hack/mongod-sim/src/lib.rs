@@ -11,6 +11,7 @@ pub mod fcv;
 pub mod keyfile;
 pub mod member;
 pub mod network;
+pub mod pki;
 mod query;
 mod repl_commands;
 mod rwc_defaults;

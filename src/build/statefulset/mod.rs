@@ -45,6 +45,10 @@ pub const KEYFILE_KEYS_ANNOTATION: &str = "middleware.fedstate.io/keyfile-keys";
 /// mounts (the operator finds its keyfiles by it: its caches keep no specs).
 pub const KEYFILE_SECRET_ANNOTATION: &str = "middleware.fedstate.io/keyfile-secret";
 
+/// StatefulSet annotation, with TLS on: the mode its template runs (what
+/// `spec.tls.mode` is compared with: a running set's mode does not jump).
+pub const TLS_MODE_ANNOTATION: &str = "middleware.fedstate.io/tls-mode";
+
 /// Hex digits of the pod spec's SHA-256 kept as the revision.
 const REVISION_LENGTH: usize = 10;
 
@@ -87,6 +91,12 @@ pub fn member_stateful_set(
     )]);
     if let Some(host) = &target.host {
         annotations.insert(MEMBER_HOST_ANNOTATION.to_string(), host.clone());
+    }
+    if let Some(tls) = ctx.tls() {
+        annotations.insert(
+            TLS_MODE_ANNOTATION.to_string(),
+            tls.mode.as_str().to_string(),
+        );
     }
     metadata.annotations = Some(annotations);
 

@@ -781,3 +781,94 @@ fn the_template_names_the_keys_of_the_keyfile_its_pods_run_and_changes_with_it()
     assert_eq!(keys(&two), both.fingerprints().join(","));
     assert_ne!(one.revision, two.revision, "a new keyfile rolls the pods");
 }
+
+/// Members given TLS at `mode` (the certificate as the checks found it).
+fn with_tls(mode: crate::api::TlsMode) -> MemberStatefulSet {
+    let tls = crate::tls::MemberTls {
+        mode,
+        allow_connections_without_certificates: true,
+        certificate_key: b"CERT\nKEY\n".to_vec(),
+        ca: b"CA\n".to_vec(),
+        certificate: crate::tls::CheckedCertificate {
+            not_before: 0,
+            not_after: 1,
+            subject: "CN=m".into(),
+        },
+    };
+    let mongodb = mongodb();
+    let ctx = BuildContext::from_mongodb(&mongodb)
+        .unwrap()
+        .with_tls(Some(tls));
+    member_stateful_set(&ctx, &member(0)).unwrap()
+}
+
+#[test]
+fn a_payload_without_tls_keeps_the_revision_it_had_before_tls_existed() {
+    // The revision of this payload built by f5d4768, before `spec.tls`.
+    assert_eq!(build(&mongodb(), &member(0)).revision, PINNED_REVISION);
+}
+
+#[test]
+fn tls_gives_mongod_its_mode_files_and_volume() {
+    let built = with_tls(crate::api::TlsMode::RequireTls);
+    let pod = built
+        .stateful_set
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .clone()
+        .unwrap();
+    let args = args_of(container(&pod, "mongod"));
+    let tail: Vec<&str> = args
+        .iter()
+        .skip_while(|a| *a != "--tlsMode")
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "--tlsMode",
+            "requireTLS",
+            "--tlsCertificateKeyFile",
+            "/etc/mongodb/tls/mongod.pem",
+            "--tlsCAFile",
+            "/etc/mongodb/tls/ca.pem",
+            "--tlsAllowConnectionsWithoutCertificates",
+        ]
+    );
+    let secret = volume(&pod, "tls").unwrap().secret.clone().unwrap();
+    assert_eq!(secret.secret_name.as_deref(), Some("demo-mongod-tls"));
+    assert_eq!(secret.default_mode, Some(0o440));
+    assert!(secret.items.is_none(), "mounted whole: refreshed in place");
+    let mounts = container(&pod, "mongod").volume_mounts.clone().unwrap();
+    assert!(mounts.iter().any(|m| m.name == "tls"
+        && m.mount_path == "/etc/mongodb/tls"
+        && m.read_only == Some(true)));
+    let annotations = built.stateful_set.metadata.annotations.unwrap();
+    assert_eq!(annotations[TLS_MODE_ANNOTATION], "requireTLS");
+    assert_ne!(built.revision, build(&mongodb(), &member(0)).revision);
+    assert_ne!(
+        with_tls(crate::api::TlsMode::PreferTls).revision,
+        built.revision
+    );
+}
+
+#[test]
+fn without_tls_nothing_of_it_is_built() {
+    let pod = pod_spec(&mongodb());
+    assert!(volume(&pod, "tls").is_none());
+    assert!(!args_of(container(&pod, "mongod"))
+        .iter()
+        .any(|a| a.starts_with("--tls")));
+    let built = build(&mongodb(), &member(0));
+    assert!(!built
+        .stateful_set
+        .metadata
+        .annotations
+        .unwrap()
+        .contains_key(TLS_MODE_ANNOTATION));
+}
+
+const PINNED_REVISION: &str = "1d36beadcf";

@@ -154,6 +154,7 @@ fn members_are_read_by_slot_from_owned_objects_only() {
             "host:'10.0.0.1:30001'\nhost:'10.0.0.1:30002'",
         )])),
         credentials_secret: None,
+        certificate_secret: None,
         operator_credentials: None,
         keyfile_secrets: vec![],
         custom_config: None,

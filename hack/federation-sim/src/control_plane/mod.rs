@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 use kube::{Api, Client};
-use mongodb_member_operator::api::{MongoDB, ReplicaSetSettings};
+use mongodb_member_operator::api::MongoDB;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
@@ -207,25 +207,37 @@ impl ControlPlane {
         instance.object = admitted;
         instance.deviations = submission.lab.deviations.clone();
         let name = key.1.clone();
-        let settings_policy = format!("{name}-lab-replica-set-settings");
-        match &submission.lab.replica_set_settings {
-            Some(settings) => {
-                instance.objects.override_policies.insert(
-                    settings_policy,
-                    OverridePolicy {
-                        labels: BTreeMap::from([("lab".to_string(), "true".to_string())]),
-                        resource: ResourceRef::new(Kind::MongoDB, &name),
-                        clusters: None,
-                        overrider: Overrider::AddPath {
-                            path: "/spec/replicaSetSettings".into(),
-                            value: serde_json::to_value(settings)?,
-                        },
+        let lab_overrides = [
+            (
+                "replica-set-settings",
+                "/spec/replicaSetSettings",
+                submission
+                    .lab
+                    .replica_set_settings
+                    .as_ref()
+                    .map(serde_json::to_value)
+                    .transpose()?,
+            ),
+            ("tls", "/spec/tls", submission.lab.tls.clone()),
+        ];
+        for (policy, path, value) in lab_overrides {
+            let policy_name = format!("{name}-lab-{policy}");
+            let Some(value) = value else {
+                instance.objects.override_policies.remove(&policy_name);
+                continue;
+            };
+            instance.objects.override_policies.insert(
+                policy_name,
+                OverridePolicy {
+                    labels: BTreeMap::from([("lab".to_string(), "true".to_string())]),
+                    resource: ResourceRef::new(Kind::MongoDB, &name),
+                    clusters: None,
+                    overrider: Overrider::AddPath {
+                        path: path.into(),
+                        value,
                     },
-                );
-            }
-            None => {
-                instance.objects.override_policies.remove(&settings_policy);
-            }
+                },
+            );
         }
         if let (Some(reference), Some(data)) = (
             instance.object.spec.config.config_ref.clone(),
@@ -263,7 +275,13 @@ impl ControlPlane {
                 object: instance.object.clone(),
                 custom_config: None,
                 lab: LabOnly {
-                    replica_set_settings: lab_settings(&instance.objects, name),
+                    replica_set_settings: lab_override(
+                        &instance.objects,
+                        name,
+                        "replica-set-settings",
+                    )
+                    .and_then(|value| serde_json::from_value(value).ok()),
+                    tls: lab_override(&instance.objects, name, "tls"),
                     deviations: instance.deviations.clone(),
                 },
             }
@@ -475,13 +493,13 @@ impl ControlPlane {
     }
 }
 
-fn lab_settings(objects: &Objects, name: &str) -> Option<ReplicaSetSettings> {
+fn lab_override(objects: &Objects, name: &str, policy: &str) -> Option<serde_json::Value> {
     match &objects
         .override_policies
-        .get(&format!("{name}-lab-replica-set-settings"))?
+        .get(&format!("{name}-lab-{policy}"))?
         .overrider
     {
-        Overrider::AddPath { value, .. } => serde_json::from_value(value.clone()).ok(),
+        Overrider::AddPath { value, .. } => Some(value.clone()),
         Overrider::AddLabels(_) => None,
     }
 }

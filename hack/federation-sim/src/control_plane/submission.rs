@@ -86,6 +86,11 @@ pub struct LabOnly {
     /// machine; a user could add the same policy on a real Karmada).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica_set_settings: Option<ReplicaSetSettings>,
+    /// An OverridePolicy `<name>-lab-tls` setting `spec.tls` in every
+    /// cluster, as a FedState user adds TLS (FedState's CR has no TLS field);
+    /// each cluster's certificate Secret of that name is the user's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<serde_json::Value>,
     /// Departures from FedState's own code.
     #[serde(default)]
     pub deviations: Deviations,
@@ -148,6 +153,7 @@ impl ToSubmission for InstanceRequest {
             custom_config: None,
             lab: LabOnly {
                 replica_set_settings: Some(self.settings.clone()),
+                tls: None,
                 deviations: Deviations::default(),
             },
         }

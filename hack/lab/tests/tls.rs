@@ -1,0 +1,175 @@
+//! TLS (`spec.tls`), set by a FedState user through an OverridePolicy, with
+//! each cluster's certificate Secret its own (its VIP as an IP SAN, one CA
+//! for the set): a set created at requireTLS serves TLS only, and an
+//! application reaches it with `tls=true` and the CA alone; a certificate
+//! without the cluster's VIP is refused before any member is built with it.
+//!
+//! Labs 102 and 103.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::ByteString;
+use kube::api::{ListParams, PostParams};
+use kube::Api;
+use lab::lab::Lab;
+use mongod_sim::pki::{Pki, Validity};
+use mongodb::bson::doc;
+use mongodb::options::{ClientOptions, ServerAddress, Tls, TlsOptions};
+
+use crate::harness::*;
+
+const CERTIFICATE_SECRET: &str = "member-certificate";
+const CA: &str = "lab-ca";
+
+/// Each cluster's certificate Secret, as cert-manager writes it: a leaf
+/// for `ips` (the cluster's VIP, unless a test leaves it out), signed by
+/// the one CA.
+async fn put_certificates(lab: &Lab, pki: &Pki, ips_of: impl Fn(&str) -> Vec<String>) -> Outcome {
+    for cluster in lab.clusters() {
+        let ips = ips_of(&cluster.vip.to_string());
+        let ips: Vec<&str> = ips.iter().map(String::as_str).collect();
+        let subject = format!("/O=lab/OU=tls/CN={}", cluster.name);
+        let files = pki.leaf_files(CA, &cluster.name, &ips, &subject, Validity::Now);
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(CERTIFICATE_SECRET.into()),
+                ..ObjectMeta::default()
+            },
+            type_: Some("kubernetes.io/tls".into()),
+            data: Some(BTreeMap::from([
+                ("tls.crt".into(), ByteString(files.certificate)),
+                ("tls.key".into(), ByteString(files.key)),
+                ("ca.crt".into(), ByteString(files.ca)),
+            ])),
+            ..Secret::default()
+        };
+        Api::<Secret>::namespaced(cluster.client.clone(), "default")
+            .create(&PostParams::default(), &secret)
+            .await
+            .map_err(fail("create the certificate Secret"))?;
+    }
+    Ok(())
+}
+
+/// FedState's instance with `spec.tls` added in every cluster by an
+/// OverridePolicy, as a FedState user does it.
+async fn apply_with_tls(lab: &Lab, name: &str, split: &str) -> Outcome {
+    let mut submission =
+        federation_sim::control_plane::ToSubmission::to_submission(&request(name, split));
+    submission.lab.tls = Some(serde_json::json!({
+        "mode": "requireTLS",
+        "certificateSecretRef": {"name": CERTIFICATE_SECRET},
+        "allowConnectionsWithoutCertificates": true,
+    }));
+    lab.control_plane()
+        .apply(&submission)
+        .await
+        .map_err(fail("apply"))
+}
+
+/// An application's client of one member: TLS with the CA file only.
+fn tls_client(host: &str, ca_file: &str) -> Result<mongodb::Client, String> {
+    let options = ClientOptions::builder()
+        .hosts(vec![ServerAddress::parse(host).map_err(fail("host"))?])
+        .direct_connection(true)
+        .server_selection_timeout(Duration::from_secs(10))
+        .tls(Tls::Enabled(
+            TlsOptions::builder()
+                .ca_file_path(std::path::PathBuf::from(ca_file))
+                .build(),
+        ))
+        .build();
+    mongodb::Client::with_options(options).map_err(fail("client"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_created_at_require_tls_serves_tls_only_and_an_application_reaches_it_with_the_ca() {
+    const NAME: &str = "secure";
+    const SPLIT: &str = "a=1,b=1,c=1";
+    scenario(102, 3, async |lab| {
+        let pki = Pki::new("lab-102");
+        pki.ca(CA);
+        put_certificates(lab, &pki, |vip| vec![vip.to_string()]).await?;
+        apply_with_tls(lab, NAME, SPLIT).await?;
+        let _passes = ControlPlanePasses::start(lab);
+        ready(lab, NAME, SPLIT).await?;
+        wait_for(lab, NAME, "TLSReady everywhere", 3, |m| {
+            reason_is(m, "TLSReady", "TLSReady")
+        })
+        .await?;
+        let ca_file = pki.path(&format!("{CA}.pem"));
+        let hosts = hosts_of(lab, 0, NAME).await?;
+        let writer = MajorityWriter::start_with(
+            lab,
+            NAME,
+            &hosts,
+            &format!("&tls=true&tlsCAFile={ca_file}"),
+        )
+        .await?;
+
+        for host in &hosts {
+            tls_client(host, &ca_file)?
+                .database("admin")
+                .run_command(doc! {"hello": 1})
+                .await
+                .map_err(|e| format!("{host} over TLS with the CA only: {e}"))?;
+            let plain = anonymous_direct(host)?
+                .database("admin")
+                .run_command(doc! {"hello": 1})
+                .await;
+            if plain.is_ok() {
+                return Err(format!("{host} answered a plain connection at requireTLS"));
+            }
+        }
+        for (cluster, mongodb) in statuses(lab, NAME).await? {
+            let status = mongodb.status.unwrap_or_default();
+            let modes: Vec<_> = status.local_members.iter().map(|m| m.tls_mode).collect();
+            if modes
+                .iter()
+                .any(|m| m.map(|m| m.as_str()) != Some("requireTLS"))
+            {
+                return Err(format!("{cluster}: local members' modes {modes:?}"));
+            }
+            let certificate = status.tls.ok_or(format!("{cluster}: no status.tls"))?;
+            if !certificate.subject.contains(&format!("CN={cluster}")) {
+                return Err(format!("{cluster}: status.tls {certificate:?}"));
+            }
+        }
+        if let Some(writer) = writer {
+            writer.stop_and_check().await?;
+        }
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_without_the_clusters_vip_is_refused_and_nothing_is_built() {
+    const NAME: &str = "refused";
+    scenario(103, 2, async |lab| {
+        let pki = Pki::new("lab-103");
+        pki.ca(CA);
+        put_certificates(lab, &pki, |_| vec!["10.255.0.1".to_string()]).await?;
+        apply_with_tls(lab, NAME, "a=1,b=1").await?;
+        let _passes = ControlPlanePasses::start(lab);
+        wait_for(lab, NAME, "TLSCertificateInvalid everywhere", 2, |m| {
+            reason_is(m, "Ready", "TLSCertificateInvalid")
+        })
+        .await?;
+        for cluster in lab.clusters() {
+            let built = Api::<StatefulSet>::namespaced(cluster.client.clone(), "default")
+                .list(&ListParams::default())
+                .await
+                .map_err(fail("StatefulSets"))?;
+            if !built.items.is_empty() {
+                return Err(format!("{}: StatefulSets were built", cluster.name));
+            }
+        }
+        Ok(())
+    })
+    .await;
+}

@@ -1,0 +1,137 @@
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::ByteString;
+use mongod_sim::pki::{LeafFiles, Pki, Validity};
+
+use super::*;
+use crate::api::{SecretRef, TlsSettings};
+use crate::build::fixtures::mongodb;
+
+const VIP: &str = "10.0.0.1";
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+fn with_tls(mode: TlsMode) -> MongoDB {
+    let mut mongodb = mongodb();
+    mongodb.spec.tls = Some(TlsSettings {
+        mode,
+        certificate_secret_ref: Some(SecretRef {
+            name: "member-certificate".into(),
+        }),
+        allow_connections_without_certificates: false,
+    });
+    mongodb
+}
+
+fn secret(files: &LeafFiles, leave_out: &str) -> Secret {
+    let data = [
+        (CERTIFICATE_KEY, &files.certificate),
+        (PRIVATE_KEY_KEY, &files.key),
+        (CA_KEY, &files.ca),
+    ]
+    .into_iter()
+    .filter(|(key, _)| *key != leave_out)
+    .map(|(key, bytes)| (key.to_string(), ByteString(bytes.clone())))
+    .collect::<BTreeMap<_, _>>();
+    Secret {
+        data: Some(data),
+        ..Secret::default()
+    }
+}
+
+fn good_leaf(pki: &Pki) -> LeafFiles {
+    pki.ca("ca");
+    pki.leaf_files("ca", "m", &[VIP], "/O=lab/CN=m", Validity::Now)
+}
+
+#[test]
+fn without_tls_or_at_disabled_the_members_get_none() {
+    assert_eq!(member_tls(&mongodb(), None, VIP, None, now()), Ok(None));
+    let disabled = with_tls(TlsMode::Disabled);
+    assert_eq!(member_tls(&disabled, None, VIP, None, now()), Ok(None));
+    assert_eq!(
+        member_tls(&disabled, None, VIP, Some(TlsMode::Disabled), now()),
+        Ok(None)
+    );
+}
+
+#[test]
+fn a_checked_certificate_is_given_with_its_key_in_one_file() {
+    let pki = Pki::new("member-tls-good");
+    let files = good_leaf(&pki);
+    let mongodb = with_tls(TlsMode::RequireTls);
+    let tls = member_tls(&mongodb, Some(&secret(&files, "")), VIP, None, now())
+        .unwrap()
+        .unwrap();
+    assert_eq!(tls.mode, TlsMode::RequireTls);
+    assert!(tls.certificate_key.starts_with(&files.certificate));
+    assert!(tls.certificate_key.ends_with(&files.key));
+    assert_eq!(tls.ca, files.ca);
+    assert_eq!(tls.certificate.subject, "CN=m,O=lab");
+    assert!(!format!("{tls:?}").contains("PRIVATE KEY"));
+}
+
+#[test]
+fn a_missing_secret_key_or_bad_certificate_is_refused_by_name() {
+    let mongodb = with_tls(TlsMode::PreferTls);
+    assert_eq!(
+        member_tls(&mongodb, None, VIP, None, now()),
+        Err(InvalidInput::TlsCertificateMissing {
+            name: "member-certificate".into()
+        })
+    );
+    let pki = Pki::new("member-tls-bad");
+    let files = good_leaf(&pki);
+    assert_eq!(
+        member_tls(&mongodb, Some(&secret(&files, CA_KEY)), VIP, None, now()),
+        Err(InvalidInput::TlsCertificateKeyMissing {
+            secret: "member-certificate".into(),
+            key: CA_KEY,
+        })
+    );
+    let elsewhere = member_tls(&mongodb, Some(&secret(&files, "")), "10.9.9.9", None, now());
+    assert_eq!(
+        elsewhere,
+        Err(InvalidInput::TlsCertificateInvalid {
+            secret: "member-certificate".into(),
+            fault: CertificateFault::VipNotInSans {
+                vip: "10.9.9.9".into()
+            },
+        })
+    );
+    let reason: &str = (&elsewhere.unwrap_err()).into();
+    assert_eq!(reason, "TLSCertificateInvalid");
+}
+
+#[test]
+fn a_running_sets_mode_does_not_change() {
+    let pki = Pki::new("member-tls-mode");
+    let files = good_leaf(&pki);
+    let secret = secret(&files, "");
+    for (running, wanted) in [
+        (TlsMode::Disabled, TlsMode::RequireTls),
+        (TlsMode::RequireTls, TlsMode::Disabled),
+        (TlsMode::AllowTls, TlsMode::PreferTls),
+    ] {
+        let mongodb = with_tls(wanted);
+        assert_eq!(
+            member_tls(&mongodb, Some(&secret), VIP, Some(running), now()),
+            Err(InvalidInput::TlsModeChangeRefused { running, wanted })
+        );
+    }
+    let unset = member_tls(&mongodb(), None, VIP, Some(TlsMode::RequireTls), now());
+    assert!(matches!(
+        unset,
+        Err(InvalidInput::TlsModeChangeRefused {
+            wanted: TlsMode::Disabled,
+            ..
+        })
+    ));
+}
