@@ -769,6 +769,7 @@ pub(super) fn report_leftovers(input: &PlanInput, set: &ObservedSet) -> ControlF
             check_reconfig_allowed(set)?;
             let mut config = next_version(&set.config);
             config.members.retain(|e| e.id != m.id);
+            check_healthy_majority(&config, set, None)?;
             let change = Change::RemoveUnaccountedEntry {
                 host: m.host.clone(),
             };
