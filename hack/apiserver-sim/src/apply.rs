@@ -257,10 +257,16 @@ pub fn server_side_apply(
         .difference(&applied_set)
         .filter(|p| !others_own(p))
         .collect();
-    stale.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    // Outermost first: an associative list's item goes whole (removing its
+    // key field first would leave the rest of it behind, keyless), and what
+    // lies under a removed path goes with it.
+    stale.sort_by_key(|p| p.len());
+    let mut removed: Vec<&FieldPath> = Vec::new();
     for p in stale {
-        if !applied_set.iter().any(|q| q.starts_with(p)) {
+        let gone = removed.iter().any(|r| p.starts_with(r));
+        if !gone && !applied_set.iter().any(|q| q.starts_with(p)) {
             fieldset::remove(&mut merged, p);
+            removed.push(p);
         }
     }
 
@@ -322,6 +328,26 @@ mod tests {
         );
         let v2 = server_side_apply(&rt, &v1, &cm(json!({"a": "1"})), "m1", false, false).unwrap();
         assert_eq!(v2["data"], json!({"a": "1"}));
+    }
+
+    /// structured-merge-diff removes an associative list's item that no
+    /// manager owns any more as a whole: its key fields and the others.
+    #[test]
+    fn an_item_no_longer_applied_leaves_its_list_whole() {
+        let rt = Registry::new().get(&Gvr::core("pods")).unwrap();
+        let pod = |mounts: Value| {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                   "spec": {"containers": [{"name": "c", "image": "i", "volumeMounts": mounts}]}})
+        };
+        let live = json!({"metadata": {"name": "p"}});
+        let both = json!([
+            {"name": "data", "mountPath": "/data"},
+            {"name": "tls", "mountPath": "/etc/tls", "readOnly": true},
+        ]);
+        let v1 = server_side_apply(&rt, &live, &pod(both), "m", false, false).unwrap();
+        let one = json!([{"name": "data", "mountPath": "/data"}]);
+        let v2 = server_side_apply(&rt, &v1, &pod(one.clone()), "m", false, false).unwrap();
+        assert_eq!(v2["spec"]["containers"][0]["volumeMounts"], one);
     }
 
     #[test]

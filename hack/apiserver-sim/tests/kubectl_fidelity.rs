@@ -187,6 +187,32 @@ fn kubectl_server_side_apply_owns_fields_and_reports_conflicts() {
     );
 }
 
+/// A list item a server-side applier no longer sends goes whole, as
+/// structured-merge-diff removes it: no half item without its key is left.
+#[test]
+fn kubectl_server_side_apply_drops_an_item_no_longer_applied() {
+    let c = TestCluster::start(BINARY);
+    let pod = |mounts: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    image: i\n    volumeMounts:\n{mounts}  volumes:\n  - name: data\n    emptyDir: {{}}\n  - name: tls\n    emptyDir: {{}}\n"
+        )
+    };
+    let data = "    - name: data\n      mountPath: /data\n";
+    let tls = "    - name: tls\n      mountPath: /etc/tls\n      readOnly: true\n";
+    let both = c.write("both.yaml", &pod(&format!("{data}{tls}")));
+    c.kubectl_ok(&["apply", "--server-side", "-f", &both]);
+    let one = c.write("one.yaml", &pod(data));
+    c.kubectl_ok(&["apply", "--server-side", "-f", &one]);
+    let mounts = c.kubectl_ok(&[
+        "get",
+        "pod",
+        "p",
+        "-o",
+        "jsonpath={.spec.containers[0].volumeMounts}",
+    ]);
+    assert_eq!(mounts, r#"[{"mountPath":"/data","name":"data"}]"#);
+}
+
 #[test]
 fn kubectl_applies_builtin_kinds_with_strategic_merge() {
     let c = TestCluster::start(BINARY);
