@@ -258,9 +258,11 @@ impl<'a> BuildContext<'a> {
         self
     }
 
-    /// The TLS the members run; `None`: none.
+    /// The TLS the members run; `None`: none (or the `disabled` step).
     pub fn tls(&self) -> Option<&MemberTls> {
-        self.tls.as_ref()
+        self.tls
+            .as_ref()
+            .filter(|tls| tls.mode != crate::api::TlsMode::Disabled)
     }
 
     /// Name of the `MongoDB` object (the instance name in every object name).

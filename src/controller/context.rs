@@ -21,6 +21,7 @@ use crate::hostconf::MemberAddress;
 use crate::keyfile::KeysRun;
 use crate::mongo::MongoGateway;
 use crate::telemetry::Metrics;
+use crate::tls::modes::ModesRun;
 
 /// How long a primary this operator stepped down is remembered as handing over.
 const STEP_DOWN_MEMORY: Duration = Duration::from_secs(60);
@@ -56,6 +57,9 @@ pub struct InstanceMemory {
     /// The keys every member of the config ran, as the last roll read them:
     /// what the next pass plans the keyfile from.
     pub keys_run: Option<KeysRun>,
+    /// The TLS mode every member of the config ran, as the last roll read
+    /// them: what the next pass plans the mode from.
+    pub modes_run: Option<ModesRun>,
 }
 
 /// A primary's refusals to step down in a row.

@@ -38,7 +38,7 @@ use crate::planner::{has_left, plan, PlanInput, Step};
 use crate::roll::DesiredPods;
 use crate::service_hold::{HeldService, InstanceLife, MemberServiceObject, Membership};
 use crate::status::TlsSeen;
-use crate::tls::{member_tls, MemberTls};
+use crate::tls::{plan_tls, MemberTls, TlsPlanned};
 use crate::validate::{validate, InvalidInput, Validated};
 
 /// How soon a paused object is looked at again (status stays fresh).
@@ -96,33 +96,31 @@ pub async fn pass(
             ctx.memory().keys_run.as_ref(),
         )
     });
-    // tls: the mode and the checked certificate the members run (pure).
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let running_tls = validated.running_tls_mode();
-    let certificate_secret = referenced.certificate_secret.as_ref();
-    let tls = match member_tls(
+    // tls: the mode one step nearer the spec's, from what every member ran
+    // at the last roll, and the checked certificate (pure); the pass's
+    // MongoDB clients set up for it (files for the driver).
+    let tls = plan_tls(
         mongodb,
-        certificate_secret,
+        referenced.certificate_secret.as_ref(),
         &validated.vip,
-        running_tls,
-        now,
-    ) {
-        Ok(tls) => tls,
+        validated.running_tls_mode(),
+        ctx.memory().modes_run.as_ref(),
+        k8s_openapi::jiff::Timestamp::now().as_second(),
+    )
+    .and_then(|tls| Ok((connect_with(ctx, &tls)?, tls)));
+    let (client_files, tls) = match tls {
+        Ok(planned) => planned,
         Err(invalid) => {
             let held = hold(ctx, &member_services, life, Membership::Unknown).await;
             return Ok(PassOutcome::InvalidInput(invalid, held));
         }
     };
-    if let Some(refused) = client_tls(ctx, tls.as_ref()) {
-        let held = hold(ctx, &member_services, life, Membership::Unknown).await;
-        return Ok(PassOutcome::InvalidInput(refused, held));
-    }
     // build: the desired objects, unless paused or leaving (pure).
     let built = build_desired(
         mongodb,
         &validated,
         keyfile.as_ref(),
-        tls.as_ref(),
+        tls.members.as_ref(),
         wanted,
         paused || leaving,
     );
@@ -146,7 +144,19 @@ pub async fn pass(
         None => None,
     };
     // observe: ask the members, read the replica set (MongoDB I/O).
-    let answers = observe(&ctx.gateway, mongodb, &validated, wanted).await;
+    let mut answers = observe(&ctx.gateway, mongodb, &validated, wanted).await;
+    if let (None, Some(files)) = (&answers.reading, &client_files) {
+        // Members mid-step may take only the other transport (a restarted
+        // operator does not know yet which): the pass goes on with the one
+        // that reads the set.
+        let use_tls = tls.clients_use_tls;
+        ctx.gateway.use_tls((!use_tls).then(|| files.clone()));
+        let other = observe(&ctx.gateway, mongodb, &validated, wanted).await;
+        match other.reading {
+            Some(_) => answers = other,
+            None => ctx.gateway.use_tls(use_tls.then(|| files.clone())),
+        }
+    }
     // hold: the member Services claimed, a deleted one kept until its member
     // is out of the committed config (Kubernetes I/O).
     let observed = answers.reading.as_ref().map(|reading| &reading.set);
@@ -220,6 +230,7 @@ pub async fn pass(
             let desired = DesiredPods {
                 revision,
                 keyfile: keys.as_deref(),
+                tls_mode: tls.plan.template,
             };
             roll(ctx, mongodb, &validated, &answers, desired).await
         }
@@ -245,9 +256,10 @@ pub async fn pass(
         held_services: &held,
         growth: growth.as_ref(),
         keyfile: keyfile_standing.as_ref(),
-        tls: mongodb.spec.tls.as_ref().map(|settings| TlsSeen {
-            mode: settings.mode,
-            certificate: tls.as_ref().map(|tls| &tls.certificate),
+        tls: tls.desired.map(|mode| TlsSeen {
+            mode,
+            plan: &tls.plan,
+            certificate: tls.members.as_ref().map(|members| &members.certificate),
             modes: &answers.tls_modes,
         }),
     };
@@ -294,19 +306,21 @@ fn build_desired(
     Ok(Some(build::desired_objects(&ctx, root_password, &targets)?))
 }
 
-/// Points this pass's MongoDB clients at `tls`'s files (written for the
-/// driver); what could not be written stops the pass.
-fn client_tls(ctx: &PassContext, tls: Option<&MemberTls>) -> Option<InvalidInput> {
-    let files = match tls.map(ClientTls::write).transpose() {
-        Ok(files) => files,
-        Err(error) => {
-            return Some(InvalidInput::TlsClientFilesUnwritable {
-                why: error.to_string(),
-            })
-        }
-    };
-    ctx.gateway.use_tls(files);
-    None
+/// Points this pass's MongoDB clients at TLS or plain connections as
+/// planned, writing the files the driver reads; the files, for a pass that
+/// must try the other transport.
+fn connect_with(ctx: &PassContext, tls: &TlsPlanned) -> Result<Option<ClientTls>, InvalidInput> {
+    let files = tls
+        .members
+        .as_ref()
+        .map(ClientTls::write)
+        .transpose()
+        .map_err(|error| InvalidInput::TlsClientFilesUnwritable {
+            why: error.to_string(),
+        })?;
+    ctx.gateway
+        .use_tls(files.clone().filter(|_| tls.clients_use_tls));
+    Ok(files)
 }
 
 /// Where the keyfile stands, once the keys every member runs were read

@@ -127,8 +127,11 @@ pub async fn roll(
             }
         }
     }
-    let keys_run = input.keys_run();
-    ctx.remember(|memory| memory.keys_run = Some(keys_run));
+    let (keys_run, modes_run) = (input.keys_run(), input.modes_run());
+    ctx.remember(|memory| {
+        memory.keys_run = Some(keys_run);
+        memory.modes_run = Some(modes_run);
+    });
     let step = plan_roll(&input);
     tracing::info!(instance = %ctx.instance.name, roll = %step, "roll step");
     let requeue = (step != RollStep::UpToDate).then_some(WHILE_ROLLING);

@@ -7,7 +7,9 @@
 //!
 //! Documents: `{_id: "lease", member, primary, acquiredAt, expiresAt}` (times
 //! in Unix milliseconds) and `{_id: "member/<host:port>", upToDate, version, revision,
-//! revisionSince, keyfile}` (`keyfile`: the fingerprints of the keys its pod runs).
+//! revisionSince, keyfile, tlsMode}` (`keyfile`: the fingerprints of the keys its
+//! pod runs; `tlsMode`: the TLS mode it runs, absent from operators that predate
+//! TLS, whose members run none).
 //! The lease is taken by an insert (a duplicate `_id` means somebody holds
 //! it); renewed and released only by updates and deletes whose filter names
 //! its taking (member and acquiredAt), and taken over only by an update whose
@@ -17,6 +19,8 @@
 use std::collections::BTreeMap;
 
 use mongodb::bson::{doc, Bson, Document};
+
+use crate::api::TlsMode;
 
 use super::{codes, integer, MongoError, MongoGateway};
 use crate::hostconf::MemberAddress;
@@ -69,6 +73,10 @@ impl MongoGateway {
                             .map(str::to_owned)
                             .collect()
                     }),
+                    tls_mode: match document.get("tlsMode") {
+                        None => Some(TlsMode::Disabled),
+                        Some(mode) => mode.as_str().and_then(TlsMode::parse),
+                    },
                 };
                 state.reports.insert(member, report);
             }
@@ -170,6 +178,9 @@ impl MongoGateway {
         let keyfile = report.keyfile.as_ref().map_or(Bson::Null, |keys| {
             Bson::Array(keys.iter().cloned().map(Bson::String).collect())
         });
+        let tls_mode = report
+            .tls_mode
+            .map_or(Bson::Null, |mode| Bson::String(mode.as_str().into()));
         let command = doc! {
             "update": COLLECTION,
             "updates": [{
@@ -181,6 +192,7 @@ impl MongoGateway {
                     "revision": revision,
                     "revisionSince": since,
                     "keyfile": keyfile,
+                    "tlsMode": tls_mode,
                 },
                 "upsert": true,
             }],

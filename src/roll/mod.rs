@@ -33,11 +33,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::api::MongoDB;
+use crate::api::TlsMode;
 use crate::hostconf::MemberAddress;
 use crate::keyfile::{restart_keeps_a_shared_key, KeyFingerprint, KeysRun};
 use crate::member::MemberSlot;
 use crate::observe::{MemberProbe, ObservedSet};
 use crate::replset::MemberState;
+use crate::tls::modes::{restart_keeps_modes_adjacent, ModesRun};
 use crate::validate::Validated;
 
 /// How long a lease lasts unless renewed. Every step of the holder renews it;
@@ -98,6 +100,8 @@ pub struct MemberReport {
     /// The fingerprints of the keys of the keyfile its pod runs (`None`: a
     /// pod built before keyfiles were the operator's, or an older operator).
     pub keyfile: Option<Vec<KeyFingerprint>>,
+    /// The TLS mode its pod runs (`None`: it has no pod).
+    pub tls_mode: Option<TlsMode>,
 }
 
 /// One local member, as the roll sees it.
@@ -111,6 +115,8 @@ pub struct LocalPod {
     pub desired_revision: String,
     /// The fingerprints of the keys of the keyfile its template runs.
     pub desired_keyfile: Option<Vec<KeyFingerprint>>,
+    /// The TLS mode its template runs.
+    pub desired_tls_mode: TlsMode,
     /// Its pod, when one exists.
     pub pod: Option<PodFacts>,
     /// Its own state, as it answered when asked directly.
@@ -128,6 +134,8 @@ pub struct PodFacts {
     pub revision: Option<String>,
     /// The keyfile keys annotation it was created with.
     pub keyfile: Option<Vec<KeyFingerprint>>,
+    /// The TLS mode annotation it was created with (absent: disabled).
+    pub tls_mode: TlsMode,
     /// Whether it is being deleted.
     pub terminating: bool,
 }
@@ -156,6 +164,7 @@ impl LocalPod {
             revision: Some(self.desired_revision.clone()),
             revision_since_millis: Some(revision_since_millis),
             keyfile: self.pod.as_ref().and_then(|pod| pod.keyfile.clone()),
+            tls_mode: self.pod.as_ref().map(|pod| pod.tls_mode),
         }
     }
 }
@@ -219,6 +228,19 @@ impl RollInput {
             .collect()
     }
 
+    /// The TLS mode every member of the config runs, as reported.
+    pub fn modes_run(&self) -> ModesRun {
+        self.set
+            .config
+            .members
+            .iter()
+            .map(|m| {
+                let mode = self.reports.get(&m.host).and_then(|r| r.tls_mode);
+                (m.host.clone(), mode)
+            })
+            .collect()
+    }
+
     /// The roll planner's input: the local members the config holds (by their
     /// address: the roll runs only once the membership is in sync), their pods and
     /// what they answered, the desired revision, and the shared roll state.
@@ -249,6 +271,7 @@ impl RollInput {
                     address,
                     desired_revision: desired.revision.to_owned(),
                     desired_keyfile: desired.keyfile.map(<[_]>::to_vec),
+                    desired_tls_mode: desired.tls_mode,
                     pod: facts.pod.clone(),
                 })
             })
@@ -275,6 +298,8 @@ pub struct DesiredPods<'a> {
     pub revision: &'a str,
     /// The fingerprints of its keyfile's keys.
     pub keyfile: Option<&'a [KeyFingerprint]>,
+    /// Its TLS mode.
+    pub tls_mode: TlsMode,
 }
 
 /// What the roll stage read for the roll planner.
@@ -396,6 +421,20 @@ pub enum RollWait {
     KeyfileWouldShareNoKey {
         member: MemberAddress,
         peer: MemberAddress,
+    },
+    /// Restarting the member onto its template's TLS mode would leave it two
+    /// steps from `peer`'s (or `peer` has not reported its mode): the mode
+    /// is planned again from what the members run.
+    #[error(
+        "{member} waits to restart at TLS mode {}: {peer} runs {}, two steps away",
+        mode.as_str(),
+        peer_mode.map_or("a mode not reported yet", TlsMode::as_str)
+    )]
+    TlsModesWouldSpanTwoSteps {
+        member: MemberAddress,
+        mode: TlsMode,
+        peer: MemberAddress,
+        peer_mode: Option<TlsMode>,
     },
     /// The restarted member is not back yet.
     #[error("{member} is restarting")]
@@ -579,6 +618,9 @@ pub fn plan_roll(input: &RollInput) -> RollStep {
     if let Err(reason) = keeps_a_shared_key(input, candidate) {
         return RollStep::Wait { reason };
     }
+    if let Err(reason) = keeps_modes_adjacent(input, candidate) {
+        return RollStep::Wait { reason };
+    }
     let lease = Lease::new(candidate.address.clone(), is_primary, input.now_millis);
     match &input.lease {
         LeaseView::Free => RollStep::Acquire { lease },
@@ -616,6 +658,30 @@ fn keeps_a_shared_key(input: &RollInput, candidate: &LocalPod) -> Result<(), Rol
             member: candidate.address.clone(),
             peer,
         }
+    })
+}
+
+/// A member whose template runs another TLS mode than its pod is restarted
+/// only while every other member's reported mode stays within one step of
+/// it ([`restart_keeps_modes_adjacent`]): two steps apart, one member
+/// refuses what the other dials.
+fn keeps_modes_adjacent(input: &RollInput, candidate: &LocalPod) -> Result<(), RollWait> {
+    let Some(running) = candidate.pod.as_ref().map(|pod| pod.tls_mode) else {
+        return Ok(());
+    };
+    if running == candidate.desired_tls_mode {
+        return Ok(());
+    }
+    restart_keeps_modes_adjacent(
+        &candidate.address,
+        candidate.desired_tls_mode,
+        &input.modes_run(),
+    )
+    .map_err(|(peer, peer_mode)| RollWait::TlsModesWouldSpanTwoSteps {
+        member: candidate.address.clone(),
+        mode: candidate.desired_tls_mode,
+        peer,
+        peer_mode,
     })
 }
 

@@ -24,6 +24,7 @@
 //! voters or more keeps a voting majority up. Checked at the end: once operators plan on fresh views, every
 //! pod runs its revision and the lease is free.
 
+use crate::api::TlsMode;
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
@@ -186,10 +187,12 @@ impl Model {
                 address: n.address.clone(),
                 desired_revision: NEW.into(),
                 desired_keyfile: None,
+                desired_tls_mode: TlsMode::Disabled,
                 pod: n.pod.then(|| PodFacts {
                     uid: n.uid.to_string(),
                     revision: Some(n.revision.into()),
                     keyfile: None,
+                    tls_mode: TlsMode::Disabled,
                     terminating: false,
                 }),
                 state: n.up.then(|| state(i)),

@@ -1,5 +1,6 @@
 //! Unit tests of the roll planner: one case per rule.
 
+use crate::api::TlsMode;
 use std::collections::BTreeMap;
 
 use super::*;
@@ -77,10 +78,12 @@ fn pod(index: u32, revision: &str, state: MemberState) -> LocalPod {
         address: address(1, 30000 + index as u16),
         desired_revision: "new".into(),
         desired_keyfile: None,
+        desired_tls_mode: TlsMode::Disabled,
         pod: Some(PodFacts {
             uid: format!("uid-{index}"),
             revision: Some(revision.into()),
             keyfile: None,
+            tls_mode: TlsMode::Disabled,
             terminating: false,
         }),
         state: Some(state),
@@ -141,6 +144,7 @@ fn the_primary_waits_until_every_other_member_reports_up_to_date() {
         revision: None,
         revision_since_millis: None,
         keyfile: None,
+        tls_mode: None,
     };
     let outdated = MemberReport {
         up_to_date: false,
@@ -178,6 +182,7 @@ fn the_primary_waits_for_the_clusters_that_still_publish_another_revision() {
         revision: Some(revision.into()),
         revision_since_millis: Some(since),
         keyfile: None,
+        tls_mode: None,
     };
     let primary = input.local[0].clone();
     let own = primary.report(None, NOW);
@@ -454,6 +459,7 @@ fn the_fcv_is_raised_only_once_every_data_member_runs_the_release_on_an_up_to_da
         revision: Some("new".into()),
         revision_since_millis: Some(NOW),
         keyfile: None,
+        tls_mode: None,
     };
     let hosts = [
         address(1, 30000),

@@ -9,6 +9,7 @@ use crate::hostconf::MemberAddress;
 use crate::member::MemberSlot;
 use crate::planner::WaitReason;
 use crate::replset::{ConfigSettings, MemberState, MemberStatus, ReplicaSetConfig};
+use crate::tls::modes::{ModePlan, ModeStanding};
 use crate::tls::CheckedCertificate;
 
 fn mongodb(members: i32) -> MongoDB {
@@ -502,6 +503,14 @@ fn members_above_spec_still_in_the_set_keep_the_instance_reconciling() {
     assert_eq!(status.local_members[1].role, "SECONDARY");
 }
 
+fn in_place(mode: TlsMode) -> ModePlan {
+    ModePlan {
+        template: mode,
+        standing: ModeStanding::InPlace,
+        waiting_for: Vec::new(),
+    }
+}
+
 fn with_tls(mut mongodb: MongoDB, mode: TlsMode) -> MongoDB {
     mongodb.spec.tls = Some(crate::api::TlsSettings {
         mode,
@@ -515,8 +524,10 @@ fn with_tls(mut mongodb: MongoDB, mode: TlsMode) -> MongoDB {
 fn every_condition_type_is_reported_once_in_declaration_order() {
     let with_tls_disabled = with_tls(mongodb(1), TlsMode::Disabled);
     let modes = BTreeMap::new();
+    let plan = in_place(TlsMode::Disabled);
     let seen = TlsSeen {
         mode: TlsMode::Disabled,
+        plan: &plan,
         certificate: None,
         modes: &modes,
     };
@@ -542,9 +553,11 @@ fn tls_is_ready_once_every_local_member_runs_the_mode_and_warns_before_expiry() 
         not_after: 100 * 86_400,
         subject: "CN=m,O=lab".into(),
     };
+    let plan = in_place(TlsMode::RequireTls);
     let status_with = |modes: &BTreeMap<MemberAddress, TlsMode>, now: i64| {
         let seen = TlsSeen {
             mode: TlsMode::RequireTls,
+            plan: &plan,
             certificate: Some(&certificate),
             modes,
         };
@@ -683,4 +696,46 @@ fn held_member_services_are_named_with_their_member_and_why() {
     assert!(held_condition
         .message
         .contains("Service demo-mongodb-1 was deleted"));
+}
+
+#[test]
+fn tls_stepping_names_whom_the_step_waits_for() {
+    let mongodb = with_tls(mongodb(1), TlsMode::RequireTls);
+    let local = views(&[30001]);
+    let remote = MemberAddress::parse("10.0.0.2:30001").unwrap();
+    let modes = BTreeMap::new();
+    let reason = |plan: ModePlan| {
+        let seen = TlsSeen {
+            mode: TlsMode::RequireTls,
+            plan: &plan,
+            certificate: None,
+            modes: &modes,
+        };
+        let status = compute_status(&StatusInput {
+            tls: Some(seen),
+            ..input(&mongodb, None, &local, None, at(1))
+        });
+        let c = condition(&status, "TLSReady").clone();
+        (c.status, c.reason, c.message)
+    };
+    let stepping = |waiting_for| ModePlan {
+        template: TlsMode::PreferTls,
+        standing: ModeStanding::Stepping,
+        waiting_for,
+    };
+    let (ready, why, message) = reason(stepping(vec![(host(30001), Some(TlsMode::AllowTls))]));
+    assert_eq!((ready.as_str(), why.as_str()), ("False", "TLSStepping"));
+    assert!(
+        message.contains(&format!("{} runs allowTLS", host(30001))),
+        "{message}"
+    );
+    let (_, why, message) = reason(stepping(vec![(remote.clone(), None)]));
+    assert_eq!(why, "TLSWaitingForPeers");
+    assert!(message.contains("10.0.0.2:30001 not reported"), "{message}");
+    let unknown = ModePlan {
+        template: TlsMode::AllowTls,
+        standing: ModeStanding::ModesUnknown,
+        waiting_for: Vec::new(),
+    };
+    assert_eq!(reason(unknown).1, "TLSModesUnknown");
 }

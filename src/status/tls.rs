@@ -9,6 +9,7 @@ use super::{condition, ConditionType, StatusInput};
 use crate::api::{TlsMode, TlsStatus};
 use crate::hostconf::MemberAddress;
 use crate::member::MemberSlot;
+use crate::tls::modes::{ModePlan, ModeStanding};
 use crate::tls::CheckedCertificate;
 
 /// A certificate expiring sooner than this is announced (cert-manager
@@ -18,8 +19,10 @@ const EXPIRING_WITHIN_SECONDS: i64 = 21 * 86_400;
 /// What a pass with `spec.tls` saw of TLS.
 #[derive(Clone, Copy, Debug)]
 pub struct TlsSeen<'a> {
-    /// The mode the members are built with.
+    /// `spec.tls.mode`.
     pub mode: TlsMode,
+    /// The step this cluster's members are built at, and who it waits for.
+    pub plan: &'a ModePlan,
     /// The certificate they are given (`None` at `disabled`).
     pub certificate: Option<&'a CheckedCertificate>,
     /// The mode each local data member that answered runs.
@@ -35,7 +38,19 @@ pub enum TlsReason {
     /// Every local data member runs the spec's mode; the certificate expires soon.
     #[strum(serialize = "TLSCertificateExpiring")]
     TlsCertificateExpiring,
-    /// A local data member does not run the spec's mode yet, or did not say.
+    /// The set moves towards the spec's mode one step at a time; the members
+    /// named do not run this cluster's step yet, all of them local.
+    #[strum(serialize = "TLSStepping")]
+    TlsStepping,
+    /// As `TLSStepping`, waiting for members of other clusters (or members
+    /// not reported): a cluster cut off holds the next step.
+    #[strum(serialize = "TLSWaitingForPeers")]
+    TlsWaitingForPeers,
+    /// The members' modes have not been read since the operator started.
+    #[strum(serialize = "TLSModesUnknown")]
+    TlsModesUnknown,
+    /// The set runs the spec's mode, but a local data member answered another
+    /// mode, or did not answer.
     #[strum(serialize = "TLSWaitingForMembers")]
     TlsWaitingForMembers,
 }
@@ -54,6 +69,49 @@ pub(super) fn tls_ready<'a>(input: &StatusInput<'a>) -> Option<Verdict<'a>> {
         ));
     };
     let mode = seen.mode.as_str();
+    let plan = seen.plan;
+    let step = plan.template.as_str();
+    let named = |members: &[(MemberAddress, Option<TlsMode>)]| -> String {
+        let names: Vec<String> = members
+            .iter()
+            .map(|(member, mode)| match mode {
+                Some(mode) => format!("{member} runs {}", mode.as_str()),
+                None => format!("{member} not reported"),
+            })
+            .collect();
+        names.join(", ")
+    };
+    let local_vip = input.local_members.iter().find_map(|v| v.host.as_ref());
+    let (ready, reason, message) = match plan.standing {
+        ModeStanding::ModesUnknown => (
+            false,
+            TlsReason::TlsModesUnknown,
+            format!("built at {step}; the modes the members run are read at the next roll"),
+        ),
+        ModeStanding::Stepping => {
+            let elsewhere = plan.waiting_for.iter().any(|(member, mode)| {
+                mode.is_none() || local_vip.is_none_or(|local| local.host != member.host)
+            });
+            let reason = if elsewhere {
+                TlsReason::TlsWaitingForPeers
+            } else {
+                TlsReason::TlsStepping
+            };
+            let message = format!(
+                "moving to {mode} one step at a time, this cluster at {step}; waiting for {}",
+                named(&plan.waiting_for)
+            );
+            (false, reason, message)
+        }
+        ModeStanding::InPlace => local_verdict(input, seen),
+    };
+    Some(Verdict::new(ready, reason.into(), message))
+}
+
+/// With every member of the set reported at the spec's mode: whether the
+/// local data members say so too, and whether the certificate expires soon.
+fn local_verdict(input: &StatusInput, seen: TlsSeen) -> (bool, TlsReason, String) {
+    let mode = seen.mode.as_str();
     let waiting: Vec<String> = input
         .local_members
         .iter()
@@ -67,26 +125,24 @@ pub(super) fn tls_ready<'a>(input: &StatusInput<'a>) -> Option<Verdict<'a>> {
             }
         })
         .collect();
-    let (ready, reason, message) = if !waiting.is_empty() {
+    if !waiting.is_empty() {
         let message = format!("waiting for {mode} on {}", waiting.join(", "));
-        (false, TlsReason::TlsWaitingForMembers, message)
-    } else {
-        match seen.certificate.filter(|c| expiring(c, &input.now)) {
-            Some(certificate) => {
-                let message = format!(
-                    "every local member runs {mode}; the certificate expires at {}: renew it",
-                    time(certificate.not_after).map_or_else(String::new, |t| t.0.to_string())
-                );
-                (true, TlsReason::TlsCertificateExpiring, message)
-            }
-            None => (
-                true,
-                TlsReason::TlsReady,
-                format!("every local member runs {mode}"),
-            ),
+        return (false, TlsReason::TlsWaitingForMembers, message);
+    }
+    match seen.certificate.filter(|c| expiring(c, &input.now)) {
+        Some(certificate) => {
+            let message = format!(
+                "every member runs {mode}; the certificate expires at {}: renew it",
+                time(certificate.not_after).map_or_else(String::new, |t| t.0.to_string())
+            );
+            (true, TlsReason::TlsCertificateExpiring, message)
         }
-    };
-    Some(Verdict::new(ready, reason.into(), message))
+        None => (
+            true,
+            TlsReason::TlsReady,
+            format!("every member runs {mode}"),
+        ),
+    }
 }
 
 /// `status.tls`: the certificate given to the members, or the last one.

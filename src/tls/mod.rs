@@ -4,6 +4,7 @@
 //! chain to `ca.crt`, its key, its usage as server and as client.
 
 mod certificate;
+pub mod modes;
 #[cfg(test)]
 mod tests;
 
@@ -13,6 +14,7 @@ use k8s_openapi::api::core::v1::Secret;
 
 use crate::api::{MongoDB, TlsMode};
 use crate::validate::InvalidInput;
+use modes::{clients_use_tls, plan_mode, ModePlan, ModesRun};
 
 pub use certificate::{check_certificate, CertificateFault, CertificateFiles, CheckedCertificate};
 
@@ -23,10 +25,10 @@ pub const PRIVATE_KEY_KEY: &str = "tls.key";
 /// The CA bundle's key.
 pub const CA_KEY: &str = "ca.crt";
 
-/// What every local member runs with TLS on (a mode other than `disabled`).
+/// What the local members run of TLS, with its certificate.
 #[derive(Clone, PartialEq, Eq)]
 pub struct MemberTls {
-    /// mongod's `--tlsMode`.
+    /// mongod's `--tlsMode`, the planned step (`disabled`: no TLS options).
     pub mode: TlsMode,
     /// mongod's `--tlsAllowConnectionsWithoutCertificates`.
     pub allow_connections_without_certificates: bool,
@@ -53,34 +55,65 @@ impl fmt::Debug for MemberTls {
     }
 }
 
-/// The TLS this cluster's members run: `None` without `spec.tls` or at
-/// `disabled` (the pods are built as without TLS); otherwise the checked
-/// certificate. `running` is the mode the existing member StatefulSets were
-/// built with: a running set changes mode only through MongoDB's steps,
-/// which this operator does not take, so a change is refused.
+/// Stage `tls`'s outcome.
+#[derive(Clone, Debug)]
+pub struct TlsPlanned {
+    /// `spec.tls.mode` (`None`: no `spec.tls`).
+    pub desired: Option<TlsMode>,
+    /// The step the members are built at.
+    pub plan: ModePlan,
+    /// What they run with it (`None`: no TLS at all).
+    pub members: Option<MemberTls>,
+    /// Whether this pass's MongoDB clients use TLS.
+    pub clients_use_tls: bool,
+}
+
+/// Stage `tls`: the step of this cluster's mode from what every member ran
+/// at the last roll (`run`) and the mode the members are `built` with, then
+/// what they run at it.
+pub fn plan_tls(
+    mongodb: &MongoDB,
+    secret: Option<&Secret>,
+    vip: &str,
+    built: Option<TlsMode>,
+    run: Option<&ModesRun>,
+    now_unix_seconds: i64,
+) -> Result<TlsPlanned, InvalidInput> {
+    let desired = mongodb.spec.tls.as_ref().map(|t| t.mode);
+    let plan = plan_mode(desired.unwrap_or(TlsMode::Disabled), built, run);
+    let members = member_tls(mongodb, secret, vip, plan.template, now_unix_seconds)?;
+    let clients_use_tls = clients_use_tls(plan.template, built, run);
+    Ok(TlsPlanned {
+        desired,
+        plan,
+        members,
+        clients_use_tls,
+    })
+}
+
+/// The TLS this cluster's members run at the planned `template` mode
+/// ([`modes::plan_mode`]): `None` while both it and `spec.tls.mode` are
+/// `disabled` (or there is no `spec.tls`); otherwise the certificate, checked
+/// even before the first step so that a bad one stops the change before any
+/// member restarts.
 pub fn member_tls(
     mongodb: &MongoDB,
     secret: Option<&Secret>,
     vip: &str,
-    running: Option<TlsMode>,
+    template: TlsMode,
     now_unix_seconds: i64,
 ) -> Result<Option<MemberTls>, InvalidInput> {
     let settings = mongodb.spec.tls.as_ref();
-    let mode = settings.map_or(TlsMode::Disabled, |s| s.mode);
-    if let Some(running) = running.filter(|running| *running != mode) {
-        return Err(InvalidInput::TlsModeChangeRefused {
-            running,
-            wanted: mode,
-        });
-    }
-    let Some(settings) = settings.filter(|_| mode != TlsMode::Disabled) else {
+    let desired = settings.map_or(TlsMode::Disabled, |s| s.mode);
+    if desired == TlsMode::Disabled && template == TlsMode::Disabled {
         return Ok(None);
-    };
-    let name = settings
-        .certificate_secret_ref
-        .as_ref()
+    }
+    let Some(name) = settings
+        .and_then(|s| s.certificate_secret_ref.as_ref())
         .map(|r| r.name.clone())
-        .unwrap_or_default();
+    else {
+        return Err(InvalidInput::TlsCertificateStillNeeded { running: template });
+    };
     let Some(secret) = secret else {
         return Err(InvalidInput::TlsCertificateMissing { name });
     };
@@ -111,8 +144,9 @@ pub fn member_tls(
         }
     })?;
     Ok(Some(MemberTls {
-        mode,
-        allow_connections_without_certificates: settings.allow_connections_without_certificates,
+        mode: template,
+        allow_connections_without_certificates: settings
+            .is_some_and(|s| s.allow_connections_without_certificates),
         certificate_key: concatenated(&certificate, &key),
         ca,
         certificate: checked,

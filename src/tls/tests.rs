@@ -53,11 +53,11 @@ fn good_leaf(pki: &Pki) -> LeafFiles {
 
 #[test]
 fn without_tls_or_at_disabled_the_members_get_none() {
-    assert_eq!(member_tls(&mongodb(), None, VIP, None, now()), Ok(None));
-    let disabled = with_tls(TlsMode::Disabled);
-    assert_eq!(member_tls(&disabled, None, VIP, None, now()), Ok(None));
+    let disabled = TlsMode::Disabled;
+    assert_eq!(member_tls(&mongodb(), None, VIP, disabled, now()), Ok(None));
+    let spec_disabled = with_tls(disabled);
     assert_eq!(
-        member_tls(&disabled, None, VIP, Some(TlsMode::Disabled), now()),
+        member_tls(&spec_disabled, None, VIP, disabled, now()),
         Ok(None)
     );
 }
@@ -67,9 +67,15 @@ fn a_checked_certificate_is_given_with_its_key_in_one_file() {
     let pki = Pki::new("member-tls-good");
     let files = good_leaf(&pki);
     let mongodb = with_tls(TlsMode::RequireTls);
-    let tls = member_tls(&mongodb, Some(&secret(&files, "")), VIP, None, now())
-        .unwrap()
-        .unwrap();
+    let tls = member_tls(
+        &mongodb,
+        Some(&secret(&files, "")),
+        VIP,
+        TlsMode::RequireTls,
+        now(),
+    )
+    .unwrap()
+    .unwrap();
     assert_eq!(tls.mode, TlsMode::RequireTls);
     assert!(tls.certificate_key.starts_with(&files.certificate));
     assert!(tls.certificate_key.ends_with(&files.key));
@@ -82,7 +88,7 @@ fn a_checked_certificate_is_given_with_its_key_in_one_file() {
 fn a_missing_secret_key_or_bad_certificate_is_refused_by_name() {
     let mongodb = with_tls(TlsMode::PreferTls);
     assert_eq!(
-        member_tls(&mongodb, None, VIP, None, now()),
+        member_tls(&mongodb, None, VIP, TlsMode::PreferTls, now()),
         Err(InvalidInput::TlsCertificateMissing {
             name: "member-certificate".into()
         })
@@ -90,13 +96,25 @@ fn a_missing_secret_key_or_bad_certificate_is_refused_by_name() {
     let pki = Pki::new("member-tls-bad");
     let files = good_leaf(&pki);
     assert_eq!(
-        member_tls(&mongodb, Some(&secret(&files, CA_KEY)), VIP, None, now()),
+        member_tls(
+            &mongodb,
+            Some(&secret(&files, CA_KEY)),
+            VIP,
+            TlsMode::PreferTls,
+            now()
+        ),
         Err(InvalidInput::TlsCertificateKeyMissing {
             secret: "member-certificate".into(),
             key: CA_KEY,
         })
     );
-    let elsewhere = member_tls(&mongodb, Some(&secret(&files, "")), "10.9.9.9", None, now());
+    let elsewhere = member_tls(
+        &mongodb,
+        Some(&secret(&files, "")),
+        "10.9.9.9",
+        TlsMode::Disabled,
+        now(),
+    );
     assert_eq!(
         elsewhere,
         Err(InvalidInput::TlsCertificateInvalid {
@@ -111,27 +129,25 @@ fn a_missing_secret_key_or_bad_certificate_is_refused_by_name() {
 }
 
 #[test]
-fn a_running_sets_mode_does_not_change() {
-    let pki = Pki::new("member-tls-mode");
+fn a_step_down_keeps_the_certificate_until_the_members_run_disabled() {
+    let pki = Pki::new("member-tls-down");
     let files = good_leaf(&pki);
     let secret = secret(&files, "");
-    for (running, wanted) in [
-        (TlsMode::Disabled, TlsMode::RequireTls),
-        (TlsMode::RequireTls, TlsMode::Disabled),
-        (TlsMode::AllowTls, TlsMode::PreferTls),
-    ] {
-        let mongodb = with_tls(wanted);
-        assert_eq!(
-            member_tls(&mongodb, Some(&secret), VIP, Some(running), now()),
-            Err(InvalidInput::TlsModeChangeRefused { running, wanted })
-        );
-    }
-    let unset = member_tls(&mongodb(), None, VIP, Some(TlsMode::RequireTls), now());
-    assert!(matches!(
-        unset,
-        Err(InvalidInput::TlsModeChangeRefused {
-            wanted: TlsMode::Disabled,
-            ..
+    let spec_disabled = with_tls(TlsMode::Disabled);
+    let stepping = member_tls(&spec_disabled, Some(&secret), VIP, TlsMode::AllowTls, now());
+    assert_eq!(stepping.unwrap().unwrap().mode, TlsMode::AllowTls);
+    assert_eq!(
+        member_tls(&mongodb(), None, VIP, TlsMode::PreferTls, now()),
+        Err(InvalidInput::TlsCertificateStillNeeded {
+            running: TlsMode::PreferTls
         })
-    ));
+    );
+    let first_step = member_tls(
+        &with_tls(TlsMode::RequireTls),
+        Some(&secret),
+        VIP,
+        TlsMode::Disabled,
+        now(),
+    );
+    assert_eq!(first_step.unwrap().unwrap().mode, TlsMode::Disabled);
 }

@@ -178,19 +178,17 @@ pub enum InvalidInput {
         /// The operating system's error.
         why: String,
     },
-    /// `spec.tls.mode` differs from the mode the members were built with.
+    /// The members still run TLS, but `spec.tls` names no certificate.
     #[error(
-        "spec.tls.mode is {}, but the members run {}: the mode of a running set moves \
-         only through MongoDB's steps (allowTLS, preferTLS, requireTLS, each on every member \
-         first), which this operator does not take yet; set spec.tls.mode back to {}",
-        wanted.as_str(), running.as_str(), running.as_str()
+        "the members still run TLS ({}) and step down one mode at a time, each with the \
+         certificate: set spec.tls.mode to disabled and keep spec.tls.certificateSecretRef \
+         until condition TLSReady says every member runs disabled",
+        running.as_str()
     )]
-    #[strum(serialize = "TLSModeChangeRefused")]
-    TlsModeChangeRefused {
-        /// The mode the members were built with.
+    #[strum(serialize = "TLSCertificateStillNeeded")]
+    TlsCertificateStillNeeded {
+        /// The mode the members are to run.
         running: TlsMode,
-        /// `spec.tls.mode` (`disabled` without `spec.tls`).
-        wanted: TlsMode,
     },
     /// A member StatefulSet's name would be too long for Kubernetes.
     #[error(

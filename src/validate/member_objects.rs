@@ -121,6 +121,7 @@ pub(super) fn member_stateful_sets(
                     .annotations()
                     .get(KEYFILE_KEYS_ANNOTATION)
                     .map(|keys| keys.split(',').map(str::to_string).collect()),
+                tls_mode: tls_mode_of(pod.annotations()),
                 terminating: pod.metadata.deletion_timestamp.is_some(),
             });
             Some((
@@ -133,15 +134,20 @@ pub(super) fn member_stateful_sets(
                     pod,
                     deleting: stateful_set.metadata.deletion_timestamp.is_some(),
                     claim_storage: data_claim_storage(stateful_set),
-                    tls_mode: stateful_set
-                        .annotations()
-                        .get(TLS_MODE_ANNOTATION)
-                        .and_then(|mode| TlsMode::parse(mode))
-                        .unwrap_or(TlsMode::Disabled),
+                    tls_mode: tls_mode_of(stateful_set.annotations()),
                 },
             ))
         })
         .collect()
+}
+
+/// The TLS mode an object was built with ([`TLS_MODE_ANNOTATION`]; absent:
+/// without TLS).
+fn tls_mode_of(annotations: &BTreeMap<String, String>) -> TlsMode {
+    annotations
+        .get(TLS_MODE_ANNOTATION)
+        .and_then(|mode| TlsMode::parse(mode))
+        .unwrap_or(TlsMode::Disabled)
 }
 
 /// The storage request of `stateful_set`'s data claim template.

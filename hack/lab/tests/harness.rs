@@ -317,7 +317,8 @@ impl MajorityWriter {
         Self::start_as(name, hosts, &python, &username, &password, "")
     }
 
-    /// The writer with more options in its connection string (`&tls=true…`).
+    /// A second writer, into a collection of its own, with more options in
+    /// its connection string (`&tls=true…`).
     pub async fn start_with(
         lab: &Lab,
         name: &str,
@@ -358,13 +359,26 @@ impl MajorityWriter {
             escape(password),
             hosts.join(",")
         );
-        let stop_file =
-            std::env::temp_dir().join(format!("mmo-writer-stop-{}-{}", std::process::id(), name));
+        // A writer with options of its own writes apart from the plain one.
+        let collection = if uri_options.is_empty() {
+            "writes".to_string()
+        } else {
+            format!(
+                "writes-{}",
+                &mongodb_member_operator::build::sha256_hex(uri_options.as_bytes())[..8]
+            )
+        };
+        let stop_file = std::env::temp_dir().join(format!(
+            "mmo-writer-stop-{}-{}-{collection}",
+            std::process::id(),
+            name
+        ));
         let _ = std::fs::remove_file(&stop_file);
         let child = tokio::process::Command::new(python)
             .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/majority_writer.py"))
             .env("MONGO_URI", uri)
             .env("STOP_FILE", &stop_file)
+            .env("WRITES_COLLECTION", collection)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
@@ -396,15 +410,18 @@ impl MajorityWriter {
 /// Checks the writer's read-back (its `FOUND` line, once stopped) against the
 /// writes it had acknowledged: at least ten, and none missing.
 fn none_lost(acked: &[u64], found: Option<&str>, said: impl FnOnce() -> String) -> Outcome {
+    let Some(found) = found else {
+        return Err(format!("the writer did not read back: {}", said()));
+    };
     let found: std::collections::BTreeSet<u64> = found
-        .ok_or_else(|| format!("the writer did not read back: {}", said()))?
         .split_whitespace()
         .filter_map(|n| n.parse().ok())
         .collect();
     if acked.len() < 10 {
         return Err(format!(
-            "only {} writes were acknowledged during the change",
-            acked.len()
+            "only {} writes were acknowledged during the change: {}",
+            acked.len(),
+            said()
         ));
     }
     let lost: Vec<u64> = acked

@@ -7,7 +7,9 @@ after the file appeared, whichever comes first: a change over in a fraction of
 a second leaves too few writes to judge, and the set must take majority writes
 after it anyway) it stops, reads every document back with read concern majority
 and prints "FOUND <n> <n> ...". Unacknowledged attempts are retried with the
-next number, so only acknowledged numbers are promised.
+next number, so only acknowledged numbers are promised. It writes into the
+collection named by WRITES_COLLECTION ("writes" by default), so that two
+writers can run on one set.
 """
 import os
 import sys
@@ -18,7 +20,8 @@ from pymongo.errors import PyMongoError
 from pymongo.read_concern import ReadConcern
 
 client = MongoClient(os.environ["MONGO_URI"], serverSelectionTimeoutMS=20000, retryWrites=False)
-collection = client.lab.get_collection("writes", write_concern=WriteConcern(w="majority", wtimeout=10000))
+COLLECTION = os.environ.get("WRITES_COLLECTION", "writes")
+collection = client.lab.get_collection(COLLECTION, write_concern=WriteConcern(w="majority", wtimeout=10000))
 stop_file = os.environ["STOP_FILE"]
 MIN_ACKNOWLEDGED = 10
 STOP_GRACE_SECONDS = 60
@@ -45,7 +48,7 @@ while True:
 deadline = time.time() + 60
 while True:
     try:
-        found = [d["_id"] for d in client.lab.get_collection("writes", read_concern=ReadConcern("majority")).find({})]
+        found = [d["_id"] for d in client.lab.get_collection(COLLECTION, read_concern=ReadConcern("majority")).find({})]
         break
     except PyMongoError as error:
         if time.time() > deadline:

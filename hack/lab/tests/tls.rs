@@ -10,12 +10,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
 use kube::api::{ListParams, PostParams};
 use kube::Api;
+use kube::ResourceExt;
 use lab::lab::Lab;
+use lab::observe::SetSampler;
 use mongod_sim::pki::{Pki, Validity};
 use mongodb::bson::doc;
 use mongodb::options::{ClientOptions, ServerAddress, Tls, TlsOptions};
@@ -55,13 +57,18 @@ async fn put_certificates(lab: &Lab, pki: &Pki, ips_of: impl Fn(&str) -> Vec<Str
     Ok(())
 }
 
-/// FedState's instance with `spec.tls` added in every cluster by an
-/// OverridePolicy, as a FedState user does it.
+/// FedState's instance with `spec.tls` at requireTLS added in every cluster
+/// by an OverridePolicy, as a FedState user does it.
 async fn apply_with_tls(lab: &Lab, name: &str, split: &str) -> Outcome {
+    apply_at_mode(lab, name, split, "requireTLS").await
+}
+
+/// The instance applied again with `spec.tls` at `mode`.
+async fn apply_at_mode(lab: &Lab, name: &str, split: &str, mode: &str) -> Outcome {
     let mut submission =
         federation_sim::control_plane::ToSubmission::to_submission(&request(name, split));
     submission.lab.tls = Some(serde_json::json!({
-        "mode": "requireTLS",
+        "mode": mode,
         "certificateSecretRef": {"name": CERTIFICATE_SECRET},
         "allowConnectionsWithoutCertificates": true,
     }));
@@ -168,6 +175,245 @@ async fn a_certificate_without_the_clusters_vip_is_refused_and_nothing_is_built(
             if !built.items.is_empty() {
                 return Err(format!("{}: StatefulSets were built", cluster.name));
             }
+        }
+        Ok(())
+    })
+    .await;
+}
+
+/// The `--tlsMode` each member pod of `name` was started with (none:
+/// `disabled`), by cluster and pod.
+async fn modes_run(lab: &Lab, name: &str) -> Result<BTreeMap<String, String>, String> {
+    let selector = ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
+    let mut found = BTreeMap::new();
+    for cluster in lab.clusters() {
+        let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+        for pod in pods.list(&selector).await.map_err(fail("pods"))? {
+            let Some(mongod) = pod
+                .spec
+                .iter()
+                .flat_map(|s| s.containers.iter())
+                .find(|c| c.name == "mongod")
+            else {
+                continue;
+            };
+            if pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let args = mongod.args.clone().unwrap_or_default();
+            let mode = args
+                .iter()
+                .skip_while(|a| *a != "--tlsMode")
+                .nth(1)
+                .cloned()
+                .unwrap_or_else(|| "disabled".into());
+            found.insert(format!("{}/{}", cluster.name, pod.name_any()), mode);
+        }
+    }
+    Ok(found)
+}
+
+const MODES: [&str; 4] = ["disabled", "allowTLS", "preferTLS", "requireTLS"];
+
+fn rank(mode: &str) -> usize {
+    MODES.iter().position(|m| *m == mode).unwrap_or(usize::MAX)
+}
+
+/// Polls the modes the pods run until every one of `count` runs `mode`,
+/// failing as soon as two run modes two steps apart.
+async fn until_every_pod_runs(
+    lab: &Lab,
+    name: &str,
+    count: usize,
+    mode: &str,
+    seen: &mut Vec<BTreeMap<String, String>>,
+) -> Outcome {
+    let deadline = std::time::Instant::now() + Duration::from_secs(420);
+    loop {
+        let run = modes_run(lab, name).await?;
+        let ranks: Vec<usize> = run.values().map(|m| rank(m)).collect();
+        if let (Some(low), Some(high)) = (ranks.iter().min(), ranks.iter().max()) {
+            if high - low > 1 {
+                return Err(format!("modes two steps apart: {run:?}"));
+            }
+        }
+        if seen.last() != Some(&run) {
+            eprintln!("modes: {run:?}");
+            seen.push(run.clone());
+        }
+        if run.len() == count && run.values().all(|m| m == mode) {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!("not every pod at {mode} after 420 s: {run:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_set_goes_live_to_require_tls_one_mode_at_a_time_with_one_member_down() {
+    const NAME: &str = "golive";
+    const SPLIT: &str = "a=1,b=1,c=1";
+    scenario(104, 3, async |lab| {
+        let pki = Pki::new("lab-104");
+        pki.ca(CA);
+        put_certificates(lab, &pki, |vip| vec![vip.to_string()]).await?;
+        lab.control_plane()
+            .apply(&request(NAME, SPLIT))
+            .await
+            .map_err(fail("apply"))?;
+        let _passes = ControlPlanePasses::start(lab);
+        ready(lab, NAME, SPLIT).await?;
+        let hosts = hosts_of(lab, 0, NAME).await?;
+        let ca_file = pki.path(&format!("{CA}.pem"));
+        let plain_writer = MajorityWriter::start(lab, NAME, &hosts).await?;
+        let mut sampler = SetSampler::start(
+            lab.network().clone(),
+            hosts.clone(),
+            Duration::from_millis(50),
+        );
+        let mut seen = Vec::new();
+
+        apply_at_mode(lab, NAME, SPLIT, "requireTLS").await?;
+        // From allowTLS on every member takes TLS, and up to preferTLS plain:
+        // the TLS writer starts at allowTLS, the plain one stops there.
+        until_every_pod_runs(lab, NAME, 3, "allowTLS", &mut seen).await?;
+        let tls_writer = MajorityWriter::start_with(
+            lab,
+            NAME,
+            &hosts,
+            &format!("&tls=true&tlsCAFile={ca_file}"),
+        )
+        .await?;
+        if let Some(writer) = plain_writer {
+            writer
+                .stop_and_check()
+                .await
+                .map_err(|e| format!("the plain writer: {e}"))?;
+        }
+        until_every_pod_runs(lab, NAME, 3, "requireTLS", &mut seen).await?;
+        wait_for(lab, NAME, "TLSReady everywhere", 3, |m| {
+            reason_is(m, "TLSReady", "TLSReady")
+        })
+        .await?;
+        ready(lab, NAME, SPLIT).await?;
+        let samples = sampler.stop();
+        let most = lab::observe::most_down(&samples)
+            .map(|s| s.down().len())
+            .unwrap_or(0);
+        if most > 1 {
+            return Err(format!("{most} members down at once"));
+        }
+        let steps: Vec<&str> = MODES
+            .iter()
+            .copied()
+            .filter(|mode| seen.iter().any(|run| run.values().all(|m| m == mode)))
+            .collect();
+        if steps != MODES {
+            return Err(format!("the set did not run each mode in turn: {steps:?}"));
+        }
+        for host in &hosts {
+            let plain = anonymous_direct(host)?
+                .database("admin")
+                .run_command(doc! {"hello": 1})
+                .await;
+            if plain.is_ok() {
+                return Err(format!("{host} answered a plain connection at requireTLS"));
+            }
+        }
+        if let Some(writer) = tls_writer {
+            writer
+                .stop_and_check()
+                .await
+                .map_err(|e| format!("the TLS writer: {e}"))?;
+        }
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_at_require_tls_steps_back_down_to_disabled_through_an_operator_restart() {
+    const NAME: &str = "golow";
+    const SPLIT: &str = "a=1,b=1,c=1";
+    scenario(105, 3, async |lab| {
+        let pki = Pki::new("lab-105");
+        pki.ca(CA);
+        put_certificates(lab, &pki, |vip| vec![vip.to_string()]).await?;
+        apply_with_tls(lab, NAME, SPLIT).await?;
+        let _passes = ControlPlanePasses::start(lab);
+        ready(lab, NAME, SPLIT).await?;
+        let hosts = hosts_of(lab, 0, NAME).await?;
+        let ca_file = pki.path(&format!("{CA}.pem"));
+        let tls_writer = MajorityWriter::start_with(
+            lab,
+            NAME,
+            &hosts,
+            &format!("&tls=true&tlsCAFile={ca_file}"),
+        )
+        .await?;
+        let mut sampler = SetSampler::start(
+            lab.network().clone(),
+            hosts.clone(),
+            Duration::from_millis(50),
+        );
+        let mut seen = Vec::new();
+
+        apply_at_mode(lab, NAME, SPLIT, "disabled").await?;
+        // Down to preferTLS every member takes plain connections too, and
+        // TLS down to allowTLS: the writers change over at preferTLS.
+        until_every_pod_runs(lab, NAME, 3, "preferTLS", &mut seen).await?;
+        let plain_writer = MajorityWriter::start(lab, NAME, &hosts).await?;
+        if let Some(writer) = tls_writer {
+            writer
+                .stop_and_check()
+                .await
+                .map_err(|e| format!("the TLS writer: {e}"))?;
+        }
+        // Cluster a's operator dies mid-step and comes back 3 s later: it
+        // plans again from what the members report.
+        let deadline = std::time::Instant::now() + Duration::from_secs(300);
+        while !modes_run(lab, NAME)
+            .await?
+            .values()
+            .any(|m| m == "allowTLS")
+        {
+            if std::time::Instant::now() > deadline {
+                return Err("no member reached allowTLS".into());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        lab.kill_operator(0).await.map_err(fail("kill"))?;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        lab.restart_operator(0).map_err(fail("restart"))?;
+        until_every_pod_runs(lab, NAME, 3, "disabled", &mut seen).await?;
+        wait_for(lab, NAME, "TLSReady at disabled everywhere", 3, |m| {
+            reason_is(m, "TLSReady", "TLSReady")
+        })
+        .await?;
+        ready(lab, NAME, SPLIT).await?;
+        let samples = sampler.stop();
+        let most = lab::observe::most_down(&samples)
+            .map(|s| s.down().len())
+            .unwrap_or(0);
+        if most > 1 {
+            return Err(format!("{most} members down at once"));
+        }
+        let steps: Vec<&str> = MODES
+            .iter()
+            .rev()
+            .copied()
+            .filter(|mode| seen.iter().any(|run| run.values().all(|m| m == mode)))
+            .collect();
+        if steps != ["requireTLS", "preferTLS", "allowTLS", "disabled"] {
+            return Err(format!("the set did not run each mode in turn: {steps:?}"));
+        }
+        if let Some(writer) = plain_writer {
+            writer
+                .stop_and_check()
+                .await
+                .map_err(|e| format!("the plain writer: {e}"))?;
         }
         Ok(())
     })

@@ -45,8 +45,9 @@ pub const KEYFILE_KEYS_ANNOTATION: &str = "middleware.fedstate.io/keyfile-keys";
 /// mounts (the operator finds its keyfiles by it: its caches keep no specs).
 pub const KEYFILE_SECRET_ANNOTATION: &str = "middleware.fedstate.io/keyfile-secret";
 
-/// StatefulSet annotation, with TLS on: the mode its template runs (what
-/// `spec.tls.mode` is compared with: a running set's mode does not jump).
+/// StatefulSet and pod template annotation, with TLS on: the mode the
+/// template runs (absent: `disabled`), what the roll reports of each pod and
+/// the next step is planned from.
 pub const TLS_MODE_ANNOTATION: &str = "middleware.fedstate.io/tls-mode";
 
 /// Hex digits of the pod spec's SHA-256 kept as the revision.
@@ -123,14 +124,24 @@ pub fn member_stateful_set(
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(pod_labels(labels.clone(), &target.selector)),
-                    annotations: Some(BTreeMap::from([
-                        (REVISION_ANNOTATION.to_string(), revision.clone()),
-                        (
-                            KEYFILE_KEYS_ANNOTATION.to_string(),
-                            keyfile.fingerprints().join(","),
-                        ),
-                        (KEYFILE_SECRET_ANNOTATION.to_string(), keyfile_secret),
-                    ])),
+                    annotations: Some(
+                        BTreeMap::from([
+                            (REVISION_ANNOTATION.to_string(), revision.clone()),
+                            (
+                                KEYFILE_KEYS_ANNOTATION.to_string(),
+                                keyfile.fingerprints().join(","),
+                            ),
+                            (KEYFILE_SECRET_ANNOTATION.to_string(), keyfile_secret),
+                        ])
+                        .into_iter()
+                        .chain(ctx.tls().map(|tls| {
+                            (
+                                TLS_MODE_ANNOTATION.to_string(),
+                                tls.mode.as_str().to_string(),
+                            )
+                        }))
+                        .collect(),
+                    ),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(pod_spec),
