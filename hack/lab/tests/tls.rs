@@ -419,3 +419,114 @@ async fn a_set_at_require_tls_steps_back_down_to_disabled_through_an_operator_re
     })
     .await;
 }
+
+/// The uid of each member pod of `name`, by cluster and pod.
+async fn pod_uids(lab: &Lab, name: &str) -> Result<BTreeMap<String, String>, String> {
+    let selector = ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
+    let mut found = BTreeMap::new();
+    for cluster in lab.clusters() {
+        let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+        for pod in pods.list(&selector).await.map_err(fail("pods"))? {
+            found.insert(
+                format!("{}/{}", cluster.name, pod.name_any()),
+                pod.uid().unwrap_or_default(),
+            );
+        }
+    }
+    Ok(found)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_cut_off_mid_change_holds_the_next_step_until_it_is_back() {
+    const NAME: &str = "cutoff";
+    const SPLIT: &str = "a=1,b=1,c=1";
+    scenario(106, 3, async |lab| {
+        let pki = Pki::new("lab-106");
+        pki.ca(CA);
+        put_certificates(lab, &pki, |vip| vec![vip.to_string()]).await?;
+        lab.control_plane()
+            .apply(&request(NAME, SPLIT))
+            .await
+            .map_err(fail("apply"))?;
+        let _passes = ControlPlanePasses::start(lab);
+        ready(lab, NAME, SPLIT).await?;
+        let hosts = hosts_of(lab, 0, NAME).await?;
+        let ca_file = pki.path(&format!("{CA}.pem"));
+        let mut seen = Vec::new();
+
+        apply_at_mode(lab, NAME, SPLIT, "requireTLS").await?;
+        until_every_pod_runs(lab, NAME, 3, "allowTLS", &mut seen).await?;
+        let writer = MajorityWriter::start_with(
+            lab,
+            NAME,
+            &hosts,
+            &format!("&tls=true&tlsCAFile={ca_file}"),
+        )
+        .await?;
+        // Cluster c is cut off from the others while every member runs
+        // allowTLS: a and b wait for it, and neither restarts its member
+        // (with c away, a second member down would leave no majority).
+        let c = &lab.clusters()[2];
+        let c_host = c.vip.to_string();
+        lab.network().cut_site(&c.name);
+        for index in 0..2 {
+            until_in(
+                lab,
+                index,
+                NAME,
+                "c's member seen down, the step held for it",
+                |m| {
+                    m.status.as_ref().is_some_and(|s| {
+                        let says = |type_: &str, reason: &str| {
+                            s.conditions.iter().any(|condition| {
+                                condition.type_ == type_
+                                    && condition.reason == reason
+                                    && condition.message.contains(&c_host)
+                            })
+                        };
+                        says("Degraded", "MembersUnhealthy")
+                            && says("TLSReady", "TLSWaitingForPeers")
+                    })
+                },
+            )
+            .await?;
+        }
+        // A restart decided before the cut may still be finishing: from here
+        // on, with c's member seen down, none may start.
+        let before = pod_uids(lab, NAME).await?;
+        let held_until = std::time::Instant::now() + Duration::from_secs(15);
+        while std::time::Instant::now() < held_until {
+            let run = modes_run(lab, NAME).await?;
+            if run.values().any(|m| m == "requireTLS") {
+                return Err(format!(
+                    "a member reached requireTLS with c cut off: {run:?}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let after = pod_uids(lab, NAME).await?;
+        let restarted: Vec<&String> = before
+            .iter()
+            .filter(|(pod, uid)| !pod.starts_with("c/") && after.get(*pod) != Some(uid))
+            .map(|(pod, _)| pod)
+            .collect();
+        if !restarted.is_empty() {
+            return Err(format!("restarted while c was cut off: {restarted:?}"));
+        }
+        lab.network().heal_site(&c.name);
+        until_every_pod_runs(lab, NAME, 3, "requireTLS", &mut seen).await?;
+        wait_for(lab, NAME, "TLSReady everywhere", 3, |m| {
+            reason_is(m, "TLSReady", "TLSReady")
+        })
+        .await?;
+        ready(lab, NAME, SPLIT).await?;
+        if let Some(writer) = writer {
+            writer
+                .stop_and_check()
+                .await
+                .map_err(|e| format!("the TLS writer: {e}"))?;
+        }
+        Ok(())
+    })
+    .await;
+}
