@@ -35,12 +35,13 @@ use std::fmt;
 use crate::api::MongoDB;
 use crate::api::TlsMode;
 use crate::hostconf::MemberAddress;
-use crate::keyfile::{restart_keeps_a_shared_key, KeyFingerprint, KeysRun};
+use crate::keyfile::{KeyFingerprint, KeysRun};
 use crate::member::MemberSlot;
 use crate::observe::{MemberProbe, ObservedSet};
 use crate::replset::MemberState;
-use crate::tls::modes::{restart_keeps_modes_adjacent, ModesRun};
+use crate::tls::modes::ModesRun;
 use crate::validate::Validated;
+use peers::{keeps_a_shared_key, keeps_modes_adjacent};
 
 /// How long a lease lasts unless renewed. Every step of the holder renews it;
 /// it expires only when the holder's operator is gone for that long.
@@ -642,49 +643,6 @@ pub fn plan_roll(input: &RollInput) -> RollStep {
     }
 }
 
-/// A member whose template runs other keys than its pod is restarted only
-/// onto keys every other member of the config runs one of
-/// ([`restart_keeps_a_shared_key`]): otherwise its peers would refuse it.
-fn keeps_a_shared_key(input: &RollInput, candidate: &LocalPod) -> Result<(), RollWait> {
-    let running = candidate.pod.as_ref().and_then(|pod| pod.keyfile.as_ref());
-    let (Some(desired), Some(running)) = (&candidate.desired_keyfile, running) else {
-        return Ok(());
-    };
-    if desired == running {
-        return Ok(());
-    }
-    restart_keeps_a_shared_key(&candidate.address, desired, &input.keys_run()).map_err(|peer| {
-        RollWait::KeyfileWouldShareNoKey {
-            member: candidate.address.clone(),
-            peer,
-        }
-    })
-}
-
-/// A member whose template runs another TLS mode than its pod is restarted
-/// only while every other member's reported mode stays within one step of
-/// it ([`restart_keeps_modes_adjacent`]): two steps apart, one member
-/// refuses what the other dials.
-fn keeps_modes_adjacent(input: &RollInput, candidate: &LocalPod) -> Result<(), RollWait> {
-    let Some(running) = candidate.pod.as_ref().map(|pod| pod.tls_mode) else {
-        return Ok(());
-    };
-    if running == candidate.desired_tls_mode {
-        return Ok(());
-    }
-    restart_keeps_modes_adjacent(
-        &candidate.address,
-        candidate.desired_tls_mode,
-        &input.modes_run(),
-    )
-    .map_err(|(peer, peer_mode)| RollWait::TlsModesWouldSpanTwoSteps {
-        member: candidate.address.clone(),
-        mode: candidate.desired_tls_mode,
-        peer,
-        peer_mode,
-    })
-}
-
 /// With every local pod up to date: in the rsInit cluster, the raise of the
 /// featureCompatibilityVersion when asked and every data member of the set
 /// runs the requested release on an up-to-date pod and nobody is restarting.
@@ -1006,6 +964,7 @@ fn member_healthy(input: &RollInput, member: &MemberAddress) -> Result<(), RollW
     }
 }
 
+mod peers;
 #[cfg(test)]
 mod properties;
 #[cfg(test)]

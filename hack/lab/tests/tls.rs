@@ -57,13 +57,8 @@ async fn put_certificates(lab: &Lab, pki: &Pki, ips_of: impl Fn(&str) -> Vec<Str
     Ok(())
 }
 
-/// FedState's instance with `spec.tls` at requireTLS added in every cluster
-/// by an OverridePolicy, as a FedState user does it.
-async fn apply_with_tls(lab: &Lab, name: &str, split: &str) -> Outcome {
-    apply_at_mode(lab, name, split, "requireTLS").await
-}
-
-/// The instance applied again with `spec.tls` at `mode`.
+/// FedState's instance with `spec.tls` at `mode` added in every cluster by
+/// an OverridePolicy, as a FedState user does it (on a new or a running set).
 async fn apply_at_mode(lab: &Lab, name: &str, split: &str, mode: &str) -> Outcome {
     let mut submission =
         federation_sim::control_plane::ToSubmission::to_submission(&request(name, split));
@@ -76,6 +71,57 @@ async fn apply_at_mode(lab: &Lab, name: &str, split: &str, mode: &str) -> Outcom
         .apply(&submission)
         .await
         .map_err(fail("apply"))
+}
+
+/// A set formed in a lab whose clusters hold their certificate Secrets,
+/// created with `spec.tls` at a mode or without it, and Ready; FedState's
+/// passes run while it lives.
+struct FormedSet {
+    pki: Pki,
+    hosts: Vec<String>,
+    _passes: ControlPlanePasses,
+}
+
+impl FormedSet {
+    /// Instance `name` of `split` in lab `number`, at `mode` (`None`: no `spec.tls`).
+    async fn form(
+        lab: &Lab,
+        number: u8,
+        name: &str,
+        split: &str,
+        mode: Option<&str>,
+    ) -> Result<FormedSet, String> {
+        let pki = Pki::new(&format!("lab-{number}"));
+        pki.ca(CA);
+        put_certificates(lab, &pki, |vip| vec![vip.to_string()]).await?;
+        match mode {
+            Some(mode) => apply_at_mode(lab, name, split, mode).await?,
+            None => lab
+                .control_plane()
+                .apply(&request(name, split))
+                .await
+                .map_err(fail("apply"))?,
+        }
+        let passes = ControlPlanePasses::start(lab);
+        ready(lab, name, split).await?;
+        let hosts = hosts_of(lab, 0, name).await?;
+        Ok(FormedSet {
+            pki,
+            hosts,
+            _passes: passes,
+        })
+    }
+
+    /// The CA file applications trust.
+    fn ca_file(&self) -> String {
+        self.pki.path(&format!("{CA}.pem"))
+    }
+
+    /// A w:"majority" writer over TLS with the CA alone.
+    async fn tls_writer(&self, lab: &Lab, name: &str) -> Result<Option<MajorityWriter>, String> {
+        let options = format!("&tls=true&tlsCAFile={}", self.ca_file());
+        MajorityWriter::start_with(lab, name, &self.hosts, &options).await
+    }
 }
 
 /// An application's client of one member: TLS with the CA file only.
@@ -98,27 +144,15 @@ async fn a_set_created_at_require_tls_serves_tls_only_and_an_application_reaches
     const NAME: &str = "secure";
     const SPLIT: &str = "a=1,b=1,c=1";
     scenario(102, 3, async |lab| {
-        let pki = Pki::new("lab-102");
-        pki.ca(CA);
-        put_certificates(lab, &pki, |vip| vec![vip.to_string()]).await?;
-        apply_with_tls(lab, NAME, SPLIT).await?;
-        let _passes = ControlPlanePasses::start(lab);
-        ready(lab, NAME, SPLIT).await?;
+        let set = FormedSet::form(lab, 102, NAME, SPLIT, Some("requireTLS")).await?;
         wait_for(lab, NAME, "TLSReady everywhere", 3, |m| {
             reason_is(m, "TLSReady", "TLSReady")
         })
         .await?;
-        let ca_file = pki.path(&format!("{CA}.pem"));
-        let hosts = hosts_of(lab, 0, NAME).await?;
-        let writer = MajorityWriter::start_with(
-            lab,
-            NAME,
-            &hosts,
-            &format!("&tls=true&tlsCAFile={ca_file}"),
-        )
-        .await?;
+        let (hosts, ca_file) = (&set.hosts, set.ca_file());
+        let writer = set.tls_writer(lab, NAME).await?;
 
-        for host in &hosts {
+        for host in hosts {
             tls_client(host, &ca_file)?
                 .database("admin")
                 .run_command(doc! {"hello": 1})
@@ -161,7 +195,7 @@ async fn a_certificate_without_the_clusters_vip_is_refused_and_nothing_is_built(
         let pki = Pki::new("lab-103");
         pki.ca(CA);
         put_certificates(lab, &pki, |_| vec!["10.255.0.1".to_string()]).await?;
-        apply_with_tls(lab, NAME, "a=1,b=1").await?;
+        apply_at_mode(lab, NAME, "a=1,b=1", "requireTLS").await?;
         let _passes = ControlPlanePasses::start(lab);
         wait_for(lab, NAME, "TLSCertificateInvalid everywhere", 2, |m| {
             reason_is(m, "Ready", "TLSCertificateInvalid")
@@ -256,18 +290,9 @@ async fn a_running_set_goes_live_to_require_tls_one_mode_at_a_time_with_one_memb
     const NAME: &str = "golive";
     const SPLIT: &str = "a=1,b=1,c=1";
     scenario(104, 3, async |lab| {
-        let pki = Pki::new("lab-104");
-        pki.ca(CA);
-        put_certificates(lab, &pki, |vip| vec![vip.to_string()]).await?;
-        lab.control_plane()
-            .apply(&request(NAME, SPLIT))
-            .await
-            .map_err(fail("apply"))?;
-        let _passes = ControlPlanePasses::start(lab);
-        ready(lab, NAME, SPLIT).await?;
-        let hosts = hosts_of(lab, 0, NAME).await?;
-        let ca_file = pki.path(&format!("{CA}.pem"));
-        let plain_writer = MajorityWriter::start(lab, NAME, &hosts).await?;
+        let set = FormedSet::form(lab, 104, NAME, SPLIT, None).await?;
+        let hosts = &set.hosts;
+        let plain_writer = MajorityWriter::start(lab, NAME, hosts).await?;
         let mut sampler = SetSampler::start(
             lab.network().clone(),
             hosts.clone(),
@@ -279,13 +304,7 @@ async fn a_running_set_goes_live_to_require_tls_one_mode_at_a_time_with_one_memb
         // From allowTLS on every member takes TLS, and up to preferTLS plain:
         // the TLS writer starts at allowTLS, the plain one stops there.
         until_every_pod_runs(lab, NAME, 3, "allowTLS", &mut seen).await?;
-        let tls_writer = MajorityWriter::start_with(
-            lab,
-            NAME,
-            &hosts,
-            &format!("&tls=true&tlsCAFile={ca_file}"),
-        )
-        .await?;
+        let tls_writer = set.tls_writer(lab, NAME).await?;
         if let Some(writer) = plain_writer {
             writer
                 .stop_and_check()
@@ -313,7 +332,7 @@ async fn a_running_set_goes_live_to_require_tls_one_mode_at_a_time_with_one_memb
         if steps != MODES {
             return Err(format!("the set did not run each mode in turn: {steps:?}"));
         }
-        for host in &hosts {
+        for host in hosts {
             let plain = anonymous_direct(host)?
                 .database("admin")
                 .run_command(doc! {"hello": 1})
@@ -338,21 +357,9 @@ async fn a_set_at_require_tls_steps_back_down_to_disabled_through_an_operator_re
     const NAME: &str = "golow";
     const SPLIT: &str = "a=1,b=1,c=1";
     scenario(105, 3, async |lab| {
-        let pki = Pki::new("lab-105");
-        pki.ca(CA);
-        put_certificates(lab, &pki, |vip| vec![vip.to_string()]).await?;
-        apply_with_tls(lab, NAME, SPLIT).await?;
-        let _passes = ControlPlanePasses::start(lab);
-        ready(lab, NAME, SPLIT).await?;
-        let hosts = hosts_of(lab, 0, NAME).await?;
-        let ca_file = pki.path(&format!("{CA}.pem"));
-        let tls_writer = MajorityWriter::start_with(
-            lab,
-            NAME,
-            &hosts,
-            &format!("&tls=true&tlsCAFile={ca_file}"),
-        )
-        .await?;
+        let set = FormedSet::form(lab, 105, NAME, SPLIT, Some("requireTLS")).await?;
+        let hosts = &set.hosts;
+        let tls_writer = set.tls_writer(lab, NAME).await?;
         let mut sampler = SetSampler::start(
             lab.network().clone(),
             hosts.clone(),
@@ -364,7 +371,7 @@ async fn a_set_at_require_tls_steps_back_down_to_disabled_through_an_operator_re
         // Down to preferTLS every member takes plain connections too, and
         // TLS down to allowTLS: the writers change over at preferTLS.
         until_every_pod_runs(lab, NAME, 3, "preferTLS", &mut seen).await?;
-        let plain_writer = MajorityWriter::start(lab, NAME, &hosts).await?;
+        let plain_writer = MajorityWriter::start(lab, NAME, hosts).await?;
         if let Some(writer) = tls_writer {
             writer
                 .stop_and_check()
@@ -441,28 +448,12 @@ async fn a_cluster_cut_off_mid_change_holds_the_next_step_until_it_is_back() {
     const NAME: &str = "cutoff";
     const SPLIT: &str = "a=1,b=1,c=1";
     scenario(106, 3, async |lab| {
-        let pki = Pki::new("lab-106");
-        pki.ca(CA);
-        put_certificates(lab, &pki, |vip| vec![vip.to_string()]).await?;
-        lab.control_plane()
-            .apply(&request(NAME, SPLIT))
-            .await
-            .map_err(fail("apply"))?;
-        let _passes = ControlPlanePasses::start(lab);
-        ready(lab, NAME, SPLIT).await?;
-        let hosts = hosts_of(lab, 0, NAME).await?;
-        let ca_file = pki.path(&format!("{CA}.pem"));
+        let set = FormedSet::form(lab, 106, NAME, SPLIT, None).await?;
         let mut seen = Vec::new();
 
         apply_at_mode(lab, NAME, SPLIT, "requireTLS").await?;
         until_every_pod_runs(lab, NAME, 3, "allowTLS", &mut seen).await?;
-        let writer = MajorityWriter::start_with(
-            lab,
-            NAME,
-            &hosts,
-            &format!("&tls=true&tlsCAFile={ca_file}"),
-        )
-        .await?;
+        let writer = set.tls_writer(lab, NAME).await?;
         // Cluster c is cut off from the others while every member runs
         // allowTLS: a and b wait for it, and neither restarts its member
         // (with c away, a second member down would leave no majority).

@@ -124,18 +124,10 @@ impl Pki {
     /// A self-signed CA `name` (`name.pem`, `name.key`). Returns the path
     /// of its certificate.
     pub fn ca(&self, name: &str) -> String {
-        openssl(
-            &self.dir,
+        self.request(
+            name,
             &[
-                "req",
                 "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-keyout",
-                &format!("{name}.key"),
                 "-out",
                 &format!("{name}.pem"),
                 "-days",
@@ -172,6 +164,23 @@ impl Pki {
         self.path(&format!("{name}.pem"))
     }
 
+    /// `openssl req` with a new P-256 key `name.key`, then `rest`.
+    fn request(&self, name: &str, rest: &[&str]) {
+        let key = format!("{name}.key");
+        let mut args = vec![
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &key,
+        ];
+        args.extend_from_slice(rest);
+        openssl(&self.dir, &args);
+    }
+
     /// The `openssl ca` configuration that lets CA `name` sign.
     fn signer(&self, name: &str) {
         std::fs::write(
@@ -188,23 +197,7 @@ impl Pki {
     /// signed by `ca` with the extensions `ext` (an openssl extfile).
     fn issue(&self, ca: &str, file: &str, subject: &str, ext: &str, validity: Validity) {
         std::fs::write(self.dir.join(format!("{file}.ext")), ext).unwrap();
-        openssl(
-            &self.dir,
-            &[
-                "req",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-keyout",
-                &format!("{file}.key"),
-                "-out",
-                &format!("{file}.csr"),
-                "-subj",
-                subject,
-            ],
-        );
+        self.request(file, &["-out", &format!("{file}.csr"), "-subj", subject]);
         let (start, end) = validity.dates();
         openssl(
             &self.dir,
