@@ -1,6 +1,6 @@
 //! Shared informers: one list+watch per kind (pods, services, StatefulSets,
 //! PersistentVolumeClaims, PersistentVolumes, StorageClasses, Endpoints, Deployments,
-//! ReplicaSets) through kube-runtime's reflector, like the shared
+//! ReplicaSets, Secrets, ConfigMaps) through kube-runtime's reflector, like the shared
 //! informer factory of kube-controller-manager, and a signal that fires on
 //! every change so the control loops wake up.
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
-    Endpoints, PersistentVolume, PersistentVolumeClaim, Pod, Service,
+    ConfigMap, Endpoints, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service,
 };
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::reflector::{self, Store};
@@ -41,6 +41,11 @@ pub struct Cache {
     pub deployments: Store<Deployment>,
     /// All ReplicaSets.
     pub replica_sets: Store<ReplicaSet>,
+    /// All Secrets: what the kubelet refreshes running pods' Secret volumes
+    /// from (its default `Watch` change detection strategy).
+    pub secrets: Store<Secret>,
+    /// All ConfigMaps, as [`Cache::secrets`].
+    pub config_maps: Store<ConfigMap>,
     changes: watch::Receiver<u64>,
 }
 
@@ -58,6 +63,10 @@ impl Cache {
             endpoints: reflect(Api::all(client.clone()), changed.clone(), tasks),
             deployments: reflect(Api::all(client.clone()), changed.clone(), tasks),
             replica_sets: reflect(Api::all(client.clone()), changed, tasks),
+            // No control loop wakes for them: only the kubelet's periodic
+            // refresh reads them.
+            secrets: reflect(Api::all(client.clone()), watch::channel(0).0, tasks),
+            config_maps: reflect(Api::all(client.clone()), watch::channel(0).0, tasks),
             changes,
         }
     }
@@ -78,6 +87,8 @@ impl Cache {
         self.endpoints.wait_until_ready().await?;
         self.deployments.wait_until_ready().await?;
         self.replica_sets.wait_until_ready().await?;
+        self.secrets.wait_until_ready().await?;
+        self.config_maps.wait_until_ready().await?;
         Ok(())
     }
 

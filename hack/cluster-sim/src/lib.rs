@@ -40,7 +40,7 @@ pub use ip_pool::Ipv4Prefix;
 pub use proxy::NodePortRoutes;
 pub use runtime::{
     BoxFuture, ClaimIdentity, ContainerExit, ContainerRuntime, PodIdentity, ResolvedContainer,
-    ResolvedEnvVar, ResolvedMount, ResolvedPort, ResolvedVolume, RunningContainer,
+    ResolvedEnvVar, ResolvedMount, ResolvedPort, ResolvedVolume, RunningContainer, VolumeFiles,
 };
 pub use statefulset::{POD_INDEX_LABEL, POD_NAME_LABEL, REVISION_LABEL};
 
@@ -59,6 +59,8 @@ use volume_expansion::{NodeVolumeExpander, VolumeResizer};
 const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long `shutdown` waits for the containers to stop.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
+/// The kubelet's default pod sync period (`--sync-frequency`, 1 minute).
+pub const DEFAULT_VOLUME_SYNC_PERIOD: Duration = Duration::from_secs(60);
 
 /// The kubelet's crash-loop back-off: the first restart of a container is
 /// immediate, later ones wait `initial`, doubling up to `max`.
@@ -92,10 +94,15 @@ pub struct ClusterOptions {
     pub runtime: Arc<dyn ContainerRuntime>,
     /// Crash-loop back-off for restarted containers.
     pub restart_backoff: RestartBackoff,
+    /// How often the kubelet re-reads the Secret and ConfigMap volumes of a
+    /// running container and swaps changed files in (but for `subPath`
+    /// mounts): the real kubelet's pod sync period (`--sync-frequency`),
+    /// [`DEFAULT_VOLUME_SYNC_PERIOD`] by default.
+    pub volume_sync_period: Duration,
 }
 
 impl ClusterOptions {
-    /// Options with the kubelet's default back-off.
+    /// Options with the kubelet's default back-off and sync period.
     pub fn new(
         name: impl Into<String>,
         vip: Ipv4Addr,
@@ -108,6 +115,7 @@ impl ClusterOptions {
             pod_ip_prefix,
             runtime,
             restart_backoff: RestartBackoff::default(),
+            volume_sync_period: DEFAULT_VOLUME_SYNC_PERIOD,
         }
     }
 }
@@ -153,6 +161,7 @@ impl ClusterSim {
                 pool: IpPool::new(options.pod_ip_prefix, options.vip),
                 runtime: options.runtime,
                 backoff: options.restart_backoff,
+                volume_sync_period: options.volume_sync_period,
             },
         );
         tasks.spawn(kubelet.run());

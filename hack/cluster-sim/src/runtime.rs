@@ -5,14 +5,18 @@
 //! Everything a container needs is resolved by the kubelet before `start` is
 //! called: environment values from Secrets and ConfigMaps, mounted Secret and
 //! ConfigMap files, and the identity of the pod's PersistentVolumeClaims (so a
-//! runtime can keep durable state per claim). `Debug` output never shows
-//! environment values or file contents.
+//! runtime can keep durable state per claim). Mounted Secret and ConfigMap
+//! files are a shared [`VolumeFiles`] handle that the kubelet keeps current
+//! while the container runs (but for `subPath` mounts), as the real kubelet
+//! refreshes those volumes in place. `Debug` output never shows environment
+//! values or file contents.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::net::Ipv4Addr;
 use std::pin::Pin;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// A boxed future, as the object-safe runtime traits return.
@@ -180,6 +184,59 @@ pub struct ClaimIdentity {
     pub requested_storage: Option<String>,
 }
 
+/// The files of a Secret or ConfigMap volume (path relative to the mount →
+/// bytes), as a handle that clones share: while the container runs, the
+/// kubelet swaps in the whole new set of files at once when the Secret or
+/// ConfigMap changes (as the real kubelet's atomic writer does), so a runtime
+/// that keeps its [`ResolvedContainer`] and reads through it sees the current
+/// content. A `subPath` mount's files are never swapped. `Debug` shows the
+/// paths only.
+#[derive(Clone, Default)]
+pub struct VolumeFiles(Arc<RwLock<Arc<Files>>>);
+
+/// Files by path relative to the mount.
+type Files = BTreeMap<String, Vec<u8>>;
+
+impl VolumeFiles {
+    /// A handle holding `files`.
+    pub fn new(files: BTreeMap<String, Vec<u8>>) -> Self {
+        VolumeFiles(Arc::new(RwLock::new(Arc::new(files))))
+    }
+
+    /// The current content of the file at `path` (relative to the mount).
+    pub fn get(&self, path: &str) -> Option<Vec<u8>> {
+        self.snapshot().get(path).cloned()
+    }
+
+    /// Every file as it is now: one consistent set, never half of an update.
+    pub fn snapshot(&self) -> Arc<BTreeMap<String, Vec<u8>>> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Swaps in `files` as a whole, if they differ from the current ones;
+    /// whether they did.
+    pub(crate) fn replace(&self, files: BTreeMap<String, Vec<u8>>) -> bool {
+        let mut current = self.0.write().unwrap_or_else(|p| p.into_inner());
+        if **current == files {
+            return false;
+        }
+        *current = Arc::new(files);
+        true
+    }
+}
+
+impl From<BTreeMap<String, Vec<u8>>> for VolumeFiles {
+    fn from(files: BTreeMap<String, Vec<u8>>) -> Self {
+        VolumeFiles::new(files)
+    }
+}
+
+impl fmt::Debug for VolumeFiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.snapshot().keys()).finish()
+    }
+}
+
 /// A volume, resolved to what a container sees.
 #[derive(Clone)]
 pub enum ResolvedVolume {
@@ -187,15 +244,15 @@ pub enum ResolvedVolume {
     Secret {
         /// Name of the Secret.
         secret_name: String,
-        /// Files by relative path.
-        files: BTreeMap<String, Vec<u8>>,
+        /// Files by relative path, kept current while the container runs.
+        files: VolumeFiles,
     },
     /// A ConfigMap volume: file path (relative to the mount) → bytes.
     ConfigMap {
         /// Name of the ConfigMap.
         config_map_name: String,
-        /// Files by relative path.
-        files: BTreeMap<String, Vec<u8>>,
+        /// Files by relative path, kept current while the container runs.
+        files: VolumeFiles,
     },
     /// An emptyDir, private to the pod (a new pod uid means a new empty directory).
     EmptyDir,
@@ -212,21 +269,13 @@ impl fmt::Debug for ResolvedVolume {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ResolvedVolume::Secret { secret_name, files } => {
-                write!(
-                    f,
-                    "Secret({secret_name}, files: {:?})",
-                    files.keys().collect::<Vec<_>>()
-                )
+                write!(f, "Secret({secret_name}, files: {files:?})")
             }
             ResolvedVolume::ConfigMap {
                 config_map_name,
                 files,
             } => {
-                write!(
-                    f,
-                    "ConfigMap({config_map_name}, files: {:?})",
-                    files.keys().collect::<Vec<_>>()
-                )
+                write!(f, "ConfigMap({config_map_name}, files: {files:?})")
             }
             ResolvedVolume::EmptyDir => write!(f, "EmptyDir"),
             ResolvedVolume::PersistentVolumeClaim(claim) => {
@@ -249,7 +298,7 @@ mod tests {
         };
         let volume = ResolvedVolume::Secret {
             secret_name: "creds".into(),
-            files: BTreeMap::from([("keyfile".to_string(), b"topsecret".to_vec())]),
+            files: BTreeMap::from([("keyfile".to_string(), b"topsecret".to_vec())]).into(),
         };
         let shown = format!("{var:?} {volume:?}");
         assert!(!shown.contains("s3cret"), "{shown}");
@@ -258,5 +307,89 @@ mod tests {
             shown.contains("MONGO_INITDB_ROOT_PASSWORD") && shown.contains("keyfile"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn debug_output_hides_refreshed_file_contents_of_a_whole_container() {
+        let files = VolumeFiles::new(BTreeMap::from([(
+            "tls.pem".to_string(),
+            b"-----BEGIN PRIVATE KEY----- old".to_vec(),
+        )]));
+        let container = ResolvedContainer {
+            pod: PodIdentity {
+                namespace: "ns".into(),
+                name: "db-0".into(),
+                uid: "uid".into(),
+            },
+            pod_ip: Ipv4Addr::new(127, 0, 0, 2),
+            name: "mongod".into(),
+            init: false,
+            image: "mongo:7.0".into(),
+            command: vec![],
+            args: vec![],
+            env: vec![],
+            mounts: vec![
+                ResolvedMount {
+                    volume_name: "tls".into(),
+                    mount_path: "/tls".into(),
+                    sub_path: None,
+                    read_only: true,
+                    volume: ResolvedVolume::Secret {
+                        secret_name: "db-tls".into(),
+                        files: files.clone(),
+                    },
+                },
+                ResolvedMount {
+                    volume_name: "conf".into(),
+                    mount_path: "/conf".into(),
+                    sub_path: None,
+                    read_only: true,
+                    volume: ResolvedVolume::ConfigMap {
+                        config_map_name: "db-conf".into(),
+                        files: BTreeMap::from([(
+                            "mongod.conf".to_string(),
+                            b"net: {port: 27017}".to_vec(),
+                        )])
+                        .into(),
+                    },
+                },
+            ],
+            ports: vec![],
+        };
+        assert!(files.replace(BTreeMap::from([
+            (
+                "tls.pem".to_string(),
+                b"-----BEGIN PRIVATE KEY----- new".to_vec()
+            ),
+            (
+                "ca.pem".to_string(),
+                b"-----BEGIN CERTIFICATE-----".to_vec()
+            ),
+        ])));
+        let shown = format!("{container:?}");
+        assert!(!shown.contains("BEGIN"), "{shown}");
+        assert!(!shown.contains("27017"), "{shown}");
+        assert!(
+            shown.contains("tls.pem") && shown.contains("ca.pem") && shown.contains("mongod.conf"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn clones_share_volume_files_and_a_replacement_swaps_them_all_at_once() {
+        let old = BTreeMap::from([
+            ("a".to_string(), b"1".to_vec()),
+            ("b".to_string(), b"2".to_vec()),
+        ]);
+        let files = VolumeFiles::new(old.clone());
+        let clone = files.clone();
+        let before = clone.snapshot();
+        assert!(!files.replace(old.clone()), "the same files are no change");
+        let new = BTreeMap::from([("a".to_string(), b"10".to_vec())]);
+        assert!(files.replace(new.clone()));
+        assert_eq!(*clone.snapshot(), new);
+        assert_eq!(clone.get("a"), Some(b"10".to_vec()));
+        assert_eq!(clone.get("b"), None);
+        assert_eq!(*before, old, "a snapshot taken before stays whole");
     }
 }

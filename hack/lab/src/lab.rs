@@ -46,6 +46,14 @@ use tokio::task::JoinHandle;
 use crate::runtime::MongodRuntime;
 use federation_sim::control_plane::{ControlPlane, MemberCluster};
 
+/// How often each cluster's kubelet refreshes the Secret and ConfigMap
+/// volumes of running containers (cluster-sim's `volume_sync_period`). The
+/// real kubelet syncs a pod every minute (`--sync-frequency`) plus its cache's
+/// propagation delay; the lab uses 2 s so that a rotated TLS Secret reaches
+/// mongod's files within a scenario's patience. Nothing may depend on the
+/// exact delay: on a real cluster it is up to a minute or more.
+pub const VOLUME_SYNC_PERIOD: Duration = Duration::from_secs(2);
+
 /// Cluster names, in order.
 pub const CLUSTER_NAMES: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
 
@@ -433,11 +441,9 @@ async fn start_cluster(
         20,
     )?;
     let runtime = Arc::new(MongodRuntime::new(network.clone(), name));
-    let node = ClusterSim::start(
-        client.clone(),
-        ClusterOptions::new(name, vip, pods, runtime),
-    )
-    .await?;
+    let mut cluster_options = ClusterOptions::new(name, vip, pods, runtime);
+    cluster_options.volume_sync_period = VOLUME_SYNC_PERIOD;
+    let node = ClusterSim::start(client.clone(), cluster_options).await?;
     let alias_sync = tokio::spawn(sync_aliases(network.clone(), node.routes()));
     Ok(LabCluster {
         name: name.to_string(),

@@ -10,7 +10,8 @@
 //!   pod IP and port `--port` (27017 by default), reads its keyfile from the file
 //!   `--keyFile` names, its TLS files (`--tlsCertificateKeyFile`,
 //!   `--tlsCAFile`, `--tlsClusterFile`) from the mounted volumes each time it
-//!   reads them (at start, and on `rotateCertificates`), and creates the root user from
+//!   reads them (at start, and on `rotateCertificates`: a Secret volume has the
+//!   files the kubelet last refreshed in place), and creates the root user from
 //!   `MONGO_INITDB_ROOT_USERNAME` / `_PASSWORD` when its data is empty (what the
 //!   official image's entrypoint does). Its data lives with the PVC's uid: a
 //!   restarted pod resumes it, a new PVC starts empty.
@@ -104,7 +105,12 @@ impl MongodRuntime {
                 ..
             } = &mount.volume
             {
-                files.extend(secret_files.iter().map(|(k, v)| (k.clone(), v.clone())));
+                files.extend(
+                    secret_files
+                        .snapshot()
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone())),
+                );
             }
         }
         let mut dirs = self.empty_dirs.lock().unwrap_or_else(|p| p.into_inner());
@@ -126,7 +132,9 @@ impl MongodRuntime {
     }
 
     /// Reads the container's files whenever mongod asks (at start, and again
-    /// on `rotateCertificates`).
+    /// on `rotateCertificates`). The container's Secret and ConfigMap volumes
+    /// are handles the kubelet keeps current, so each read sees the files as
+    /// the kubelet last refreshed them.
     fn file_reader(&self, container: &ResolvedContainer) -> FileReader {
         let empty_dirs = self.empty_dirs.clone();
         let container = container.clone();
@@ -281,7 +289,7 @@ fn read_mounted(
     let relative = path[mount.mount_path.len()..].trim_start_matches('/');
     match &mount.volume {
         ResolvedVolume::Secret { files, .. } | ResolvedVolume::ConfigMap { files, .. } => {
-            files.get(relative).cloned()
+            files.get(relative)
         }
         ResolvedVolume::EmptyDir => {
             let dirs = empty_dirs.lock().unwrap_or_else(|p| p.into_inner());

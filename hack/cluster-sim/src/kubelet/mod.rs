@@ -5,6 +5,7 @@
 //! comes back, keeping their IP addresses).
 
 mod probe;
+mod refresh;
 mod resolve;
 mod worker;
 
@@ -68,6 +69,8 @@ pub struct KubeletOptions {
     pub runtime: Arc<dyn ContainerRuntime>,
     /// Crash-loop back-off.
     pub backoff: RestartBackoff,
+    /// How often running containers' Secret and ConfigMap volumes are refreshed.
+    pub volume_sync_period: Duration,
 }
 
 struct WorkerHandle {
@@ -112,6 +115,8 @@ impl Kubelet {
             node_name: options.node_name,
             node_ip: options.node_ip,
             backoff: options.backoff,
+            volume_sync_period: options.volume_sync_period,
+            cache: cache.clone(),
         };
         Kubelet {
             ctx: Arc::new(ctx),

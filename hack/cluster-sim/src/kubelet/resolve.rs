@@ -10,11 +10,14 @@ use std::net::Ipv4Addr;
 
 use anyhow::{anyhow, bail};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, PersistentVolumeClaim, Pod, Secret, Volume,
+    ConfigMap, ConfigMapVolumeSource, Container, PersistentVolumeClaim, Pod, Secret,
+    SecretVolumeSource, Volume,
 };
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, ResourceExt};
 
 use crate::api_errors::is_status;
+use crate::cache::Cache;
 use crate::runtime::{
     ClaimIdentity, PodIdentity, ResolvedContainer, ResolvedEnvVar, ResolvedMount, ResolvedPort,
     ResolvedVolume,
@@ -23,6 +26,8 @@ use crate::runtime::{
 /// Reads the Secrets, ConfigMaps and claims a pod refers to, each at most once per resolution.
 pub struct Resolver<'a> {
     client: &'a Client,
+    /// Secrets and ConfigMaps read from the watch caches rather than by GET.
+    watched: Option<&'a Cache>,
     pod: &'a Pod,
     namespace: String,
     secrets: HashMap<String, Option<Secret>>,
@@ -34,10 +39,20 @@ impl<'a> Resolver<'a> {
     pub fn new(client: &'a Client, pod: &'a Pod) -> Self {
         Resolver {
             client,
+            watched: None,
             pod,
             namespace: pod.namespace().unwrap_or_default(),
             secrets: HashMap::new(),
             config_maps: HashMap::new(),
+        }
+    }
+
+    /// A resolver for `pod` that reads Secrets and ConfigMaps from `cache`
+    /// (the kubelet's refresh of running pods' volumes).
+    pub fn watching(client: &'a Client, cache: &'a Cache, pod: &'a Pod) -> Self {
+        Resolver {
+            watched: Some(cache),
+            ..Resolver::new(client, pod)
         }
     }
 
@@ -256,47 +271,15 @@ impl<'a> Resolver<'a> {
 
     async fn volume(&mut self, volume: &Volume) -> anyhow::Result<ResolvedVolume> {
         if let Some(source) = &volume.secret {
-            let name = source.secret_name.clone().unwrap_or_default();
-            let entries: Vec<(String, Vec<u8>)> = match self.secret(&name).await? {
-                Some(secret) => secret_entries(&secret).collect(),
-                None if source.optional == Some(true) => vec![],
-                None => bail!(
-                    "MountVolume.SetUp failed for volume {:?} : secret {:?} not found",
-                    volume.name,
-                    name
-                ),
-            };
-            let files = project(
-                entries,
-                source.items.as_deref(),
-                source.optional == Some(true),
-                &volume.name,
-            )?;
             return Ok(ResolvedVolume::Secret {
-                secret_name: name,
-                files,
+                secret_name: source.secret_name.clone().unwrap_or_default(),
+                files: self.secret_files(&volume.name, source).await?.into(),
             });
         }
         if let Some(source) = &volume.config_map {
-            let name = source.name.clone();
-            let entries: Vec<(String, Vec<u8>)> = match self.config_map(&name).await? {
-                Some(cm) => config_map_entries(&cm).collect(),
-                None if source.optional == Some(true) => vec![],
-                None => bail!(
-                    "MountVolume.SetUp failed for volume {:?} : configmap {:?} not found",
-                    volume.name,
-                    name
-                ),
-            };
-            let files = project(
-                entries,
-                source.items.as_deref(),
-                source.optional == Some(true),
-                &volume.name,
-            )?;
             return Ok(ResolvedVolume::ConfigMap {
-                config_map_name: name,
-                files,
+                config_map_name: source.name.clone(),
+                files: self.config_map_files(&volume.name, source).await?.into(),
             });
         }
         if volume.empty_dir.is_some() {
@@ -339,9 +322,51 @@ impl<'a> Resolver<'a> {
         Ok(ResolvedVolume::Unsupported { kind })
     }
 
+    /// The files of Secret volume `volume` as the kubelet's secret plugin
+    /// writes them (`SetUpAt`, `MakePayload`): every key, or the `items` at
+    /// their paths; an `optional` Secret that does not exist gives no files.
+    pub(super) async fn secret_files(
+        &mut self,
+        volume: &str,
+        source: &SecretVolumeSource,
+    ) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+        let name = source.secret_name.clone().unwrap_or_default();
+        let optional = source.optional == Some(true);
+        let entries: Vec<(String, Vec<u8>)> = match self.secret(&name).await? {
+            Some(secret) => secret_entries(&secret).collect(),
+            None if optional => vec![],
+            None => {
+                bail!("MountVolume.SetUp failed for volume {volume:?} : secret {name:?} not found")
+            }
+        };
+        project(entries, source.items.as_deref(), optional, volume)
+    }
+
+    /// The files of ConfigMap volume `volume`, as [`Self::secret_files`] for a ConfigMap.
+    pub(super) async fn config_map_files(
+        &mut self,
+        volume: &str,
+        source: &ConfigMapVolumeSource,
+    ) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+        let name = &source.name;
+        let optional = source.optional == Some(true);
+        let entries: Vec<(String, Vec<u8>)> = match self.config_map(name).await? {
+            Some(cm) => config_map_entries(&cm).collect(),
+            None if optional => vec![],
+            None => bail!(
+                "MountVolume.SetUp failed for volume {volume:?} : configmap {name:?} not found"
+            ),
+        };
+        project(entries, source.items.as_deref(), optional, volume)
+    }
+
     async fn secret(&mut self, name: &str) -> anyhow::Result<Option<Secret>> {
         if let Some(found) = self.secrets.get(name) {
             return Ok(found.clone());
+        }
+        if let Some(cache) = self.watched {
+            let reference = ObjectRef::new(name).within(&self.namespace);
+            return Ok(cache.secrets.get(&reference).map(|s| (*s).clone()));
         }
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
         let found = api.get_opt(name).await?;
@@ -352,6 +377,10 @@ impl<'a> Resolver<'a> {
     async fn config_map(&mut self, name: &str) -> anyhow::Result<Option<ConfigMap>> {
         if let Some(found) = self.config_maps.get(name) {
             return Ok(found.clone());
+        }
+        if let Some(cache) = self.watched {
+            let reference = ObjectRef::new(name).within(&self.namespace);
+            return Ok(cache.config_maps.get(&reference).map(|c| (*c).clone()));
         }
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
         let found = api.get_opt(name).await?;

@@ -1,8 +1,9 @@
 //! One pod's life on the node, as the kubelet's pod worker drives it: binding,
 //! init containers in order, then the containers, restarts per `restartPolicy`
-//! with crash-loop back-off, probes, status (`phase`, conditions, container
-//! statuses) and, when the pod is deleted, stopping the containers within the
-//! grace period before removing the pod object.
+//! with crash-loop back-off, probes, running containers' Secret and ConfigMap
+//! volumes kept current ([`super::refresh`]), status (`phase`, conditions,
+//! container statuses) and, when the pod is deleted, stopping the containers
+//! within the grace period before removing the pod object.
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -24,8 +25,10 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::probe::{ProbeState, ProbeVerdict};
+use super::refresh::{self, RefreshableMount, VolumeRefresh};
 use super::resolve::Resolver;
 use crate::api_errors::{is_gone, is_status};
+use crate::cache::Cache;
 use crate::events::EventSink;
 use crate::runtime::{ContainerExit, ContainerRuntime, RunningContainer};
 use crate::RestartBackoff;
@@ -51,6 +54,10 @@ pub struct WorkerContext {
     pub scheduler_events: EventSink,
     /// Crash-loop back-off.
     pub backoff: RestartBackoff,
+    /// How often running containers' Secret and ConfigMap volumes are refreshed.
+    pub volume_sync_period: Duration,
+    /// The watch caches the refresh reads.
+    pub cache: Cache,
 }
 
 /// Requests to a running pod worker.
@@ -98,6 +105,7 @@ struct Slot {
     restart_at: Instant,
     backoff: Option<Duration>,
     exit_override: Option<ContainerExit>,
+    volumes: Vec<RefreshableMount>,
 }
 
 impl Slot {
@@ -127,6 +135,7 @@ impl Slot {
             restart_at: Instant::now(),
             backoff: None,
             exit_override: None,
+            volumes: Vec::new(),
         }
     }
 
@@ -184,6 +193,7 @@ pub struct PodWorker {
     start_time: Time,
     init_failed: bool,
     last_written: Option<serde_json::Value>,
+    refresh: VolumeRefresh,
 }
 
 impl PodWorker {
@@ -222,6 +232,7 @@ impl PodWorker {
         let (exits_tx, exits) = mpsc::unbounded_channel();
         let start_time = status.start_time.clone().unwrap_or_else(now);
         PodWorker {
+            refresh: VolumeRefresh::new(ctx.volume_sync_period),
             ctx,
             pod,
             pod_ip,
@@ -330,6 +341,11 @@ impl PodWorker {
                 }
                 Some((index, instance, exit)) = self.exits.recv() => self.on_exit(index, instance, exit),
                 _ = tokio::time::sleep_until(wake) => self.run_due_probes().await,
+                _ = tokio::time::sleep_until(self.refresh.due()) => {
+                    let running = self.slots.iter().filter(|s| s.running.is_some());
+                    let mounts: Vec<&RefreshableMount> = running.flat_map(|s| &s.volumes).collect();
+                    self.refresh.run(&self.ctx.client, &self.ctx.cache, &self.pod, &mounts).await;
+                }
             }
             while self.tasks.try_join_next().is_some() {}
         }
@@ -471,6 +487,7 @@ impl PodWorker {
             "PullImage",
             format!("Container image \"{image}\" already present on machine"),
         );
+        let volumes = refresh::refreshable(&resolved);
         match self.ctx.runtime.start(resolved).await {
             Ok(container) => {
                 let container: Arc<dyn RunningContainer> = Arc::from(container);
@@ -525,6 +542,7 @@ impl PodWorker {
                 };
                 slot.ready = !init && slot.started && spec.readiness_probe.is_none();
                 slot.running = Some(container.clone());
+                slot.volumes = volumes;
                 let (exits, instance) = (self.exits_tx.clone(), slot.instance);
                 self.tasks.spawn(async move {
                     let exit = container.wait().await;

@@ -169,6 +169,11 @@ struct Bench {
 impl Bench {
     /// An API server and a cluster simulator with VIP 127.<octet>.0.1 and pods in 127.<octet>.1.0/24.
     async fn start(octet: u8) -> Bench {
+        Bench::start_with(octet, |_| {}).await
+    }
+
+    /// [`Bench::start`], with the cluster options changed by `configure` first.
+    async fn start_with(octet: u8, configure: impl FnOnce(&mut ClusterOptions)) -> Bench {
         let server = ApiServer::start("127.0.0.1:0".parse().unwrap())
             .await
             .expect("API server starts");
@@ -188,6 +193,7 @@ impl Bench {
             initial: Duration::from_millis(500),
             max: Duration::from_secs(2),
         };
+        configure(&mut options);
         let cluster = ClusterSim::start(client.clone(), options)
             .await
             .expect("cluster simulator starts");
@@ -303,7 +309,16 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
+    eventually_within(DEADLINE, what, condition).await
+}
+
+/// Polls `condition` until it holds, failing the test after `patience`.
+async fn eventually_within<F, Fut>(patience: Duration, what: &str, condition: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + patience;
     while !condition().await {
         assert!(
             tokio::time::Instant::now() < deadline,

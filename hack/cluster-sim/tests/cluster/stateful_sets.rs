@@ -130,10 +130,9 @@ async fn a_statefulset_gets_ordered_pods_with_claims_resolved_config_and_ready_s
         .find(|m| m.mount_path == "/etc/keyfile")
         .unwrap();
     match &keyfile.volume {
-        ResolvedVolume::Secret { files, .. } => assert_eq!(
-            files.get("key").map(Vec::as_slice),
-            Some(&b"shared-keyfile"[..])
-        ),
+        ResolvedVolume::Secret { files, .. } => {
+            assert_eq!(files.get("key"), Some(b"shared-keyfile".to_vec()))
+        }
         other => panic!("keyfile volume resolved as {other:?}"),
     }
 
