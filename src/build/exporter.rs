@@ -35,6 +35,7 @@ use super::pod::{
 use super::secrets::{TLS_CA_FILE, TLS_CERTIFICATE_KEY_FILE};
 use super::{names, secrets, BuildContext, DesiredObjects, MemberTarget};
 use crate::api::ResourceSetting;
+use crate::tls::rotation::restart_digest;
 
 /// `app.kubernetes.io/name` of the exporter's pods: not the members' name, so
 /// no selector of the member pods matches them.
@@ -42,6 +43,10 @@ pub const EXPORTER_APP_NAME: &str = "mongodb-exporter";
 /// Label of an exporter pod naming the member StatefulSet it watches: the
 /// Deployment's selector.
 pub const EXPORTER_MEMBER_LABEL: &str = "middleware.fedstate.io/exporter-of";
+
+/// Exporter pod template annotation, with TLS on: the digest of the
+/// certificate files it reads.
+pub const TLS_FILES_ANNOTATION: &str = "middleware.fedstate.io/tls-files";
 
 const EXPORTER_CONTAINER: &str = "metrics-exporter";
 
@@ -98,6 +103,7 @@ pub fn exporter_deployment(ctx: &BuildContext, target: &MemberTarget) -> Option<
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(pod_labels),
+                    annotations: tls_files_annotation(ctx),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(pod_spec),
@@ -106,6 +112,18 @@ pub fn exporter_deployment(ctx: &BuildContext, target: &MemberTarget) -> Option<
         }),
         status: None,
     })
+}
+
+/// With TLS on, the digest of the certificate files: the exporter reads them
+/// once, when it starts, so a change of them restarts it (a Deployment's
+/// rolling update, which only its own metrics notice).
+fn tls_files_annotation(ctx: &BuildContext) -> Option<BTreeMap<String, String>> {
+    let tls = ctx.tls()?;
+    let digest = restart_digest(tls, false);
+    Some(BTreeMap::from([(
+        TLS_FILES_ANNOTATION.to_string(),
+        digest[..16].to_string(),
+    )]))
 }
 
 /// Whether an object with `labels` is one of the exporter's (its Deployments
@@ -249,6 +267,34 @@ mod tests {
         let ctx = BuildContext::from_mongodb(mongodb).unwrap();
         let deployment = exporter_deployment(&ctx, &member(index)).unwrap();
         deployment.spec.unwrap().template
+    }
+
+    /// Member 0's exporter pod template with TLS files `ca`.
+    fn with_tls_files(ca: &[u8]) -> PodTemplateSpec {
+        let tls = member_tls(crate::api::TlsMode::RequireTls, b"CERT\nKEY\n", ca);
+        let mongodb = enabled();
+        let ctx = BuildContext::from_mongodb(&mongodb)
+            .unwrap()
+            .with_tls(Some(tls));
+        exporter_deployment(&ctx, &member(0))
+            .unwrap()
+            .spec
+            .unwrap()
+            .template
+    }
+
+    #[test]
+    fn with_tls_the_exporter_mounts_the_files_and_restarts_when_they_change() {
+        let template = with_tls_files(b"CA\n");
+        let pod = template.spec.clone().unwrap();
+        let volumes = pod.volumes.unwrap_or_default();
+        assert!(volumes.iter().any(|v| v.name == "tls"));
+        let digest = |template: &PodTemplateSpec| {
+            template.metadata.clone().unwrap().annotations.unwrap()[TLS_FILES_ANNOTATION].clone()
+        };
+        assert_ne!(digest(&template), digest(&with_tls_files(b"NEW CA\n")));
+        let plain = pod_template(&enabled(), 0);
+        assert!(plain.metadata.unwrap().annotations.is_none());
     }
 
     #[test]

@@ -56,7 +56,7 @@ pub use secrets::{
     admin_credentials_secret, db_user_secret, derive_keyfile, derive_user_password,
     derived_credentials_secret, fingerprint, image_pull_secret, keyfile_secret,
     keyfile_secret_name, monitor_credentials_secret, sha256_hex, tls_secret, CredentialsSource,
-    KEYFILE_SECRET_KEY,
+    KEYFILE_SECRET_KEY, TLS_CA_FILE, TLS_CERTIFICATE_KEY_FILE,
 };
 pub use services::{headless_service, metrics_service};
 pub use statefulset::{
@@ -335,6 +335,25 @@ pub(crate) mod fixtures {
     pub const NAME: &str = "demo";
     pub const NAMESPACE: &str = "db";
     pub const ROOT_PASSWORD: &str = "s3cret-Root-Pa55";
+
+    /// Members' TLS at `mode` with these files (as the checks found them).
+    pub fn member_tls(
+        mode: crate::api::TlsMode,
+        certificate_key: &[u8],
+        ca: &[u8],
+    ) -> crate::tls::MemberTls {
+        crate::tls::MemberTls {
+            mode,
+            allow_connections_without_certificates: true,
+            certificate_key: certificate_key.to_vec(),
+            ca: ca.to_vec(),
+            certificate: crate::tls::CheckedCertificate {
+                not_before: 0,
+                not_after: 1,
+                subject: "CN=m".into(),
+            },
+        }
+    }
 
     /// A `MongoDB` as read from the API server, with FedState's rootPassword.
     pub fn mongodb() -> MongoDB {

@@ -60,6 +60,9 @@ pub struct InstanceMemory {
     /// The TLS mode every member of the config ran, as the last roll read
     /// them: what the next pass plans the mode from.
     pub modes_run: Option<ModesRun>,
+    /// The digest of the certificate every local member was last seen
+    /// serving: until the planned one differs, none is asked.
+    pub served_certificate: Option<String>,
 }
 
 /// A primary's refusals to step down in a row.

@@ -1,6 +1,7 @@
 //! Stage `dereference` (Kubernetes I/O): reads everything a `MongoDB` object
 //! refers to — the hostconf ConfigMap, the credentials Secret, the keyfile
-//! Secrets its StatefulSets and pods mount, the propagated
+//! Secrets its StatefulSets and pods mount, the certificate Secret and the
+//! TLS Secret the members mount, the propagated
 //! member Services (by the instance label, and the arbiter's by its name, as
 //! FedState does not label it with the instance), the custom config
 //! ConfigMap, and the StatefulSets and pods this operator runs — and returns
@@ -68,6 +69,10 @@ pub async fn dereference(
         Some(reference) => get_secret(reference.name.clone()).await?,
         None => None,
     };
+    let mounted_tls_secret = match mongodb.spec.tls {
+        Some(_) => get_secret(names::tls_secret(&instance)).await?,
+        None => None,
+    };
     let services = member_services(caches, mongodb);
     let stateful_sets = caches.stateful_sets.of_instance(&namespace, &instance);
     let pods = caches.pods.of_instance(&namespace, &instance);
@@ -92,6 +97,7 @@ pub async fn dereference(
         hostconf,
         credentials_secret,
         certificate_secret,
+        mounted_tls_secret,
         services,
         stateful_sets,
         pods,

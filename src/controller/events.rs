@@ -44,6 +44,9 @@ pub enum Notice {
     /// A member's config entry could not be recorded on its StatefulSet; the
     /// pass went on and the next one tries again.
     RecordFailed,
+    /// A member loaded its new certificate files (`rotateCertificates`) and
+    /// serves the new certificate.
+    CertificateRotated,
 }
 
 /// Publishes Events on the one object a pass is about.

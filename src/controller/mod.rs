@@ -40,10 +40,12 @@ mod pass;
 mod record;
 mod recovery;
 mod roll;
+mod rotate;
 mod service_hold;
 mod status;
 #[cfg(test)]
 mod test_cluster;
+mod vet;
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;

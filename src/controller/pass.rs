@@ -1,9 +1,9 @@
 //! One pass over one object: the stages in order, each a call with what it
 //! needs of the object and of the stages before it.
 //!
-//! `dereference` → `validate` → `keyfile` → `tls` → `build` → `apply` → `grow` → `observe` →
-//! `hold` → `plan` → `record` → `act` → `recovery` → `forget` → `roll` →
-//! `status`
+//! `dereference` → `validate` → `keyfile` → `tls` → `vet` → `build` → `apply` → `grow` →
+//! `observe` → `hold` → `plan` → `record` → `act` → `recovery` → `forget` → `roll` →
+//! `rotate` → `status`
 //!
 //! Input the pass cannot use ends it ([`PassOutcome::InvalidInput`]), after
 //! `hold` has claimed the member Services (and kept the deleted ones): the
@@ -25,8 +25,10 @@ use super::observe::{dropped_members, observe};
 use super::record::record;
 use super::recovery::recover;
 use super::roll::roll;
+use super::rotate::rotate;
 use super::service_hold::hold;
 use super::status::{self, Report};
+use super::vet::vet;
 use super::ReconcileError;
 use crate::api::MongoDB;
 use crate::build::{self, BuildContext, DesiredObjects};
@@ -38,6 +40,7 @@ use crate::planner::{has_left, plan, PlanInput, Step};
 use crate::roll::DesiredPods;
 use crate::service_hold::{HeldService, InstanceLife, MemberServiceObject, Membership};
 use crate::status::TlsSeen;
+use crate::tls::rotation::{FilesStanding, MountedFiles};
 use crate::tls::{plan_tls, MemberTls, TlsPlanned};
 use crate::validate::{validate, InvalidInput, Validated};
 
@@ -97,19 +100,41 @@ pub async fn pass(
         )
     });
     // tls: the mode one step nearer the spec's, from what every member ran
-    // at the last roll, and the checked certificate (pure); the pass's
-    // MongoDB clients set up for it (files for the driver).
-    let tls = plan_tls(
+    // at the last roll, and the checked certificate (pure).
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let planned = plan_tls(
         mongodb,
         referenced.certificate_secret.as_ref(),
         &validated.vip,
         validated.running_tls_mode(),
         ctx.memory().modes_run.as_ref(),
-        k8s_openapi::jiff::Timestamp::now().as_second(),
-    )
-    .and_then(|tls| Ok((connect_with(ctx, &tls)?, tls)));
-    let (client_files, tls) = match tls {
+        now,
+    );
+    let planned = match planned {
         Ok(planned) => planned,
+        Err(invalid) => {
+            let held = hold(ctx, &member_services, life, Membership::Unknown).await;
+            return Ok(PassOutcome::InvalidInput(invalid, held));
+        }
+    };
+    // vet: new certificate files given only once every member that runs TLS
+    // takes them, else the mounted ones kept (TLS I/O); the pass's MongoDB
+    // clients set up for them (files for the driver).
+    let mounted = referenced
+        .mounted_tls_secret
+        .as_ref()
+        .and_then(MountedFiles::of);
+    let modes_run = ctx.memory().modes_run;
+    let (tls, files_held) = vet(
+        planned,
+        mounted.as_ref(),
+        &validated,
+        modes_run.as_ref(),
+        now,
+    )
+    .await;
+    let client_files = match connect_with(ctx, &tls) {
+        Ok(files) => files,
         Err(invalid) => {
             let held = hold(ctx, &member_services, life, Membership::Unknown).await;
             return Ok(PassOutcome::InvalidInput(invalid, held));
@@ -236,6 +261,19 @@ pub async fn pass(
         }
         _ => None,
     };
+    // rotate: from 5.0, a local member serving another certificate than its
+    // files hold asked to load them, one a pass (TLS and MongoDB I/O).
+    let rotated = match (&acted, leaving) {
+        (Some(Ok(_)), false) => Some(rotate(ctx, mongodb, &validated, &answers, &tls).await),
+        _ => None,
+    };
+    let files = match (&files_held, &rotated) {
+        (Some(refusal), _) => Some(FilesStanding::Held {
+            why: refusal.to_string(),
+        }),
+        (None, Some(rotated)) => rotated.standing.clone(),
+        (None, None) => None,
+    };
     // status: what the pass saw and did, written when it changed (pure, then Kubernetes I/O).
     let replanned = acted
         .as_ref()
@@ -261,6 +299,7 @@ pub async fn pass(
             plan: &tls.plan,
             certificate: tls.members.as_ref().map(|members| &members.certificate),
             modes: &answers.tls_modes,
+            files: files.as_ref(),
         }),
     };
     let status_changed = status::write(ctx, mongodb, &report).await?;
@@ -273,6 +312,7 @@ pub async fn pass(
         rolled.and_then(|rolled| rolled.requeue),
         recovered.and_then(|recovered| recovered.requeue),
         forgotten.and_then(|forgotten| forgotten.requeue),
+        rotated.and_then(|rotated| rotated.requeue),
         status_changed.then_some(AFTER_STATUS_CHANGE),
     ];
     let requeue = sooner.into_iter().flatten().fold(requeue, Duration::min);

@@ -18,6 +18,7 @@ pub mod client_tls;
 pub mod config_doc;
 pub mod recovery_store;
 pub mod roll_store;
+pub mod served;
 
 use std::collections::BTreeMap;
 use std::fmt;

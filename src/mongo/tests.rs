@@ -422,3 +422,94 @@ async fn an_arbiter_without_users_is_asked_hello_and_build_info_only() {
     gateway.close().await;
     network.stop_all();
 }
+
+/// A TLS client's files: `leaf` (certificate then key) trusting `ca`.
+fn client_files(leaf: &str, ca: &str) -> crate::tls::MemberTls {
+    crate::tls::MemberTls {
+        mode: TlsMode::RequireTls,
+        allow_connections_without_certificates: false,
+        certificate_key: std::fs::read(leaf).unwrap(),
+        ca: std::fs::read(ca).unwrap(),
+        certificate: crate::tls::CheckedCertificate {
+            not_before: 0,
+            not_after: 0,
+            subject: String::new(),
+        },
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_shows_its_certificate_and_whether_it_takes_a_peers() {
+    use mongod_sim::pki::{Pki, Validity};
+    use served::{served_certificate, takes, PeerTlsError};
+
+    let pki = Pki::new("served");
+    let (old_ca, new_ca) = (pki.ca("old"), pki.ca("new"));
+    let member = MemberAddress {
+        host: format!("127.99.{}.1", std::process::id() % 250),
+        port: 27017,
+    };
+    let subject = "/O=lab/CN=m";
+    let ip = [member.host.as_str()];
+    let serving = pki.leaf("old", "m", &ip, subject, Validity::Now);
+    let network = mongod_sim::Network::new();
+    start_members(&network, std::slice::from_ref(&member), |_, spec| {
+        spec.tls = mongod_sim::tls::TlsSpec {
+            mode: mongod_sim::tls::TlsMode::RequireTls,
+            certificate_key_file: Some(serving.clone()),
+            ca_file: Some(old_ca.clone()),
+            ..Default::default()
+        };
+    })
+    .await;
+    let served = served_certificate(&member, &client_files(&serving, &old_ca))
+        .await
+        .expect("a certificate served");
+    let files = client_files(&serving, &old_ca);
+    assert_eq!(
+        Some(served),
+        crate::tls::rotation::leaf_of(&files.certificate_key)
+    );
+    takes(&member, &files)
+        .await
+        .expect("its own files are taken");
+
+    // A bundle without the member's CA does not verify what it serves.
+    let renewed = pki.leaf("new", "n", &ip, subject, Validity::Now);
+    let refused = takes(&member, &client_files(&renewed, &new_ca))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, PeerTlsError::ServedCertificateRefused { .. }),
+        "{refused}"
+    );
+    // Both CAs verify it, but the member's bundle does not verify the new
+    // certificate: it closes the connection.
+    let both = pki.dir.join("both.pem");
+    std::fs::write(
+        &both,
+        [
+            std::fs::read(&old_ca).unwrap(),
+            std::fs::read(&new_ca).unwrap(),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let refused = takes(&member, &client_files(&renewed, both.to_str().unwrap()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, PeerTlsError::CertificateRefused { .. }),
+        "{refused}"
+    );
+    let gone = MemberAddress {
+        port: 27018,
+        ..member.clone()
+    };
+    let unreachable = takes(&gone, &files).await.unwrap_err();
+    assert!(
+        matches!(unreachable, PeerTlsError::Unreachable { .. }),
+        "{unreachable}"
+    );
+    network.stop_all();
+}

@@ -10,6 +10,7 @@ use crate::member::MemberSlot;
 use crate::planner::WaitReason;
 use crate::replset::{ConfigSettings, MemberState, MemberStatus, ReplicaSetConfig};
 use crate::tls::modes::{ModePlan, ModeStanding};
+use crate::tls::rotation::FilesStanding;
 use crate::tls::CheckedCertificate;
 
 fn mongodb(members: i32) -> MongoDB {
@@ -530,6 +531,7 @@ fn every_condition_type_is_reported_once_in_declaration_order() {
         plan: &plan,
         certificate: None,
         modes: &modes,
+        files: None,
     };
     let status = compute_status(&StatusInput {
         tls: Some(seen),
@@ -560,6 +562,7 @@ fn tls_is_ready_once_every_local_member_runs_the_mode_and_warns_before_expiry() 
             plan: &plan,
             certificate: Some(&certificate),
             modes,
+            files: None,
         };
         compute_status(&StatusInput {
             tls: Some(seen),
@@ -710,6 +713,7 @@ fn tls_stepping_names_whom_the_step_waits_for() {
             plan: &plan,
             certificate: None,
             modes: &modes,
+            files: None,
         };
         let status = compute_status(&StatusInput {
             tls: Some(seen),
@@ -738,4 +742,51 @@ fn tls_stepping_names_whom_the_step_waits_for() {
         waiting_for: Vec::new(),
     };
     assert_eq!(reason(unknown).1, "TLSModesUnknown");
+}
+
+#[test]
+fn tls_names_held_files_before_the_mode_and_a_member_loading_its_certificate() {
+    let mongodb = with_tls(mongodb(1), TlsMode::RequireTls);
+    let local = views(&[30001]);
+    let modes = BTreeMap::from([(host(30001), TlsMode::RequireTls)]);
+    let reason = |plan: ModePlan, files: FilesStanding| {
+        let seen = TlsSeen {
+            mode: TlsMode::RequireTls,
+            plan: &plan,
+            certificate: None,
+            modes: &modes,
+            files: Some(&files),
+        };
+        let status = compute_status(&StatusInput {
+            tls: Some(seen),
+            ..input(&mongodb, None, &local, None, at(1))
+        });
+        let c = condition(&status, "TLSReady").clone();
+        (c.status, c.reason, c.message)
+    };
+    let held = FilesStanding::Held {
+        why: "10.0.0.2:30001 refuses the certificate as a peer's".into(),
+    };
+    let stepping = ModePlan {
+        template: TlsMode::PreferTls,
+        standing: ModeStanding::Stepping,
+        waiting_for: vec![],
+    };
+    let (ready, why, message) = reason(stepping, held);
+    assert_eq!(
+        (ready.as_str(), why.as_str()),
+        ("False", "TLSCertificateHeld")
+    );
+    assert!(message.contains("10.0.0.2:30001 refuses"), "{message}");
+
+    let rotating = FilesStanding::Rotating {
+        member: host(30001),
+        why: "it still serves the previous certificate".into(),
+    };
+    let (ready, why, message) = reason(in_place(TlsMode::RequireTls), rotating);
+    assert_eq!(
+        (ready.as_str(), why.as_str()),
+        ("False", "TLSCertificateRotating")
+    );
+    assert!(message.starts_with(&host(30001).to_string()), "{message}");
 }

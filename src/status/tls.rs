@@ -10,6 +10,7 @@ use crate::api::{TlsMode, TlsStatus};
 use crate::hostconf::MemberAddress;
 use crate::member::MemberSlot;
 use crate::tls::modes::{ModePlan, ModeStanding};
+use crate::tls::rotation::FilesStanding;
 use crate::tls::CheckedCertificate;
 
 /// A certificate expiring sooner than this is announced (cert-manager
@@ -27,6 +28,8 @@ pub struct TlsSeen<'a> {
     pub certificate: Option<&'a CheckedCertificate>,
     /// The mode each local data member that answered runs.
     pub modes: &'a BTreeMap<MemberAddress, TlsMode>,
+    /// New certificate files held back, or a member still to load them.
+    pub files: Option<&'a FilesStanding>,
 }
 
 /// `TLSReady`'s reasons.
@@ -53,6 +56,14 @@ pub enum TlsReason {
     /// mode, or did not answer.
     #[strum(serialize = "TLSWaitingForMembers")]
     TlsWaitingForMembers,
+    /// A new certificate or CA bundle is held back: a member, named, does
+    /// not take it. The members keep the files they run.
+    #[strum(serialize = "TLSCertificateHeld")]
+    TlsCertificateHeld,
+    /// A local member, named, still serves the previous certificate: it is
+    /// asked to load the new one (`rotateCertificates`).
+    #[strum(serialize = "TLSCertificateRotating")]
+    TlsCertificateRotating,
 }
 
 /// `TLSReady`, with `spec.tls`: whether every local data member runs its
@@ -82,6 +93,14 @@ pub(super) fn tls_ready<'a>(input: &StatusInput<'a>) -> Option<Verdict<'a>> {
         names.join(", ")
     };
     let local_vip = input.local_members.iter().find_map(|v| v.host.as_ref());
+    if let Some(FilesStanding::Held { why }) = seen.files {
+        let message = format!("the new certificate files are held, the members keep theirs: {why}");
+        return Some(Verdict::new(
+            false,
+            TlsReason::TlsCertificateHeld.into(),
+            message,
+        ));
+    }
     let (ready, reason, message) = match plan.standing {
         ModeStanding::ModesUnknown => (
             false,
@@ -103,7 +122,14 @@ pub(super) fn tls_ready<'a>(input: &StatusInput<'a>) -> Option<Verdict<'a>> {
             );
             (false, reason, message)
         }
-        ModeStanding::InPlace => local_verdict(input, seen),
+        ModeStanding::InPlace => match seen.files {
+            Some(FilesStanding::Rotating { member, why }) => (
+                false,
+                TlsReason::TlsCertificateRotating,
+                format!("{member} is to load its new certificate: {why}"),
+            ),
+            _ => local_verdict(input, seen),
+        },
     };
     Some(Verdict::new(ready, reason.into(), message))
 }

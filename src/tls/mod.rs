@@ -5,6 +5,7 @@
 
 mod certificate;
 pub mod modes;
+pub mod rotation;
 #[cfg(test)]
 mod tests;
 

@@ -11,7 +11,8 @@ use crate::build::fixtures::mongodb;
 
 const VIP: &str = "10.0.0.1";
 
-fn now() -> i64 {
+/// The clock, for checks made now.
+pub(super) fn now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()

@@ -59,6 +59,9 @@ pub struct ReferencedObjects {
     /// The certificate Secret of `spec.tls.certificateSecretRef`, if it is
     /// set and exists.
     pub certificate_secret: Option<Secret>,
+    /// With `spec.tls`, the operator's TLS Secret the members mount, if it
+    /// exists: the files they run now.
+    pub mounted_tls_secret: Option<Secret>,
     /// Services carrying the instance label.
     pub services: Vec<Service>,
     /// StatefulSets carrying the instance label.

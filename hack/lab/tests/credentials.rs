@@ -80,29 +80,6 @@ async fn put_in(lab: &Lab, index: usize, mut secret: Secret) -> Outcome {
     Ok(())
 }
 
-/// Every member pod of instance `name` in every cluster: its uid and its
-/// containers' restarts.
-async fn pods(lab: &Lab, name: &str) -> Result<BTreeMap<String, (String, i32)>, String> {
-    let selector = ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
-    let mut found = BTreeMap::new();
-    for cluster in lab.clusters() {
-        let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
-        for pod in pods.list(&selector).await.map_err(fail("pods"))? {
-            let restarts = pod
-                .status
-                .iter()
-                .flat_map(|s| s.container_statuses.iter().flatten())
-                .map(|c| c.restart_count)
-                .sum();
-            found.insert(
-                format!("{}/{}", cluster.name, pod.name_any()),
-                (pod.uid().unwrap_or_default(), restarts),
-            );
-        }
-    }
-    Ok(found)
-}
-
 /// Whether the set takes `password` for the root user (a fresh client).
 async fn root_accepted(hosts: &[String], password: &str) -> bool {
     let uri = format!(
@@ -162,7 +139,7 @@ async fn a_new_root_password_is_set_on_the_running_set_without_a_restart() {
             None => None,
         };
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let before = pods(lab, ROTATED).await?;
+        let before = member_pods(lab, ROTATED).await?;
 
         put_everywhere(lab, SECOND_PASSWORD).await?;
         phase("the new password is in every cluster's Secret");
@@ -183,7 +160,7 @@ async fn a_new_root_password_is_set_on_the_running_set_without_a_restart() {
         phase("every cluster is Ready again");
         // Ready on the new password: every cluster's last pass read the set with it.
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let after = pods(lab, ROTATED).await?;
+        let after = member_pods(lab, ROTATED).await?;
         if before != after {
             return Err(format!(
                 "pods were restarted for the password: {before:?} -> {after:?}"
@@ -387,7 +364,7 @@ async fn a_new_keyfile_is_rolled_in_two_phases_with_one_member_down_at_a_time() 
         let mut sampler =
             SetSampler::start(lab.network().clone(), hosts.clone(), Duration::from_millis(50));
         let unhealthy = UnhealthyWatcher::start(mongo(lab, ROTATING, &hosts, false).await?);
-        let before = pods(lab, ROTATING).await?;
+        let before = member_pods(lab, ROTATING).await?;
         if before.is_empty() {
             return Err("no member pod found".into());
         }
@@ -455,7 +432,7 @@ async fn a_new_keyfile_is_rolled_in_two_phases_with_one_member_down_at_a_time() 
                 "more than one member down at once: {most} by their own state, {most_unhealthy} as the primary saw them"
             ));
         }
-        let after = pods(lab, ROTATING).await?;
+        let after = member_pods(lab, ROTATING).await?;
         if let Some((pod, _)) = before.iter().find(|(pod, (uid, _))| after.get(*pod).map(|a| &a.0) == Some(uid)) {
             return Err(format!("{pod} was never restarted onto the new keyfile"));
         }

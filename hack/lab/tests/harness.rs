@@ -7,13 +7,15 @@
 //! config as the primary has it, every cluster's `MongoDB` status and waits on
 //! it.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use federation_sim::control_plane::{InstanceRequest, Split};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
-use kube::Api;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
 use lab::lab::{sibling_binary, Lab, LabOptions};
 use mongodb::bson::{doc, Document};
 use mongodb::options::{ClientOptions, Credential, ServerAddress};
@@ -890,4 +892,27 @@ impl UnhealthyWatcher {
         self.task.abort();
         self.most.load(std::sync::atomic::Ordering::Relaxed)
     }
+}
+
+/// Every member pod of instance `name` in every cluster: its uid and its
+/// containers' restarts.
+pub async fn member_pods(lab: &Lab, name: &str) -> Result<BTreeMap<String, (String, i32)>, String> {
+    let selector = ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
+    let mut found = BTreeMap::new();
+    for cluster in lab.clusters() {
+        let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+        for pod in pods.list(&selector).await.map_err(fail("pods"))? {
+            let restarts = pod
+                .status
+                .iter()
+                .flat_map(|s| s.container_statuses.iter().flatten())
+                .map(|c| c.restart_count)
+                .sum();
+            found.insert(
+                format!("{}/{}", cluster.name, pod.name_any()),
+                (pod.uid().unwrap_or_default(), restarts),
+            );
+        }
+    }
+    Ok(found)
 }

@@ -34,5 +34,6 @@ mod self_address;
 mod service_hold;
 mod storage_growth;
 mod tls;
+mod tls_rotation;
 mod versions;
 mod write_concern;

@@ -24,8 +24,8 @@ use mongodb::options::{ClientOptions, ServerAddress, Tls, TlsOptions};
 
 use crate::harness::*;
 
-const CERTIFICATE_SECRET: &str = "member-certificate";
-const CA: &str = "lab-ca";
+pub(crate) const CERTIFICATE_SECRET: &str = "member-certificate";
+pub(crate) const CA: &str = "lab-ca";
 
 /// Each cluster's certificate Secret, as cert-manager writes it: a leaf
 /// for `ips` (the cluster's VIP, unless a test leaves it out), signed by
@@ -76,15 +76,16 @@ async fn apply_at_mode(lab: &Lab, name: &str, split: &str, mode: &str) -> Outcom
 /// A set formed in a lab whose clusters hold their certificate Secrets,
 /// created with `spec.tls` at a mode or without it, and Ready; FedState's
 /// passes run while it lives.
-struct FormedSet {
-    pki: Pki,
-    hosts: Vec<String>,
+pub(crate) struct FormedSet {
+    pub(crate) pki: Pki,
+    pub(crate) hosts: Vec<String>,
     _passes: ControlPlanePasses,
 }
 
 impl FormedSet {
-    /// Instance `name` of `split` in lab `number`, at `mode` (`None`: no `spec.tls`).
-    async fn form(
+    /// Instance `name` of `split` in lab `number`, at `mode` (`None`: no
+    /// `spec.tls`), once every cluster says `TLSReady` when it is set.
+    pub(crate) async fn form(
         lab: &Lab,
         number: u8,
         name: &str,
@@ -104,6 +105,16 @@ impl FormedSet {
         }
         let passes = ControlPlanePasses::start(lab);
         ready(lab, name, split).await?;
+        if mode.is_some() {
+            wait_for(
+                lab,
+                name,
+                "TLSReady everywhere",
+                lab.clusters().len(),
+                |m| reason_is(m, "TLSReady", "TLSReady"),
+            )
+            .await?;
+        }
         let hosts = hosts_of(lab, 0, name).await?;
         Ok(FormedSet {
             pki,
@@ -113,12 +124,16 @@ impl FormedSet {
     }
 
     /// The CA file applications trust.
-    fn ca_file(&self) -> String {
+    pub(crate) fn ca_file(&self) -> String {
         self.pki.path(&format!("{CA}.pem"))
     }
 
     /// A w:"majority" writer over TLS with the CA alone.
-    async fn tls_writer(&self, lab: &Lab, name: &str) -> Result<Option<MajorityWriter>, String> {
+    pub(crate) async fn tls_writer(
+        &self,
+        lab: &Lab,
+        name: &str,
+    ) -> Result<Option<MajorityWriter>, String> {
         let options = format!("&tls=true&tlsCAFile={}", self.ca_file());
         MajorityWriter::start_with(lab, name, &self.hosts, &options).await
     }
@@ -145,10 +160,6 @@ async fn a_set_created_at_require_tls_serves_tls_only_and_an_application_reaches
     const SPLIT: &str = "a=1,b=1,c=1";
     scenario(102, 3, async |lab| {
         let set = FormedSet::form(lab, 102, NAME, SPLIT, Some("requireTLS")).await?;
-        wait_for(lab, NAME, "TLSReady everywhere", 3, |m| {
-            reason_is(m, "TLSReady", "TLSReady")
-        })
-        .await?;
         let (hosts, ca_file) = (&set.hosts, set.ca_file());
         let writer = set.tls_writer(lab, NAME).await?;
 
@@ -428,19 +439,9 @@ async fn a_set_at_require_tls_steps_back_down_to_disabled_through_an_operator_re
 }
 
 /// The uid of each member pod of `name`, by cluster and pod.
-async fn pod_uids(lab: &Lab, name: &str) -> Result<BTreeMap<String, String>, String> {
-    let selector = ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
-    let mut found = BTreeMap::new();
-    for cluster in lab.clusters() {
-        let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
-        for pod in pods.list(&selector).await.map_err(fail("pods"))? {
-            found.insert(
-                format!("{}/{}", cluster.name, pod.name_any()),
-                pod.uid().unwrap_or_default(),
-            );
-        }
-    }
-    Ok(found)
+pub(crate) async fn pod_uids(lab: &Lab, name: &str) -> Result<BTreeMap<String, String>, String> {
+    let pods = member_pods(lab, name).await?;
+    Ok(pods.into_iter().map(|(pod, (uid, _))| (pod, uid)).collect())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -26,6 +26,7 @@ use super::pod::{arbiter_pod_spec, member_pod_spec, DATA_VOLUME};
 use super::secrets::{keyfile_secret_name, sha256_hex};
 use super::{names, BuildContext, BuildError, MemberTarget};
 use crate::member::MemberSlot;
+use crate::tls::rotation::{restart_digest, rotates_in_place};
 
 /// StatefulSet annotation recording the member's host `VIP:NodePort`, so that the
 /// planner still knows it after the control plane deleted the member's Service.
@@ -77,7 +78,10 @@ pub fn member_stateful_set(
     let labels = component_labels(ctx.name(), component(target.slot));
     let keyfile = ctx.keyfile()?;
     let pod_spec = member_pod_spec(ctx, keyfile);
-    let revision = revision(&pod_spec, ctx.content_digest());
+    let tls_files = ctx
+        .tls()
+        .map(|tls| restart_digest(tls, rotates_in_place(&ctx.spec().image)));
+    let revision = revision(&pod_spec, ctx.content_digest(), tls_files.as_deref());
     // The arbiter's spec follows from the members' (the revision names both).
     let pod_spec = match target.slot {
         MemberSlot::Data(_) => pod_spec,
@@ -205,12 +209,17 @@ fn data_claim_template(
     }
 }
 
-/// The first 10 hex digits of the SHA-256 of the pod spec's JSON and the
-/// content digest.
-fn revision(pod_spec: &PodSpec, content_digest: &str) -> String {
+/// The first 10 hex digits of the SHA-256 of the pod spec's JSON, the
+/// content digest and, with TLS on, the digest of the files its members load
+/// only by restarting ([`restart_digest`]).
+fn revision(pod_spec: &PodSpec, content_digest: &str, tls_files: Option<&str>) -> String {
     let mut input = serde_json::to_vec(pod_spec).expect("a PodSpec always serializes to JSON");
     input.push(0);
     input.extend_from_slice(content_digest.as_bytes());
+    if let Some(tls_files) = tls_files {
+        input.push(0);
+        input.extend_from_slice(tls_files.as_bytes());
+    }
     let mut revision = sha256_hex(&input);
     revision.truncate(REVISION_LENGTH);
     revision

@@ -784,17 +784,7 @@ fn the_template_names_the_keys_of_the_keyfile_its_pods_run_and_changes_with_it()
 
 /// Members given TLS at `mode` (the certificate as the checks found it).
 fn with_tls(mode: crate::api::TlsMode) -> MemberStatefulSet {
-    let tls = crate::tls::MemberTls {
-        mode,
-        allow_connections_without_certificates: true,
-        certificate_key: b"CERT\nKEY\n".to_vec(),
-        ca: b"CA\n".to_vec(),
-        certificate: crate::tls::CheckedCertificate {
-            not_before: 0,
-            not_after: 1,
-            subject: "CN=m".into(),
-        },
-    };
+    let tls = member_tls(mode, b"CERT\nKEY\n", b"CA\n");
     let mongodb = mongodb();
     let ctx = BuildContext::from_mongodb(&mongodb)
         .unwrap()
@@ -872,3 +862,34 @@ fn without_tls_nothing_of_it_is_built() {
 }
 
 const PINNED_REVISION: &str = "1d36beadcf";
+
+/// The revision of members of `image` given `certificate_key` and `ca`.
+fn revision_with_files(image: &str, certificate_key: &[u8], ca: &[u8]) -> String {
+    let tls = member_tls(crate::api::TlsMode::RequireTls, certificate_key, ca);
+    let mut mongodb = mongodb();
+    mongodb.spec.image = image.into();
+    let ctx = BuildContext::from_mongodb(&mongodb)
+        .unwrap()
+        .with_tls(Some(tls));
+    member_stateful_set(&ctx, &member(0)).unwrap().revision
+}
+
+#[test]
+fn files_a_member_loads_only_by_restarting_roll_it() {
+    let first = revision_with_files("mongo:7.0", b"CERT\nKEY\n", b"CA\n");
+    assert_eq!(
+        revision_with_files("mongo:7.0", b"RENEWED\nKEY\n", b"CA\n"),
+        first,
+        "from 5.0 a new certificate is loaded in place"
+    );
+    assert_ne!(
+        revision_with_files("mongo:7.0", b"CERT\nKEY\n", b"CA\nNEW CA\n"),
+        first,
+        "a new bundle rolls"
+    );
+    assert_ne!(
+        revision_with_files("mongo:4.4.29", b"CERT\nKEY\n", b"CA\n"),
+        revision_with_files("mongo:4.4.29", b"RENEWED\nKEY\n", b"CA\n"),
+        "before 5.0 a new certificate rolls"
+    );
+}

@@ -155,6 +155,7 @@ fn members_are_read_by_slot_from_owned_objects_only() {
         )])),
         credentials_secret: None,
         certificate_secret: None,
+        mounted_tls_secret: None,
         operator_credentials: None,
         keyfile_secrets: vec![],
         custom_config: None,
