@@ -392,7 +392,12 @@ pub(super) fn add_wanted(input: &PlanInput, set: &ObservedSet) -> ControlFlow<St
             continue;
         }
         let arbiter = slot == MemberSlot::Arbiter;
-        let may_vote = input.vote_is_free(&set.config, host);
+        // A data member back on a volume of this set's (it holds a config)
+        // may be too far behind to catch up: briefly SECONDARY, then stale.
+        // With a vote, that moment would count it towards the majority and
+        // the next leave the set short of one; it joins without, and
+        // `promote_non_voters` gives the vote once it is a caught-up SECONDARY.
+        let may_vote = input.vote_is_free(&set.config, host) && (arbiter || !probe.has_config);
         if arbiter && !may_vote {
             let host = host.clone();
             let reason = if set.config.voting_member_count() >= MAX_VOTERS {
@@ -502,8 +507,13 @@ fn check_same_replica_set(
     }
 }
 
+/// How far behind the primary a SECONDARY may be and still be given a vote:
+/// one that is catching up, not one whose data the oplog left behind.
+const PROMOTE_WITHIN_LAG_SECS: i64 = 10;
+
 /// Gives a vote to the first wanted local non-voter that is a healthy
-/// SECONDARY, hostconf does not pin to 0 votes, and may vote: fewer than seven
+/// SECONDARY within [`PROMOTE_WITHIN_LAG_SECS`] of the primary, hostconf does
+/// not pin to 0 votes, and may vote: fewer than seven
 /// vote and the vote leaves its cluster without a majority (checked again on
 /// every pass, so a non-voter is promoted once other clusters added voters).
 pub(super) fn promote_non_voters(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
@@ -513,10 +523,11 @@ pub(super) fn promote_non_voters(input: &PlanInput, set: &ObservedSet) -> Contro
         };
         let host = &member.host;
         let hint = input.hint(host);
-        let secondary = set
-            .members
-            .get(host)
-            .is_some_and(|h| h.healthy && h.state == MemberState::Secondary);
+        let secondary = set.members.get(host).is_some_and(|h| {
+            h.healthy
+                && h.state == MemberState::Secondary
+                && h.lag_secs.is_some_and(|lag| lag <= PROMOTE_WITHIN_LAG_SECS)
+        });
         if member.votes > 0
             || member.arbiter_only
             || hint.and_then(|h| h.votes) == Some(0)

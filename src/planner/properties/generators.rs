@@ -66,7 +66,8 @@ pub(super) fn build_config(
         } else {
             MemberState::Down
         };
-        health.insert(host, member_status(state, healthy, None));
+        // mongod reports a lag for the members it reaches.
+        health.insert(host, member_status(state, healthy, healthy.then_some(0)));
     }
     let config = ReplicaSetConfig {
         set_name: SET.to_owned(),

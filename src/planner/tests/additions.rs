@@ -128,11 +128,46 @@ fn adds_a_member_that_comes_back_empty_instead_of_initiating() {
 }
 
 #[test]
-fn adds_a_removed_member_of_this_set() {
+fn adds_a_removed_member_of_this_set_without_a_vote_until_it_has_caught_up() {
+    // Its old data may be too far behind to catch up: briefly SECONDARY,
+    // then stale. With a vote it would count towards the majority, then not.
     let (mut facts, set) = three_local_in_sync(0);
     facts.push(data(3, Some(member_probe(SET_ID, MemberState::Removed))));
-    let (_, change) = expect_reconfig(plan(&input(4, facts, Observed::Configured(set))));
+    let (new, change) = expect_reconfig(plan(&input(4, facts.clone(), Observed::Configured(set))));
     assert_eq!(change, Change::AddMember { host: local(3) });
+    let added = new.member(&local(3)).expect("added");
+    assert_eq!((added.votes, added.priority), (0, 0.0));
+
+    let mut joined = healthy(new, &local(0));
+    let lagging = member_status(MemberState::Secondary, true, Some(600));
+    joined.members.insert(local(3), lagging);
+    facts[3] = data(3, Some(member_probe(SET_ID, MemberState::Secondary)));
+    let step = plan(&input(
+        4,
+        facts.clone(),
+        Observed::Configured(joined.clone()),
+    ));
+    assert!(
+        !matches!(
+            step,
+            Step::Reconfig {
+                change: Change::PromoteMember { .. },
+                ..
+            }
+        ),
+        "{step:?}"
+    );
+    joined.members.get_mut(&local(3)).unwrap().lag_secs = Some(1);
+    let (_, change) = expect_reconfig(plan(&input(4, facts, Observed::Configured(joined))));
+    assert_eq!(change, Change::PromoteMember { host: local(3) });
+}
+
+#[test]
+fn an_empty_member_joins_with_a_vote() {
+    let (mut facts, set) = three_local_in_sync(0);
+    facts.push(data(3, Some(empty_probe())));
+    let (new, _) = expect_reconfig(plan(&input(4, facts, Observed::Configured(set))));
+    assert_eq!(new.member(&local(3)).expect("added").votes, 1);
 }
 
 #[test]
