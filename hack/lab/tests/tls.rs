@@ -23,6 +23,7 @@ use mongodb::bson::doc;
 use mongodb::options::{ClientOptions, ServerAddress, Tls, TlsOptions};
 
 use crate::harness::*;
+use federation_sim::control_plane::InstanceRequest;
 
 pub(crate) const CERTIFICATE_SECRET: &str = "member-certificate";
 pub(crate) const CA: &str = "lab-ca";
@@ -60,8 +61,12 @@ async fn put_certificates(lab: &Lab, pki: &Pki, ips_of: impl Fn(&str) -> Vec<Str
 /// FedState's instance with `spec.tls` at `mode` added in every cluster by
 /// an OverridePolicy, as a FedState user does it (on a new or a running set).
 async fn apply_at_mode(lab: &Lab, name: &str, split: &str, mode: &str) -> Outcome {
-    let mut submission =
-        federation_sim::control_plane::ToSubmission::to_submission(&request(name, split));
+    apply_request_at_mode(lab, &request(name, split), mode).await
+}
+
+/// [`apply_at_mode`] for any instance request (another image).
+async fn apply_request_at_mode(lab: &Lab, request: &InstanceRequest, mode: &str) -> Outcome {
+    let mut submission = federation_sim::control_plane::ToSubmission::to_submission(request);
     submission.lab.tls = Some(serde_json::json!({
         "mode": mode,
         "certificateSecretRef": {"name": CERTIFICATE_SECRET},
@@ -92,14 +97,26 @@ impl FormedSet {
         split: &str,
         mode: Option<&str>,
     ) -> Result<FormedSet, String> {
+        Self::form_from(lab, number, &request(name, split), split, mode).await
+    }
+
+    /// [`FormedSet::form`] from any instance request (another image).
+    pub(crate) async fn form_from(
+        lab: &Lab,
+        number: u8,
+        request: &InstanceRequest,
+        split: &str,
+        mode: Option<&str>,
+    ) -> Result<FormedSet, String> {
+        let name = request.name.as_str();
         let pki = Pki::new(&format!("lab-{number}"));
         pki.ca(CA);
         put_certificates(lab, &pki, |vip| vec![vip.to_string()]).await?;
         match mode {
-            Some(mode) => apply_at_mode(lab, name, split, mode).await?,
+            Some(mode) => apply_request_at_mode(lab, request, mode).await?,
             None => lab
                 .control_plane()
-                .apply(&request(name, split))
+                .apply(request)
                 .await
                 .map_err(fail("apply"))?,
         }
@@ -137,6 +154,17 @@ impl FormedSet {
         let options = format!("&tls=true&tlsCAFile={}", self.ca_file());
         MajorityWriter::start_with(lab, name, &self.hosts, &options).await
     }
+}
+
+/// Fails when `samples` saw more than one member of the set down at once.
+pub(crate) fn at_most_one_down(samples: &[lab::observe::SetSample]) -> Outcome {
+    let most = lab::observe::most_down(samples)
+        .map(|s| s.down().len())
+        .unwrap_or(0);
+    if most > 1 {
+        return Err(format!("{most} members down at once"));
+    }
+    Ok(())
 }
 
 /// An application's client of one member: TLS with the CA file only.
@@ -328,13 +356,7 @@ async fn a_running_set_goes_live_to_require_tls_one_mode_at_a_time_with_one_memb
         })
         .await?;
         ready(lab, NAME, SPLIT).await?;
-        let samples = sampler.stop();
-        let most = lab::observe::most_down(&samples)
-            .map(|s| s.down().len())
-            .unwrap_or(0);
-        if most > 1 {
-            return Err(format!("{most} members down at once"));
-        }
+        at_most_one_down(&sampler.stop())?;
         let steps: Vec<&str> = MODES
             .iter()
             .copied()
@@ -411,13 +433,7 @@ async fn a_set_at_require_tls_steps_back_down_to_disabled_through_an_operator_re
         })
         .await?;
         ready(lab, NAME, SPLIT).await?;
-        let samples = sampler.stop();
-        let most = lab::observe::most_down(&samples)
-            .map(|s| s.down().len())
-            .unwrap_or(0);
-        if most > 1 {
-            return Err(format!("{most} members down at once"));
-        }
+        at_most_one_down(&sampler.stop())?;
         let steps: Vec<&str> = MODES
             .iter()
             .rev()

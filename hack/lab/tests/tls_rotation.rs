@@ -5,7 +5,9 @@
 //! and a certificate from the new CA is held while a member does not trust
 //! it yet.
 //!
-//! Labs 107 and 108.
+//! Before 5.0 a renewed certificate rolls the members instead.
+//!
+//! Labs 107, 108 and 109.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -20,7 +22,7 @@ use lab::lab::Lab;
 use lab::observe::SetSampler;
 
 use crate::harness::*;
-use crate::tls::{pod_uids, FormedSet, CA, CERTIFICATE_SECRET};
+use crate::tls::{at_most_one_down, pod_uids, FormedSet, CA, CERTIFICATE_SECRET};
 
 /// Puts `certificate`, `key` and `ca` into cluster `index`'s certificate
 /// Secret, as cert-manager does when it renews.
@@ -118,53 +120,93 @@ async fn until_served(hosts: &[String], expected: &BTreeMap<String, String>) -> 
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_renewed_certificate_is_loaded_by_every_member_without_a_restart() {
+/// Each cluster's certificate renewed (same CA) on a set of `image` formed
+/// at requireTLS in lab `number`, until every member serves its new one;
+/// the member pods as they were before and after.
+async fn renew_every_certificate(
+    lab: &Lab,
+    number: u8,
+    image: &str,
+) -> Result<(PodsRun, PodsRun), String> {
     const NAME: &str = "renewal";
     const SPLIT: &str = "a=1,b=1,c=1";
-    scenario(107, 3, async |lab| {
-        let set = FormedSet::form(lab, 107, NAME, SPLIT, Some("requireTLS")).await?;
-        let writer = set.tls_writer(lab, NAME).await?;
-        let before = member_pods(lab, NAME).await?;
+    let mut request = request(NAME, SPLIT);
+    request.image = image.into();
+    let set = FormedSet::form_from(lab, number, &request, SPLIT, Some("requireTLS")).await?;
+    let writer = set.tls_writer(lab, NAME).await?;
+    let mut sampler = SetSampler::start(
+        lab.network().clone(),
+        set.hosts.clone(),
+        Duration::from_millis(50),
+    );
+    let before = member_pods(lab, NAME).await?;
 
-        let mut expected = BTreeMap::new();
-        for (index, cluster) in lab.clusters().iter().enumerate() {
-            let vip = cluster.vip.to_string();
-            let file = format!("{}-renewed", cluster.name);
-            let subject = format!("/O=lab/OU=tls/CN={file}");
-            let files = set.pki.leaf_files(
-                CA,
-                &file,
-                &[vip.as_str()],
-                &subject,
-                mongod_sim::pki::Validity::Now,
-            );
-            renew(lab, index, &files.certificate, &files.key, &files.ca).await?;
-            expected.insert(vip, fingerprint(&files.certificate)?);
-        }
-        until_served(&set.hosts, &expected).await?;
-        wait_for(lab, NAME, "the renewed certificates in status", 3, |m| {
-            reason_is(m, "TLSReady", "TLSReady")
-                && m.status
-                    .as_ref()
-                    .and_then(|s| s.tls.as_ref())
-                    .is_some_and(|tls| tls.subject.contains("-renewed"))
-        })
-        .await?;
-        let after = member_pods(lab, NAME).await?;
+    let mut expected = BTreeMap::new();
+    for (index, cluster) in lab.clusters().iter().enumerate() {
+        let vip = cluster.vip.to_string();
+        let file = format!("{}-renewed", cluster.name);
+        let subject = format!("/O=lab/OU=tls/CN={file}");
+        let files = set.pki.leaf_files(
+            CA,
+            &file,
+            &[vip.as_str()],
+            &subject,
+            mongod_sim::pki::Validity::Now,
+        );
+        renew(lab, index, &files.certificate, &files.key, &files.ca).await?;
+        expected.insert(vip, fingerprint(&files.certificate)?);
+    }
+    until_served(&set.hosts, &expected).await?;
+    wait_for(lab, NAME, "the renewed certificates in status", 3, |m| {
+        reason_is(m, "TLSReady", "TLSReady")
+            && m.status
+                .as_ref()
+                .and_then(|s| s.tls.as_ref())
+                .is_some_and(|tls| tls.subject.contains("-renewed"))
+    })
+    .await?;
+    ready(lab, NAME, SPLIT).await?;
+    at_most_one_down(&sampler.stop())?;
+    if let Some(writer) = writer {
+        writer.stop_and_check().await?;
+    }
+    let after = member_pods(lab, NAME).await?;
+    Ok((before, after))
+}
+
+/// Each member pod's uid and its containers' restarts, by cluster and pod.
+type PodsRun = BTreeMap<String, (String, i32)>;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_certificate_is_loaded_by_every_member_without_a_restart() {
+    scenario(107, 3, async |lab| {
+        let (before, after) = renew_every_certificate(lab, 107, "mongo:7.0").await?;
         if before != after {
             return Err(format!("pods restarted: {before:?} → {after:?}"));
         }
         for index in 0..3 {
-            let reasons = event_reasons_in(lab, index, NAME).await?;
+            let reasons = event_reasons_in(lab, index, "renewal").await?;
             if !reasons.iter().any(|r| r == "CertificateRotated") {
                 return Err(format!(
                     "cluster {index}: no CertificateRotated in {reasons:?}"
                 ));
             }
         }
-        if let Some(writer) = writer {
-            writer.stop_and_check().await?;
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_5_0_a_renewed_certificate_rolls_the_members_one_at_a_time() {
+    scenario(109, 3, async |lab| {
+        let (before, after) = renew_every_certificate(lab, 109, "mongo:4.4.29").await?;
+        let replaced = before
+            .iter()
+            .filter(|(pod, (uid, _))| after.get(*pod).is_some_and(|(new, _)| new != uid))
+            .count();
+        if replaced != before.len() {
+            return Err(format!("not every pod replaced: {before:?} → {after:?}"));
         }
         Ok(())
     })
@@ -256,13 +298,7 @@ async fn a_new_ca_goes_in_as_a_bundle_first_and_its_certificates_wait_until_trus
         })
         .await?;
         ready(lab, NAME, SPLIT).await?;
-        let samples = sampler.stop();
-        let most = lab::observe::most_down(&samples)
-            .map(|s| s.down().len())
-            .unwrap_or(0);
-        if most > 1 {
-            return Err(format!("{most} members down at once"));
-        }
+        at_most_one_down(&sampler.stop())?;
         if let Some(writer) = writer {
             writer.stop_and_check().await?;
         }
