@@ -481,6 +481,7 @@ impl Default for MetricsExporterSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("self.mode == 'disabled' || has(self.certificateSecretRef)").message("spec.tls.certificateSecretRef is required unless spec.tls.mode is disabled"))]
+#[x_kube(validation = Rule::new("!has(self.clusterAuthMode) || self.clusterAuthMode == 'keyFile' || self.mode == 'requireTLS'").message("spec.tls.clusterAuthMode other than keyFile needs spec.tls.mode requireTLS"))]
 pub struct TlsSettings {
     /// `disabled`, `allowTLS`, `preferTLS` or `requireTLS` (mongod's
     /// `net.tls.mode`). At `requireTLS` every client needs TLS.
@@ -497,6 +498,63 @@ pub struct TlsSettings {
     /// presents one signed by a CA of `ca.crt`.
     #[serde(default)]
     pub allow_connections_without_certificates: bool,
+    /// How members authenticate to each other (mongod's
+    /// `security.clusterAuthMode`): `keyFile` (the default), then
+    /// `sendKeyFile`, `sendX509`, `x509` (members authenticate with their
+    /// certificates, whose subjects agree on O, OU and DC). Moved one step at
+    /// a time, set-wide; any but `keyFile` needs `mode: requireTLS`.
+    #[serde(default, skip_serializing_if = "ClusterAuthMode::is_key_file")]
+    pub cluster_auth_mode: ClusterAuthMode,
+}
+
+/// mongod's cluster authentication modes, from keyfiles to x.509.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
+pub enum ClusterAuthMode {
+    /// Members send and accept the keyfile.
+    #[default]
+    #[serde(rename = "keyFile")]
+    KeyFile,
+    /// Members send the keyfile; they accept it or an x.509 certificate.
+    #[serde(rename = "sendKeyFile")]
+    SendKeyFile,
+    /// Members send their certificate; they accept it or the keyfile.
+    #[serde(rename = "sendX509")]
+    SendX509,
+    /// Members send and accept certificates only.
+    #[serde(rename = "x509")]
+    X509,
+}
+
+impl ClusterAuthMode {
+    /// Every mode, from keyfiles to x.509.
+    pub const ALL: [ClusterAuthMode; 4] = [
+        ClusterAuthMode::KeyFile,
+        ClusterAuthMode::SendKeyFile,
+        ClusterAuthMode::SendX509,
+        ClusterAuthMode::X509,
+    ];
+
+    /// The mode mongod names `name`.
+    pub fn parse(name: &str) -> Option<ClusterAuthMode> {
+        Self::ALL.into_iter().find(|mode| mode.as_str() == name)
+    }
+
+    /// mongod's name of the mode (`--clusterAuthMode`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClusterAuthMode::KeyFile => "keyFile",
+            ClusterAuthMode::SendKeyFile => "sendKeyFile",
+            ClusterAuthMode::SendX509 => "sendX509",
+            ClusterAuthMode::X509 => "x509",
+        }
+    }
+
+    /// `keyFile`, the mode without x.509 (serde's skip test).
+    pub fn is_key_file(&self) -> bool {
+        *self == ClusterAuthMode::KeyFile
+    }
 }
 
 /// mongod's TLS modes, weakest first.

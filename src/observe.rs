@@ -288,7 +288,7 @@ pub(crate) mod fixtures {
                         pod: None,
                         deleting: false,
                         claim_storage: None,
-                        tls_mode: TlsMode::Disabled,
+                        tls_mode: TlsMode::Disabled.into(),
                     },
                 ),
                 (
@@ -301,7 +301,7 @@ pub(crate) mod fixtures {
                         pod: None,
                         deleting: false,
                         claim_storage: None,
-                        tls_mode: TlsMode::Disabled,
+                        tls_mode: TlsMode::Disabled.into(),
                     },
                 ),
                 (
@@ -314,7 +314,7 @@ pub(crate) mod fixtures {
                         pod: None,
                         deleting: false,
                         claim_storage: None,
-                        tls_mode: TlsMode::Disabled,
+                        tls_mode: TlsMode::Disabled.into(),
                     },
                 ),
             ]),

@@ -60,8 +60,9 @@ pub use secrets::{
 };
 pub use services::{headless_service, metrics_service};
 pub use statefulset::{
-    member_stateful_set, MemberStatefulSet, KEYFILE_KEYS_ANNOTATION, KEYFILE_SECRET_ANNOTATION,
-    MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION, REVISION_ANNOTATION, TLS_MODE_ANNOTATION,
+    member_stateful_set, MemberStatefulSet, CLUSTER_AUTH_ANNOTATION, KEYFILE_KEYS_ANNOTATION,
+    KEYFILE_SECRET_ANNOTATION, MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION,
+    REVISION_ANNOTATION, TLS_MODE_ANNOTATION,
 };
 
 /// Why desired objects could not be built from the input.
@@ -344,6 +345,7 @@ pub(crate) mod fixtures {
     ) -> crate::tls::MemberTls {
         crate::tls::MemberTls {
             mode,
+            cluster_auth: crate::api::ClusterAuthMode::KeyFile,
             allow_connections_without_certificates: true,
             certificate_key: certificate_key.to_vec(),
             ca: ca.to_vec(),

@@ -25,7 +25,7 @@ use super::secrets::{
     keyfile_secret_name, KEYFILE_SECRET_KEY, TLS_CA_FILE, TLS_CERTIFICATE_KEY_FILE,
 };
 use super::{names, BuildContext};
-use crate::api::ResourceSetting;
+use crate::api::{ClusterAuthMode, ResourceSetting};
 use crate::keyfile::Keyfile;
 
 /// Port of mongod, in the pod and on every Service.
@@ -238,6 +238,12 @@ fn mongod_args(ctx: &BuildContext) -> Vec<String> {
         );
         if tls.allow_connections_without_certificates {
             args.push("--tlsAllowConnectionsWithoutCertificates".to_string());
+        }
+        if tls.cluster_auth != ClusterAuthMode::KeyFile {
+            args.extend([
+                "--clusterAuthMode".to_string(),
+                tls.cluster_auth.as_str().to_string(),
+            ]);
         }
     }
     args.extend(mongod_settings(&spec.config).args);

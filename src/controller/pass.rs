@@ -250,12 +250,15 @@ pub async fn pass(
     // roll: once in sync, replace one outdated pod of the whole set at a time (MongoDB and Kubernetes I/O).
     let revision = desired.and_then(|d| d.revision);
     let keys = keyfile.as_ref().map(Keyfile::fingerprints);
+    let certificate_membership =
+        (tls.members.as_ref()).map(|members| crate::tls::membership(&members.certificate.subject));
     let rolled = match (&revision, &acted) {
         (Some(revision), Some(Ok(_))) if step == Step::InSync => {
             let desired = DesiredPods {
                 revision,
                 keyfile: keys.as_deref(),
                 tls_mode: tls.plan.template,
+                membership: certificate_membership.as_deref(),
             };
             roll(ctx, mongodb, &validated, &answers, desired).await
         }

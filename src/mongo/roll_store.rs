@@ -20,11 +20,12 @@ use std::collections::BTreeMap;
 
 use mongodb::bson::{doc, Bson, Document};
 
-use crate::api::TlsMode;
+use crate::api::{ClusterAuthMode, TlsMode};
 
 use super::{codes, integer, MongoError, MongoGateway};
 use crate::hostconf::MemberAddress;
 use crate::roll::{Lease, LeaseView, MemberReport, RollState};
+use crate::tls::modes::TlsStep;
 use crate::validate::RootCredentials;
 
 /// The database of the operator's own documents.
@@ -73,10 +74,8 @@ impl MongoGateway {
                             .map(str::to_owned)
                             .collect()
                     }),
-                    tls_mode: match document.get("tlsMode") {
-                        None => Some(TlsMode::Disabled),
-                        Some(mode) => mode.as_str().and_then(TlsMode::parse),
-                    },
+                    tls_mode: tls_step(document),
+                    membership: document.get_str("membership").ok().map(str::to_owned),
                 };
                 state.reports.insert(member, report);
             }
@@ -180,7 +179,11 @@ impl MongoGateway {
         });
         let tls_mode = report
             .tls_mode
-            .map_or(Bson::Null, |mode| Bson::String(mode.as_str().into()));
+            .map_or(Bson::Null, |step| Bson::String(step.mode.as_str().into()));
+        let cluster_auth = report
+            .tls_mode
+            .map_or(Bson::Null, |step| Bson::String(step.auth.as_str().into()));
+        let membership = report.membership.clone().map_or(Bson::Null, Bson::String);
         let command = doc! {
             "update": COLLECTION,
             "updates": [{
@@ -193,6 +196,8 @@ impl MongoGateway {
                     "revisionSince": since,
                     "keyfile": keyfile,
                     "tlsMode": tls_mode,
+                    "clusterAuthMode": cluster_auth,
+                    "membership": membership,
                 },
                 "upsert": true,
             }],
@@ -345,6 +350,21 @@ pub(super) fn write_outcome(reply: &Document) -> Result<i64, MongoError> {
         return Err(error(concern));
     }
     integer(reply.get("n")).ok_or_else(|| MongoError::Protocol(format!("write reply {reply}")))
+}
+
+/// The TLS mode and cluster authentication a report says its member runs:
+/// `disabled` and `keyFile` when an older operator wrote none, `None` when
+/// it has no pod (`null`) or an unknown mode.
+fn tls_step(document: &Document) -> Option<TlsStep> {
+    let mode = match document.get("tlsMode") {
+        None => TlsMode::Disabled,
+        Some(mode) => TlsMode::parse(mode.as_str()?)?,
+    };
+    let auth = match document.get("clusterAuthMode") {
+        None | Some(Bson::Null) => ClusterAuthMode::KeyFile,
+        Some(auth) => ClusterAuthMode::parse(auth.as_str()?)?,
+    };
+    Some(TlsStep::of(mode, auth))
 }
 
 #[cfg(test)]

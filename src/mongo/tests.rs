@@ -427,6 +427,7 @@ async fn an_arbiter_without_users_is_asked_hello_and_build_info_only() {
 fn client_files(leaf: &str, ca: &str) -> crate::tls::MemberTls {
     crate::tls::MemberTls {
         mode: TlsMode::RequireTls,
+        cluster_auth: crate::api::ClusterAuthMode::KeyFile,
         allow_connections_without_certificates: false,
         certificate_key: std::fs::read(leaf).unwrap(),
         ca: std::fs::read(ca).unwrap(),

@@ -33,15 +33,14 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::api::MongoDB;
-use crate::api::TlsMode;
 use crate::hostconf::MemberAddress;
 use crate::keyfile::{KeyFingerprint, KeysRun};
 use crate::member::MemberSlot;
 use crate::observe::{MemberProbe, ObservedSet};
 use crate::replset::MemberState;
-use crate::tls::modes::ModesRun;
+use crate::tls::modes::{ModesRun, TlsStep};
 use crate::validate::Validated;
-use peers::{keeps_a_shared_key, keeps_modes_adjacent};
+use peers::{keeps_a_shared_key, keeps_modes_adjacent, keeps_one_membership};
 
 /// How long a lease lasts unless renewed. Every step of the holder renews it;
 /// it expires only when the holder's operator is gone for that long.
@@ -101,8 +100,12 @@ pub struct MemberReport {
     /// The fingerprints of the keys of the keyfile its pod runs (`None`: a
     /// pod built before keyfiles were the operator's, or an older operator).
     pub keyfile: Option<Vec<KeyFingerprint>>,
-    /// The TLS mode its pod runs (`None`: it has no pod).
-    pub tls_mode: Option<TlsMode>,
+    /// The TLS mode and cluster authentication its pod runs (`None`: it
+    /// has no pod).
+    pub tls_mode: Option<TlsStep>,
+    /// The cluster membership its certificate names (DC, O, OU: `None`:
+    /// without TLS, or an older operator).
+    pub membership: Option<String>,
 }
 
 /// One local member, as the roll sees it.
@@ -116,8 +119,10 @@ pub struct LocalPod {
     pub desired_revision: String,
     /// The fingerprints of the keys of the keyfile its template runs.
     pub desired_keyfile: Option<Vec<KeyFingerprint>>,
-    /// The TLS mode its template runs.
-    pub desired_tls_mode: TlsMode,
+    /// The TLS mode and cluster authentication its template runs.
+    pub desired_tls_mode: TlsStep,
+    /// The cluster membership its certificate names.
+    pub membership: Option<String>,
     /// Its pod, when one exists.
     pub pod: Option<PodFacts>,
     /// Its own state, as it answered when asked directly.
@@ -135,8 +140,9 @@ pub struct PodFacts {
     pub revision: Option<String>,
     /// The keyfile keys annotation it was created with.
     pub keyfile: Option<Vec<KeyFingerprint>>,
-    /// The TLS mode annotation it was created with (absent: disabled).
-    pub tls_mode: TlsMode,
+    /// The TLS mode and cluster authentication annotations it was created
+    /// with (absent: disabled, keyFile).
+    pub tls_mode: TlsStep,
     /// Whether it is being deleted.
     pub terminating: bool,
 }
@@ -166,6 +172,7 @@ impl LocalPod {
             revision_since_millis: Some(revision_since_millis),
             keyfile: self.pod.as_ref().and_then(|pod| pod.keyfile.clone()),
             tls_mode: self.pod.as_ref().map(|pod| pod.tls_mode),
+            membership: self.membership.clone(),
         }
     }
 }
@@ -273,6 +280,7 @@ impl RollInput {
                     desired_revision: desired.revision.to_owned(),
                     desired_keyfile: desired.keyfile.map(<[_]>::to_vec),
                     desired_tls_mode: desired.tls_mode,
+                    membership: desired.membership.map(str::to_owned),
                     pod: facts.pod.clone(),
                 })
             })
@@ -299,8 +307,10 @@ pub struct DesiredPods<'a> {
     pub revision: &'a str,
     /// The fingerprints of its keyfile's keys.
     pub keyfile: Option<&'a [KeyFingerprint]>,
-    /// Its TLS mode.
-    pub tls_mode: TlsMode,
+    /// Its TLS mode and cluster authentication.
+    pub tls_mode: TlsStep,
+    /// The cluster membership its certificate names.
+    pub membership: Option<&'a str>,
 }
 
 /// What the roll stage read for the roll planner.
@@ -427,15 +437,30 @@ pub enum RollWait {
     /// steps from `peer`'s (or `peer` has not reported its mode): the mode
     /// is planned again from what the members run.
     #[error(
-        "{member} waits to restart at TLS mode {}: {peer} runs {}, two steps away",
-        mode.as_str(),
-        peer_mode.map_or("a mode not reported yet", TlsMode::as_str)
+        "{member} waits to restart at TLS mode {mode}: {peer} runs {}, two steps away",
+        peer_mode.map_or_else(|| "a mode not reported yet".to_string(), |m| m.to_string())
     )]
     TlsModesWouldSpanTwoSteps {
         member: MemberAddress,
-        mode: TlsMode,
+        mode: TlsStep,
         peer: MemberAddress,
-        peer_mode: Option<TlsMode>,
+        peer_mode: Option<TlsStep>,
+    },
+    /// Restarting the member onto x.509 membership would meet `peer`, whose
+    /// certificate names another membership (or none reported): mongod
+    /// takes a peer's certificate only when their subjects agree on DC, O
+    /// and OU.
+    #[error(
+        "{member} waits to restart at TLS mode {mode}: its certificate names {membership:?}, \
+         {peer}'s {}",
+        peer_membership.as_deref().map_or_else(|| "none reported".to_string(), |m| format!("{m:?}"))
+    )]
+    X509MembershipDiffers {
+        member: MemberAddress,
+        mode: TlsStep,
+        membership: String,
+        peer: MemberAddress,
+        peer_membership: Option<String>,
     },
     /// The restarted member is not back yet.
     #[error("{member} is restarting")]
@@ -620,6 +645,9 @@ pub fn plan_roll(input: &RollInput) -> RollStep {
         return RollStep::Wait { reason };
     }
     if let Err(reason) = keeps_modes_adjacent(input, candidate) {
+        return RollStep::Wait { reason };
+    }
+    if let Err(reason) = keeps_one_membership(input, candidate) {
         return RollStep::Wait { reason };
     }
     let lease = Lease::new(candidate.address.clone(), is_primary, input.now_millis);

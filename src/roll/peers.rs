@@ -1,8 +1,10 @@
 //! What a restart must keep with every other member of the set: a keyfile
-//! key in common and a TLS mode within one step, each from what the members'
+//! key in common, a TLS mode within one step, and with x.509 membership a
+//! certificate that names the same membership, each from what the members'
 //! operators reported.
 
 use super::{LocalPod, RollInput, RollWait};
+use crate::api::ClusterAuthMode;
 use crate::keyfile::restart_keeps_a_shared_key;
 use crate::tls::modes::restart_keeps_modes_adjacent;
 
@@ -50,4 +52,43 @@ pub(super) fn keeps_modes_adjacent(
         peer,
         peer_mode,
     })
+}
+
+/// A member restarted onto a cluster authentication mode other than
+/// `keyFile` must name, in its certificate, the membership every other
+/// member's certificate names (reported by their operators): mongod takes a
+/// peer's certificate as a member's only when their subjects agree on DC, O
+/// and OU, and the first member sending its certificate would be refused.
+pub(super) fn keeps_one_membership(
+    input: &RollInput,
+    candidate: &LocalPod,
+) -> Result<(), RollWait> {
+    let desired = candidate.desired_tls_mode;
+    let running = candidate.pod.as_ref().map(|pod| pod.tls_mode);
+    if desired.auth == ClusterAuthMode::KeyFile || running == Some(desired) {
+        return Ok(());
+    }
+    let membership = candidate.membership.clone().unwrap_or_default();
+    let others = input
+        .set
+        .config
+        .members
+        .iter()
+        .filter(|m| m.host != candidate.address);
+    for other in others {
+        let peer_membership = input
+            .reports
+            .get(&other.host)
+            .and_then(|report| report.membership.clone());
+        if membership.is_empty() || peer_membership.as_ref() != Some(&membership) {
+            return Err(RollWait::X509MembershipDiffers {
+                member: candidate.address.clone(),
+                mode: desired,
+                membership,
+                peer: other.host.clone(),
+                peer_membership,
+            });
+        }
+    }
+    Ok(())
 }

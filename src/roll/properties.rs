@@ -25,6 +25,7 @@
 //! pod runs its revision and the lease is free.
 
 use crate::api::TlsMode;
+use crate::tls::modes::TlsStep;
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
@@ -187,12 +188,13 @@ impl Model {
                 address: n.address.clone(),
                 desired_revision: NEW.into(),
                 desired_keyfile: None,
-                desired_tls_mode: TlsMode::Disabled,
+                desired_tls_mode: TlsStep::keyfile(TlsMode::Disabled),
+                membership: None,
                 pod: n.pod.then(|| PodFacts {
                     uid: n.uid.to_string(),
                     revision: Some(n.revision.into()),
                     keyfile: None,
-                    tls_mode: TlsMode::Disabled,
+                    tls_mode: TlsStep::keyfile(TlsMode::Disabled),
                     terminating: false,
                 }),
                 state: n.up.then(|| state(i)),

@@ -78,12 +78,13 @@ fn pod(index: u32, revision: &str, state: MemberState) -> LocalPod {
         address: address(1, 30000 + index as u16),
         desired_revision: "new".into(),
         desired_keyfile: None,
-        desired_tls_mode: TlsMode::Disabled,
+        desired_tls_mode: TlsStep::keyfile(TlsMode::Disabled),
+        membership: None,
         pod: Some(PodFacts {
             uid: format!("uid-{index}"),
             revision: Some(revision.into()),
             keyfile: None,
-            tls_mode: TlsMode::Disabled,
+            tls_mode: TlsStep::keyfile(TlsMode::Disabled),
             terminating: false,
         }),
         state: Some(state),
@@ -145,6 +146,7 @@ fn the_primary_waits_until_every_other_member_reports_up_to_date() {
         revision_since_millis: None,
         keyfile: None,
         tls_mode: None,
+        membership: None,
     };
     let outdated = MemberReport {
         up_to_date: false,
@@ -183,6 +185,7 @@ fn the_primary_waits_for_the_clusters_that_still_publish_another_revision() {
         revision_since_millis: Some(since),
         keyfile: None,
         tls_mode: None,
+        membership: None,
     };
     let primary = input.local[0].clone();
     let own = primary.report(None, NOW);
@@ -460,6 +463,7 @@ fn the_fcv_is_raised_only_once_every_data_member_runs_the_release_on_an_up_to_da
         revision_since_millis: Some(NOW),
         keyfile: None,
         tls_mode: None,
+        membership: None,
     };
     let hosts = [
         address(1, 30000),
@@ -652,6 +656,58 @@ fn a_restart_in_a_two_voter_set_says_what_it_costs() {
                 ..
             }
         ),
+        "{step:?}"
+    );
+}
+
+#[test]
+fn a_member_moves_to_x509_membership_only_with_peers_naming_its_membership() {
+    let require = TlsStep::keyfile(TlsMode::RequireTls);
+    let send_key_file = TlsStep::of(
+        TlsMode::RequireTls,
+        crate::api::ClusterAuthMode::SendKeyFile,
+    );
+    let mut input = input();
+    input.local[0].pod.as_mut().unwrap().revision = Some("new".into());
+    for member in &mut input.local {
+        member.desired_tls_mode = send_key_file;
+        member.membership = Some("O=lab,OU=tls".into());
+        member.pod.as_mut().unwrap().tls_mode = require;
+    }
+    let report = |membership: &str| MemberReport {
+        up_to_date: true,
+        version: None,
+        revision: Some("new".into()),
+        revision_since_millis: Some(0),
+        keyfile: None,
+        tls_mode: Some(require),
+        membership: Some(membership.into()),
+    };
+    input
+        .reports
+        .insert(address(1, 30000), report("O=lab,OU=tls"));
+    input
+        .reports
+        .insert(address(2, 30000), report("O=lab,OU=tls"));
+    input
+        .reports
+        .insert(address(3, 30000), report("O=elsewhere"));
+    let step = plan_roll(&input);
+    assert!(
+        matches!(
+            &step,
+            RollStep::Wait {
+                reason: RollWait::X509MembershipDiffers { peer, .. }
+            } if *peer == address(3, 30000)
+        ),
+        "{step:?}"
+    );
+    input
+        .reports
+        .insert(address(3, 30000), report("O=lab,OU=tls"));
+    let step = plan_roll(&input);
+    assert!(
+        matches!(&step, RollStep::Acquire { lease } if lease.member == address(1, 30001)),
         "{step:?}"
     );
 }

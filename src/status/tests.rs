@@ -506,7 +506,7 @@ fn members_above_spec_still_in_the_set_keep_the_instance_reconciling() {
 
 fn in_place(mode: TlsMode) -> ModePlan {
     ModePlan {
-        template: mode,
+        template: mode.into(),
         standing: ModeStanding::InPlace,
         waiting_for: Vec::new(),
     }
@@ -517,6 +517,7 @@ fn with_tls(mut mongodb: MongoDB, mode: TlsMode) -> MongoDB {
         mode,
         certificate_secret_ref: None,
         allow_connections_without_certificates: false,
+        cluster_auth_mode: Default::default(),
     });
     mongodb
 }
@@ -527,7 +528,7 @@ fn every_condition_type_is_reported_once_in_declaration_order() {
     let modes = BTreeMap::new();
     let plan = in_place(TlsMode::Disabled);
     let seen = TlsSeen {
-        mode: TlsMode::Disabled,
+        mode: TlsMode::Disabled.into(),
         plan: &plan,
         certificate: None,
         modes: &modes,
@@ -558,7 +559,7 @@ fn tls_is_ready_once_every_local_member_runs_the_mode_and_warns_before_expiry() 
     let plan = in_place(TlsMode::RequireTls);
     let status_with = |modes: &BTreeMap<MemberAddress, TlsMode>, now: i64| {
         let seen = TlsSeen {
-            mode: TlsMode::RequireTls,
+            mode: TlsMode::RequireTls.into(),
             plan: &plan,
             certificate: Some(&certificate),
             modes,
@@ -709,7 +710,7 @@ fn tls_stepping_names_whom_the_step_waits_for() {
     let modes = BTreeMap::new();
     let reason = |plan: ModePlan| {
         let seen = TlsSeen {
-            mode: TlsMode::RequireTls,
+            mode: TlsMode::RequireTls.into(),
             plan: &plan,
             certificate: None,
             modes: &modes,
@@ -723,11 +724,14 @@ fn tls_stepping_names_whom_the_step_waits_for() {
         (c.status, c.reason, c.message)
     };
     let stepping = |waiting_for| ModePlan {
-        template: TlsMode::PreferTls,
+        template: TlsMode::PreferTls.into(),
         standing: ModeStanding::Stepping,
         waiting_for,
     };
-    let (ready, why, message) = reason(stepping(vec![(host(30001), Some(TlsMode::AllowTls))]));
+    let (ready, why, message) = reason(stepping(vec![(
+        host(30001),
+        Some(TlsMode::AllowTls.into()),
+    )]));
     assert_eq!((ready.as_str(), why.as_str()), ("False", "TLSStepping"));
     assert!(
         message.contains(&format!("{} runs allowTLS", host(30001))),
@@ -737,7 +741,7 @@ fn tls_stepping_names_whom_the_step_waits_for() {
     assert_eq!(why, "TLSWaitingForPeers");
     assert!(message.contains("10.0.0.2:30001 not reported"), "{message}");
     let unknown = ModePlan {
-        template: TlsMode::AllowTls,
+        template: TlsMode::AllowTls.into(),
         standing: ModeStanding::ModesUnknown,
         waiting_for: Vec::new(),
     };
@@ -751,7 +755,7 @@ fn tls_names_held_files_before_the_mode_and_a_member_loading_its_certificate() {
     let modes = BTreeMap::from([(host(30001), TlsMode::RequireTls)]);
     let reason = |plan: ModePlan, files: FilesStanding| {
         let seen = TlsSeen {
-            mode: TlsMode::RequireTls,
+            mode: TlsMode::RequireTls.into(),
             plan: &plan,
             certificate: None,
             modes: &modes,
@@ -768,7 +772,7 @@ fn tls_names_held_files_before_the_mode_and_a_member_loading_its_certificate() {
         why: "10.0.0.2:30001 refuses the certificate as a peer's".into(),
     };
     let stepping = ModePlan {
-        template: TlsMode::PreferTls,
+        template: TlsMode::PreferTls.into(),
         standing: ModeStanding::Stepping,
         waiting_for: vec![],
     };

@@ -9,6 +9,7 @@ use super::{condition, ConditionType, StatusInput};
 use crate::api::{TlsMode, TlsStatus};
 use crate::hostconf::MemberAddress;
 use crate::member::MemberSlot;
+use crate::tls::modes::TlsStep;
 use crate::tls::modes::{ModePlan, ModeStanding};
 use crate::tls::rotation::FilesStanding;
 use crate::tls::CheckedCertificate;
@@ -20,8 +21,8 @@ const EXPIRING_WITHIN_SECONDS: i64 = 21 * 86_400;
 /// What a pass with `spec.tls` saw of TLS.
 #[derive(Clone, Copy, Debug)]
 pub struct TlsSeen<'a> {
-    /// `spec.tls.mode`.
-    pub mode: TlsMode,
+    /// `spec.tls.mode` and `clusterAuthMode`.
+    pub mode: TlsStep,
     /// The step this cluster's members are built at, and who it waits for.
     pub plan: &'a ModePlan,
     /// The certificate they are given (`None` at `disabled`).
@@ -79,14 +80,14 @@ pub(super) fn tls_ready<'a>(input: &StatusInput<'a>) -> Option<Verdict<'a>> {
             previous.message.clone(),
         ));
     };
-    let mode = seen.mode.as_str();
+    let mode = seen.mode.to_string();
     let plan = seen.plan;
-    let step = plan.template.as_str();
-    let named = |members: &[(MemberAddress, Option<TlsMode>)]| -> String {
+    let step = plan.template.to_string();
+    let named = |members: &[(MemberAddress, Option<TlsStep>)]| -> String {
         let names: Vec<String> = members
             .iter()
             .map(|(member, mode)| match mode {
-                Some(mode) => format!("{member} runs {}", mode.as_str()),
+                Some(mode) => format!("{member} runs {mode}"),
                 None => format!("{member} not reported"),
             })
             .collect();
@@ -137,7 +138,7 @@ pub(super) fn tls_ready<'a>(input: &StatusInput<'a>) -> Option<Verdict<'a>> {
 /// With every member of the set reported at the spec's mode: whether the
 /// local data members say so too, and whether the certificate expires soon.
 fn local_verdict(input: &StatusInput, seen: TlsSeen) -> (bool, TlsReason, String) {
-    let mode = seen.mode.as_str();
+    let mode = seen.mode.to_string();
     let waiting: Vec<String> = input
         .local_members
         .iter()
@@ -145,7 +146,7 @@ fn local_verdict(input: &StatusInput, seen: TlsSeen) -> (bool, TlsReason, String
         .filter_map(|view| {
             let host = view.host.as_ref()?;
             match seen.modes.get(host) {
-                Some(running) if *running == seen.mode => None,
+                Some(running) if *running == seen.mode.mode => None,
                 Some(running) => Some(format!("{host} runs {}", running.as_str())),
                 None => Some(format!("{host} did not say")),
             }

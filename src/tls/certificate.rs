@@ -87,6 +87,12 @@ pub enum CertificateFault {
          serverAuth and clientAuth"
     )]
     MissingUsage { usage: &'static str },
+    #[error(
+        "the certificate in tls.crt has no O, OU or DC in its subject ({subject}): with \
+         x.509 membership mongod takes a peer as a member by those attributes, so issue every \
+         member's certificate with the same ones"
+    )]
+    NoMembershipAttributes { subject: String },
     #[error("the cluster's VIP {vip:?} is not an IP address")]
     VipNotAnIp { vip: String },
     #[error(

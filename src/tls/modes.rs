@@ -15,13 +15,64 @@
 //! restarts, which a pod's own arguments are not.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
-use crate::api::TlsMode;
+use crate::api::{ClusterAuthMode, TlsMode};
 use crate::hostconf::MemberAddress;
 
-/// The mode every member of the config runs, as its operator reported it
+/// What a member runs of TLS, as one rung of the ladder the set climbs one
+/// rung at a time: the four modes, then, at `requireTLS`, the cluster
+/// authentication modes that use certificates. Two members one rung apart
+/// talk: `sendKeyFile` accepts the certificate `sendX509` sends, `sendX509`
+/// the keyfile `sendKeyFile` sends (mongod's `ClusterAuthMode`); two apart,
+/// one refuses what the other sends (`keyFile` a certificate, `x509` a
+/// keyfile).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TlsStep {
+    /// `--tlsMode`.
+    pub mode: TlsMode,
+    /// `--clusterAuthMode`; other than `keyFile` only at `requireTLS`.
+    pub auth: ClusterAuthMode,
+}
+
+impl TlsStep {
+    /// The rung of `mode` with keyfiles.
+    pub const fn keyfile(mode: TlsMode) -> TlsStep {
+        TlsStep {
+            mode,
+            auth: ClusterAuthMode::KeyFile,
+        }
+    }
+
+    /// The rung of `mode` and `auth` (`auth` dropped below `requireTLS`,
+    /// which the API refuses).
+    pub fn of(mode: TlsMode, auth: ClusterAuthMode) -> TlsStep {
+        match mode {
+            TlsMode::RequireTls => TlsStep { mode, auth },
+            _ => TlsStep::keyfile(mode),
+        }
+    }
+}
+
+impl From<TlsMode> for TlsStep {
+    fn from(mode: TlsMode) -> TlsStep {
+        TlsStep::keyfile(mode)
+    }
+}
+
+/// `requireTLS`, or `requireTLS/x509` with a cluster authentication mode.
+impl fmt::Display for TlsStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.auth {
+            ClusterAuthMode::KeyFile => f.write_str(self.mode.as_str()),
+            auth => write!(f, "{}/{}", self.mode.as_str(), auth.as_str()),
+        }
+    }
+}
+
+/// The step every member of the config runs, as its operator reported it
 /// (`None`: not reported).
-pub type ModesRun = BTreeMap<MemberAddress, Option<TlsMode>>;
+pub type ModesRun = BTreeMap<MemberAddress, Option<TlsStep>>;
 
 /// Where a cluster's mode stands, for condition `TLSReady`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
@@ -39,15 +90,15 @@ pub enum ModeStanding {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModePlan {
     /// The mode of the template.
-    pub template: TlsMode,
+    pub template: TlsStep,
     /// Where it stands.
     pub standing: ModeStanding,
     /// The members the next step waits for (with `WaitingForPeers`).
-    pub waiting_for: Vec<(MemberAddress, Option<TlsMode>)>,
+    pub waiting_for: Vec<(MemberAddress, Option<TlsStep>)>,
 }
 
 /// The mode one step from `from` towards `to` (`from` when they are equal).
-pub fn step_towards(from: TlsMode, to: TlsMode) -> TlsMode {
+pub fn step_towards(from: TlsStep, to: TlsStep) -> TlsStep {
     let index = rank(from);
     let next = match rank(to).cmp(&index) {
         std::cmp::Ordering::Greater => index + 1,
@@ -62,8 +113,8 @@ pub fn step_towards(from: TlsMode, to: TlsMode) -> TlsMode {
 /// set within one step; the set moves one step at a time as the members
 /// farthest behind catch up. Before any report is read, the mode the
 /// members are `built` with, or `desired` for a new set.
-pub fn plan_mode(desired: TlsMode, built: Option<TlsMode>, run: Option<&ModesRun>) -> ModePlan {
-    let known: Vec<TlsMode> = run.into_iter().flatten().filter_map(|(_, m)| *m).collect();
+pub fn plan_mode(desired: TlsStep, built: Option<TlsStep>, run: Option<&ModesRun>) -> ModePlan {
+    let known: Vec<TlsStep> = run.into_iter().flatten().filter_map(|(_, m)| *m).collect();
     let template = match (known.iter().min(), known.iter().max(), built) {
         (Some(lowest), Some(highest), _) => {
             let floor = rank(*highest).saturating_sub(1);
@@ -80,7 +131,7 @@ pub fn plan_mode(desired: TlsMode, built: Option<TlsMode>, run: Option<&ModesRun
             waiting_for: Vec::new(),
         };
     };
-    let waiting_for: Vec<(MemberAddress, Option<TlsMode>)> = run
+    let waiting_for: Vec<(MemberAddress, Option<TlsStep>)> = run
         .iter()
         .filter(|(_, mode)| **mode != Some(template))
         .map(|(member, mode)| (member.clone(), *mode))
@@ -103,9 +154,9 @@ pub fn plan_mode(desired: TlsMode, built: Option<TlsMode>, run: Option<&ModesRun
 /// mode reported for it.
 pub fn restart_keeps_modes_adjacent(
     member: &MemberAddress,
-    mode: TlsMode,
+    mode: TlsStep,
     run: &ModesRun,
-) -> Result<(), (MemberAddress, Option<TlsMode>)> {
+) -> Result<(), (MemberAddress, Option<TlsStep>)> {
     let others = run.iter().filter(|(other, _)| *other != member);
     let mut lowest = mode;
     let mut highest = mode;
@@ -126,27 +177,41 @@ pub fn restart_keeps_modes_adjacent(
 /// set runs, or is built to run, `disabled` (it refuses TLS); every other
 /// mode takes TLS. Before any report is read, TLS only for a template at
 /// `requireTLS` (the other modes take plain connections).
-pub fn clients_use_tls(template: TlsMode, built: Option<TlsMode>, run: Option<&ModesRun>) -> bool {
+pub fn clients_use_tls(template: TlsStep, built: Option<TlsStep>, run: Option<&ModesRun>) -> bool {
     let built = built.unwrap_or(template);
+    let disabled = |step: &TlsStep| step.mode == TlsMode::Disabled;
     match run {
         Some(run) => {
-            template != TlsMode::Disabled
-                && built != TlsMode::Disabled
-                && run.values().all(|m| *m != Some(TlsMode::Disabled))
+            !disabled(&template)
+                && !disabled(&built)
+                && run.values().all(|m| !m.as_ref().is_some_and(disabled))
         }
-        None => template == TlsMode::RequireTls && built == TlsMode::RequireTls,
+        None => template.mode == TlsMode::RequireTls && built.mode == TlsMode::RequireTls,
     }
 }
 
-const MODES: [TlsMode; 4] = [
-    TlsMode::Disabled,
-    TlsMode::AllowTls,
-    TlsMode::PreferTls,
-    TlsMode::RequireTls,
+/// The ladder, weakest first.
+const MODES: [TlsStep; 7] = [
+    TlsStep::keyfile(TlsMode::Disabled),
+    TlsStep::keyfile(TlsMode::AllowTls),
+    TlsStep::keyfile(TlsMode::PreferTls),
+    TlsStep::keyfile(TlsMode::RequireTls),
+    TlsStep {
+        mode: TlsMode::RequireTls,
+        auth: ClusterAuthMode::SendKeyFile,
+    },
+    TlsStep {
+        mode: TlsMode::RequireTls,
+        auth: ClusterAuthMode::SendX509,
+    },
+    TlsStep {
+        mode: TlsMode::RequireTls,
+        auth: ClusterAuthMode::X509,
+    },
 ];
 
-fn rank(mode: TlsMode) -> usize {
-    MODES.iter().position(|m| *m == mode).unwrap_or(0)
+fn rank(step: TlsStep) -> usize {
+    MODES.iter().position(|m| *m == step).unwrap_or(0)
 }
 
 #[cfg(test)]

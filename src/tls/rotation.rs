@@ -153,7 +153,7 @@ pub fn members_to_vet(hostconf: &HostConf, modes_run: Option<&ModesRun>) -> Vec<
     match modes_run {
         Some(run) => run
             .iter()
-            .filter(|(_, mode)| **mode != Some(TlsMode::Disabled))
+            .filter(|(_, step)| !step.is_some_and(|s| s.mode == TlsMode::Disabled))
             .map(|(member, _)| member.clone())
             .collect(),
         None => hostconf.members.iter().map(|m| m.address.clone()).collect(),

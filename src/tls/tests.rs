@@ -6,8 +6,9 @@ use k8s_openapi::ByteString;
 use mongod_sim::pki::{LeafFiles, Pki, Validity};
 
 use super::*;
-use crate::api::{SecretRef, TlsSettings};
+use crate::api::{ClusterAuthMode, SecretRef, TlsSettings};
 use crate::build::fixtures::mongodb;
+use crate::tls::modes::TlsStep;
 
 const VIP: &str = "10.0.0.1";
 
@@ -27,6 +28,7 @@ fn with_tls(mode: TlsMode) -> MongoDB {
             name: "member-certificate".into(),
         }),
         allow_connections_without_certificates: false,
+        cluster_auth_mode: Default::default(),
     });
     mongodb
 }
@@ -55,10 +57,13 @@ fn good_leaf(pki: &Pki) -> LeafFiles {
 #[test]
 fn without_tls_or_at_disabled_the_members_get_none() {
     let disabled = TlsMode::Disabled;
-    assert_eq!(member_tls(&mongodb(), None, VIP, disabled, now()), Ok(None));
+    assert_eq!(
+        member_tls(&mongodb(), None, VIP, disabled.into(), now()),
+        Ok(None)
+    );
     let spec_disabled = with_tls(disabled);
     assert_eq!(
-        member_tls(&spec_disabled, None, VIP, disabled, now()),
+        member_tls(&spec_disabled, None, VIP, disabled.into(), now()),
         Ok(None)
     );
 }
@@ -72,7 +77,7 @@ fn a_checked_certificate_is_given_with_its_key_in_one_file() {
         &mongodb,
         Some(&secret(&files, "")),
         VIP,
-        TlsMode::RequireTls,
+        TlsMode::RequireTls.into(),
         now(),
     )
     .unwrap()
@@ -89,7 +94,7 @@ fn a_checked_certificate_is_given_with_its_key_in_one_file() {
 fn a_missing_secret_key_or_bad_certificate_is_refused_by_name() {
     let mongodb = with_tls(TlsMode::PreferTls);
     assert_eq!(
-        member_tls(&mongodb, None, VIP, TlsMode::PreferTls, now()),
+        member_tls(&mongodb, None, VIP, TlsMode::PreferTls.into(), now()),
         Err(InvalidInput::TlsCertificateMissing {
             name: "member-certificate".into()
         })
@@ -101,7 +106,7 @@ fn a_missing_secret_key_or_bad_certificate_is_refused_by_name() {
             &mongodb,
             Some(&secret(&files, CA_KEY)),
             VIP,
-            TlsMode::PreferTls,
+            TlsMode::PreferTls.into(),
             now()
         ),
         Err(InvalidInput::TlsCertificateKeyMissing {
@@ -113,7 +118,7 @@ fn a_missing_secret_key_or_bad_certificate_is_refused_by_name() {
         &mongodb,
         Some(&secret(&files, "")),
         "10.9.9.9",
-        TlsMode::Disabled,
+        TlsMode::Disabled.into(),
         now(),
     );
     assert_eq!(
@@ -135,10 +140,16 @@ fn a_step_down_keeps_the_certificate_until_the_members_run_disabled() {
     let files = good_leaf(&pki);
     let secret = secret(&files, "");
     let spec_disabled = with_tls(TlsMode::Disabled);
-    let stepping = member_tls(&spec_disabled, Some(&secret), VIP, TlsMode::AllowTls, now());
+    let stepping = member_tls(
+        &spec_disabled,
+        Some(&secret),
+        VIP,
+        TlsMode::AllowTls.into(),
+        now(),
+    );
     assert_eq!(stepping.unwrap().unwrap().mode, TlsMode::AllowTls);
     assert_eq!(
-        member_tls(&mongodb(), None, VIP, TlsMode::PreferTls, now()),
+        member_tls(&mongodb(), None, VIP, TlsMode::PreferTls.into(), now()),
         Err(InvalidInput::TlsCertificateStillNeeded {
             running: TlsMode::PreferTls
         })
@@ -147,8 +158,46 @@ fn a_step_down_keeps_the_certificate_until_the_members_run_disabled() {
         &with_tls(TlsMode::RequireTls),
         Some(&secret),
         VIP,
-        TlsMode::Disabled,
+        TlsMode::Disabled.into(),
         now(),
     );
     assert_eq!(first_step.unwrap().unwrap().mode, TlsMode::Disabled);
+}
+
+#[test]
+fn membership_is_the_subjects_dc_o_and_ou_sorted() {
+    assert_eq!(membership("CN=m,OU=rs0,O=MongoDB"), "O=MongoDB,OU=rs0");
+    assert_eq!(
+        membership("CN=a\\,b,OU=x+DC=example,DC=com"),
+        "DC=com,DC=example,OU=x"
+    );
+    assert_eq!(membership("CN=m"), "");
+}
+
+#[test]
+fn x509_membership_needs_a_subject_naming_it() {
+    let pki = Pki::new("member-tls-x509");
+    pki.ca("ca");
+    let bare = pki.leaf_files("ca", "m", &[VIP], "/CN=m", Validity::Now);
+    let mut mongodb = with_tls(TlsMode::RequireTls);
+    let x509 = TlsStep::of(TlsMode::RequireTls, ClusterAuthMode::X509);
+    let keyfile = member_tls(&mongodb, Some(&secret(&bare, "")), VIP, x509, now());
+    assert!(
+        matches!(
+            keyfile,
+            Err(InvalidInput::TlsCertificateInvalid {
+                fault: CertificateFault::NoMembershipAttributes { .. },
+                ..
+            })
+        ),
+        "{keyfile:?}"
+    );
+    mongodb.spec.tls.as_mut().unwrap().cluster_auth_mode = ClusterAuthMode::SendKeyFile;
+    let required = TlsMode::RequireTls.into();
+    assert!(member_tls(&mongodb, Some(&secret(&bare, "")), VIP, required, now()).is_err());
+    let named = good_leaf(&pki);
+    let tls = member_tls(&mongodb, Some(&secret(&named, "")), VIP, x509, now())
+        .unwrap()
+        .unwrap();
+    assert_eq!(tls.cluster_auth, ClusterAuthMode::X509);
 }

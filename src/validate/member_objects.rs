@@ -8,14 +8,15 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
 
-use crate::api::{MongoDB, TlsMode};
+use crate::api::{ClusterAuthMode, MongoDB, TlsMode};
 use crate::build::{
-    names, DATA_VOLUME, KEYFILE_KEYS_ANNOTATION, MEMBER_ENTRY_ANNOTATION, MEMBER_HOST_ANNOTATION,
-    REVISION_ANNOTATION, TLS_MODE_ANNOTATION,
+    names, CLUSTER_AUTH_ANNOTATION, DATA_VOLUME, KEYFILE_KEYS_ANNOTATION, MEMBER_ENTRY_ANNOTATION,
+    MEMBER_HOST_ANNOTATION, REVISION_ANNOTATION, TLS_MODE_ANNOTATION,
 };
 use crate::hostconf::MemberAddress;
 use crate::member::{MemberSlot, RecordedEntry};
 use crate::roll::PodFacts;
+use crate::tls::modes::TlsStep;
 use crate::volume_growth::ClaimVolume;
 
 /// A propagated member Service, as far as the operator needs it.
@@ -45,8 +46,9 @@ pub struct MemberStatefulSetFacts {
     pub deleting: bool,
     /// Its data claim template's storage request (it cannot change).
     pub claim_storage: Option<Quantity>,
-    /// The TLS mode its template runs ([`TLS_MODE_ANNOTATION`]; absent: disabled).
-    pub tls_mode: TlsMode,
+    /// The TLS mode and cluster authentication its template runs
+    /// ([`TLS_MODE_ANNOTATION`], [`CLUSTER_AUTH_ANNOTATION`]).
+    pub tls_mode: TlsStep,
 }
 
 /// The propagated NodePort Services of this instance's members, by slot.
@@ -141,13 +143,19 @@ pub(super) fn member_stateful_sets(
         .collect()
 }
 
-/// The TLS mode an object was built with ([`TLS_MODE_ANNOTATION`]; absent:
-/// without TLS).
-fn tls_mode_of(annotations: &BTreeMap<String, String>) -> TlsMode {
-    annotations
+/// The TLS mode and cluster authentication an object was built with
+/// ([`TLS_MODE_ANNOTATION`], [`CLUSTER_AUTH_ANNOTATION`]; absent: without
+/// TLS, with keyfiles).
+fn tls_mode_of(annotations: &BTreeMap<String, String>) -> TlsStep {
+    let mode = annotations
         .get(TLS_MODE_ANNOTATION)
         .and_then(|mode| TlsMode::parse(mode))
-        .unwrap_or(TlsMode::Disabled)
+        .unwrap_or(TlsMode::Disabled);
+    let auth = annotations
+        .get(CLUSTER_AUTH_ANNOTATION)
+        .and_then(|auth| ClusterAuthMode::parse(auth))
+        .unwrap_or_default();
+    TlsStep::of(mode, auth)
 }
 
 /// The storage request of `stateful_set`'s data claim template.

@@ -24,11 +24,12 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
 
-use crate::api::{MongoDB, TlsMode, VIP_LABEL};
+use crate::api::{MongoDB, VIP_LABEL};
 use crate::build::{self, names, MemberTarget};
 use crate::hostconf::{HostConf, MemberAddress};
 use crate::keyfile::Keyfile;
 use crate::member::{MemberSlot, Wanted};
+use crate::tls::modes::TlsStep;
 
 pub use credentials::{credentials, kept_user, RootCredentials};
 pub use image::{image_release, supported_image, version_change_allowed};
@@ -148,7 +149,7 @@ impl Validated {
 
     /// The TLS mode the member StatefulSets were built with (`None`: there
     /// are none, or all are going).
-    pub fn running_tls_mode(&self) -> Option<TlsMode> {
+    pub fn running_tls_mode(&self) -> Option<TlsStep> {
         self.stateful_sets
             .values()
             .find(|facts| !facts.deleting)

@@ -35,5 +35,6 @@ mod service_hold;
 mod storage_growth;
 mod tls;
 mod tls_rotation;
+mod tls_x509;
 mod versions;
 mod write_concern;

@@ -66,12 +66,27 @@ async fn apply_at_mode(lab: &Lab, name: &str, split: &str, mode: &str) -> Outcom
 
 /// [`apply_at_mode`] for any instance request (another image).
 async fn apply_request_at_mode(lab: &Lab, request: &InstanceRequest, mode: &str) -> Outcome {
-    let mut submission = federation_sim::control_plane::ToSubmission::to_submission(request);
-    submission.lab.tls = Some(serde_json::json!({
+    apply_tls(lab, request, tls_at(mode)).await
+}
+
+/// `spec.tls` at `mode` with the clusters' certificate Secrets.
+pub(crate) fn tls_at(mode: &str) -> serde_json::Value {
+    serde_json::json!({
         "mode": mode,
         "certificateSecretRef": {"name": CERTIFICATE_SECRET},
         "allowConnectionsWithoutCertificates": true,
-    }));
+    })
+}
+
+/// `request` with `spec.tls` set to `tls` in every cluster by an
+/// OverridePolicy.
+pub(crate) async fn apply_tls(
+    lab: &Lab,
+    request: &InstanceRequest,
+    tls: serde_json::Value,
+) -> Outcome {
+    let mut submission = federation_sim::control_plane::ToSubmission::to_submission(request);
+    submission.lab.tls = Some(tls);
     lab.control_plane()
         .apply(&submission)
         .await
@@ -254,9 +269,20 @@ async fn a_certificate_without_the_clusters_vip_is_refused_and_nothing_is_built(
     .await;
 }
 
-/// The `--tlsMode` each member pod of `name` was started with (none:
-/// `disabled`), by cluster and pod.
+/// The `--tlsMode` each member pod of `name` runs (absent: `disabled`), by
+/// cluster and pod.
 async fn modes_run(lab: &Lab, name: &str) -> Result<BTreeMap<String, String>, String> {
+    option_run(lab, name, "--tlsMode", "disabled").await
+}
+
+/// The value of mongod's `option` in each member pod of `name` (`absent`
+/// when not given), by cluster and pod; pods being deleted left out.
+pub(crate) async fn option_run(
+    lab: &Lab,
+    name: &str,
+    option: &str,
+    absent: &str,
+) -> Result<BTreeMap<String, String>, String> {
     let selector = ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
     let mut found = BTreeMap::new();
     for cluster in lab.clusters() {
@@ -274,23 +300,19 @@ async fn modes_run(lab: &Lab, name: &str) -> Result<BTreeMap<String, String>, St
                 continue;
             }
             let args = mongod.args.clone().unwrap_or_default();
-            let mode = args
+            let value = args
                 .iter()
-                .skip_while(|a| *a != "--tlsMode")
+                .skip_while(|a| *a != option)
                 .nth(1)
                 .cloned()
-                .unwrap_or_else(|| "disabled".into());
-            found.insert(format!("{}/{}", cluster.name, pod.name_any()), mode);
+                .unwrap_or_else(|| absent.into());
+            found.insert(format!("{}/{}", cluster.name, pod.name_any()), value);
         }
     }
     Ok(found)
 }
 
 const MODES: [&str; 4] = ["disabled", "allowTLS", "preferTLS", "requireTLS"];
-
-fn rank(mode: &str) -> usize {
-    MODES.iter().position(|m| *m == mode).unwrap_or(usize::MAX)
-}
 
 /// Polls the modes the pods run until every one of `count` runs `mode`,
 /// failing as soon as two run modes two steps apart.
@@ -301,26 +323,62 @@ async fn until_every_pod_runs(
     mode: &str,
     seen: &mut Vec<BTreeMap<String, String>>,
 ) -> Outcome {
-    let deadline = std::time::Instant::now() + Duration::from_secs(420);
-    loop {
-        let run = modes_run(lab, name).await?;
-        let ranks: Vec<usize> = run.values().map(|m| rank(m)).collect();
-        if let (Some(low), Some(high)) = (ranks.iter().min(), ranks.iter().max()) {
-            if high - low > 1 {
-                return Err(format!("modes two steps apart: {run:?}"));
+    let ladder = Ladder {
+        option: "--tlsMode",
+        rungs: &MODES,
+    };
+    ladder
+        .until_every_pod_runs(lab, name, count, mode, seen)
+        .await
+}
+
+/// One of mongod's options whose values the set climbs one at a time.
+pub(crate) struct Ladder {
+    /// The option (`--tlsMode`); its absence means the first rung.
+    pub(crate) option: &'static str,
+    /// Its values, weakest first.
+    pub(crate) rungs: &'static [&'static str],
+}
+
+impl Ladder {
+    /// Polls the option's value in every member pod of `name` until every
+    /// one of `count` runs `target`, failing as soon as two run values two
+    /// rungs apart; each new picture is kept in `seen`.
+    pub(crate) async fn until_every_pod_runs(
+        &self,
+        lab: &Lab,
+        name: &str,
+        count: usize,
+        target: &str,
+        seen: &mut Vec<BTreeMap<String, String>>,
+    ) -> Outcome {
+        let rank = |value: &str| {
+            self.rungs
+                .iter()
+                .position(|r| *r == value)
+                .unwrap_or(usize::MAX)
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(420);
+        loop {
+            let run = option_run(lab, name, self.option, self.rungs[0]).await?;
+            let ranks: Vec<usize> = run.values().map(|m| rank(m)).collect();
+            if let (Some(low), Some(high)) = (ranks.iter().min(), ranks.iter().max()) {
+                if high - low > 1 {
+                    return Err(format!("{} two steps apart: {run:?}", self.option));
+                }
             }
+            if seen.last() != Some(&run) {
+                eprintln!("{}: {run:?}", self.option);
+                seen.push(run.clone());
+            }
+            if run.len() == count && run.values().all(|m| m == target) {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(format!("not every pod at {target} after 420 s: {run:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        if seen.last() != Some(&run) {
-            eprintln!("modes: {run:?}");
-            seen.push(run.clone());
-        }
-        if run.len() == count && run.values().all(|m| m == mode) {
-            return Ok(());
-        }
-        if std::time::Instant::now() > deadline {
-            return Err(format!("not every pod at {mode} after 420 s: {run:?}"));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -25,6 +25,7 @@ use super::labels::{component_labels, Component};
 use super::pod::{arbiter_pod_spec, member_pod_spec, DATA_VOLUME};
 use super::secrets::{keyfile_secret_name, sha256_hex};
 use super::{names, BuildContext, BuildError, MemberTarget};
+use crate::api::ClusterAuthMode;
 use crate::member::MemberSlot;
 use crate::tls::rotation::{restart_digest, rotates_in_place};
 
@@ -50,6 +51,11 @@ pub const KEYFILE_SECRET_ANNOTATION: &str = "middleware.fedstate.io/keyfile-secr
 /// template runs (absent: `disabled`), what the roll reports of each pod and
 /// the next step is planned from.
 pub const TLS_MODE_ANNOTATION: &str = "middleware.fedstate.io/tls-mode";
+
+/// StatefulSet and pod template annotation, with a cluster authentication
+/// mode other than `keyFile`: that mode (absent: `keyFile`), reported and
+/// planned from as [`TLS_MODE_ANNOTATION`].
+pub const CLUSTER_AUTH_ANNOTATION: &str = "middleware.fedstate.io/cluster-auth-mode";
 
 /// Hex digits of the pod spec's SHA-256 kept as the revision.
 const REVISION_LENGTH: usize = 10;
@@ -97,12 +103,7 @@ pub fn member_stateful_set(
     if let Some(host) = &target.host {
         annotations.insert(MEMBER_HOST_ANNOTATION.to_string(), host.clone());
     }
-    if let Some(tls) = ctx.tls() {
-        annotations.insert(
-            TLS_MODE_ANNOTATION.to_string(),
-            tls.mode.as_str().to_string(),
-        );
-    }
+    annotations.extend(tls_annotations(ctx));
     metadata.annotations = Some(annotations);
 
     let stateful_set = StatefulSet {
@@ -138,12 +139,7 @@ pub fn member_stateful_set(
                             (KEYFILE_SECRET_ANNOTATION.to_string(), keyfile_secret),
                         ])
                         .into_iter()
-                        .chain(ctx.tls().map(|tls| {
-                            (
-                                TLS_MODE_ANNOTATION.to_string(),
-                                tls.mode.as_str().to_string(),
-                            )
-                        }))
+                        .chain(tls_annotations(ctx))
                         .collect(),
                     ),
                     ..ObjectMeta::default()
@@ -159,6 +155,25 @@ pub fn member_stateful_set(
         stateful_set,
         revision,
     })
+}
+
+/// With TLS on, the mode the members run and, other than `keyFile`, their
+/// cluster authentication mode.
+fn tls_annotations(ctx: &BuildContext) -> Vec<(String, String)> {
+    let Some(tls) = ctx.tls() else {
+        return Vec::new();
+    };
+    let mut annotations = vec![(
+        TLS_MODE_ANNOTATION.to_string(),
+        tls.mode.as_str().to_string(),
+    )];
+    if tls.cluster_auth != ClusterAuthMode::KeyFile {
+        annotations.push((
+            CLUSTER_AUTH_ANNOTATION.to_string(),
+            tls.cluster_auth.as_str().to_string(),
+        ));
+    }
+    annotations
 }
 
 fn component(slot: MemberSlot) -> Component {

@@ -33,16 +33,16 @@ enum Event {
 }
 
 struct Cluster {
-    desired: TlsMode,
-    template: TlsMode,
+    desired: TlsStep,
+    template: TlsStep,
     memory: Option<ModesRun>,
 }
 
 struct Member {
     address: MemberAddress,
     cluster: usize,
-    running: TlsMode,
-    reported: TlsMode,
+    running: TlsStep,
+    reported: TlsStep,
 }
 
 struct Model {
@@ -51,7 +51,7 @@ struct Model {
 }
 
 impl Model {
-    fn new(start: TlsMode) -> Model {
+    fn new(start: TlsStep) -> Model {
         let clusters = MEMBERS
             .iter()
             .map(|_| Cluster {
@@ -185,20 +185,33 @@ proptest! {
 #[test]
 fn opposite_steps_planned_at_once_are_not_both_restarted_onto() {
     use Event::*;
-    let mut model = Model::new(TlsMode::AllowTls);
+    let mut model = Model::new(TlsStep::keyfile(TlsMode::AllowTls));
     model.apply(&Desired(0, 3));
     model.apply(&Desired(1, 0));
     for c in 0..2 {
         model.apply(&Observe(c));
         model.apply(&Plan(c));
     }
-    assert_eq!(model.clusters[0].template, TlsMode::PreferTls);
-    assert_eq!(model.clusters[1].template, TlsMode::Disabled);
+    assert_eq!(
+        model.clusters[0].template,
+        TlsStep::keyfile(TlsMode::PreferTls)
+    );
+    assert_eq!(
+        model.clusters[1].template,
+        TlsStep::keyfile(TlsMode::Disabled)
+    );
     model.apply(&Restart(0));
     model.apply(&Publish(0));
     model.apply(&Restart(2));
     model.apply(&Publish(2));
-    assert_eq!(model.members[0].running, TlsMode::PreferTls);
-    assert_eq!(model.members[2].running, TlsMode::AllowTls, "refused");
+    assert_eq!(
+        model.members[0].running,
+        TlsStep::keyfile(TlsMode::PreferTls)
+    );
+    assert_eq!(
+        model.members[2].running,
+        TlsStep::keyfile(TlsMode::AllowTls),
+        "refused"
+    );
     assert!(model.modes_within_one_step().is_ok());
 }

@@ -16,6 +16,7 @@ fn planned(files: &LeafFiles) -> MemberTls {
     };
     MemberTls {
         mode: TlsMode::RequireTls,
+        cluster_auth: crate::api::ClusterAuthMode::KeyFile,
         allow_connections_without_certificates: false,
         certificate_key: [files.certificate.clone(), files.key.clone()].concat(),
         ca: files.ca.clone(),
@@ -144,8 +145,8 @@ fn members_at_disabled_are_not_asked_to_take_new_files() {
     };
     assert_eq!(members_to_vet(&hostconf, None).len(), 3);
     let run = ModesRun::from([
-        (member(1), Some(TlsMode::AllowTls)),
-        (member(2), Some(TlsMode::Disabled)),
+        (member(1), Some(TlsMode::AllowTls.into())),
+        (member(2), Some(TlsMode::Disabled.into())),
         (member(3), None),
     ]);
     assert_eq!(
