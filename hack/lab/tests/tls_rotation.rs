@@ -2,8 +2,9 @@
 //! by `openssl s_client` from every member: a renewed certificate is loaded
 //! by every member without a restart (`rotateCertificates`, once the kubelet
 //! refreshed the files); a new CA goes in as a bundle holding both CAs,
-//! and a certificate from the new CA is held while a member does not trust
-//! it yet.
+//! a certificate from the new CA is held while a member does not trust it
+//! yet, and a bundle without the old CA while a member serves a certificate
+//! it signed.
 //!
 //! Before 5.0 a renewed certificate rolls the members instead.
 //!
@@ -298,6 +299,26 @@ async fn a_new_ca_goes_in_as_a_bundle_first_and_its_certificates_wait_until_trus
         })
         .await?;
         ready(lab, NAME, SPLIT).await?;
+
+        // A bundle without the old CA in a, while b and c still serve
+        // certificates it signed: held, and no member of a restarts.
+        let uids = pod_uids(lab, NAME).await?;
+        let new_only = read(&format!("{NEW_CA}.pem"))?;
+        renew(lab, 0, &new_a.certificate, &new_a.key, &new_only).await?;
+        until_in(lab, 0, NAME, "a's bundle without the old CA held", |m| {
+            m.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "TLSReady"
+                        && c.reason == "TLSCertificateHeld"
+                        && c.message
+                            .contains("serves a certificate the CA bundle does not verify")
+                })
+            })
+        })
+        .await?;
+        if pod_uids(lab, NAME).await? != uids {
+            return Err("a pod restarted for a bundle that was held".into());
+        }
         at_most_one_down(&sampler.stop())?;
         if let Some(writer) = writer {
             writer.stop_and_check().await?;
