@@ -284,7 +284,7 @@ mod tests {
     }
 
     #[test]
-    fn with_tls_the_exporter_mounts_the_files_and_restarts_when_they_change() {
+    fn with_tls_the_exporter_dials_over_tls_and_restarts_when_the_files_change() {
         let template = with_tls_files(b"CA\n");
         let pod = template.spec.clone().unwrap();
         let volumes = pod.volumes.unwrap_or_default();
@@ -293,6 +293,20 @@ mod tests {
             template.metadata.clone().unwrap().annotations.unwrap()[TLS_FILES_ANNOTATION].clone()
         };
         assert_ne!(digest(&template), digest(&with_tls_files(b"NEW CA\n")));
+        let uri = pod.containers[0]
+            .args
+            .iter()
+            .flatten()
+            .find(|a| a.starts_with("--mongodb.uri="))
+            .cloned()
+            .unwrap();
+        assert!(
+            uri.ends_with(
+                ":27017/?tls=true&tlsCAFile=/etc/mongodb/tls/ca.pem\
+                 &tlsCertificateKeyFile=/etc/mongodb/tls/mongod.pem&tlsAllowInvalidHostnames=true"
+            ),
+            "{uri}"
+        );
         let plain = pod_template(&enabled(), 0);
         assert!(plain.metadata.unwrap().annotations.is_none());
     }
