@@ -102,12 +102,13 @@ pub async fn pass(
     // tls: the mode one step nearer the spec's, from what every member ran
     // at the last roll, and the checked certificate (pure).
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let modes_run = ctx.memory().modes_run;
     let planned = plan_tls(
         mongodb,
         referenced.certificate_secret.as_ref(),
         &validated.vip,
         validated.running_tls_mode(),
-        ctx.memory().modes_run.as_ref(),
+        modes_run.as_ref(),
         now,
     );
     let planned = match planned {
@@ -124,7 +125,6 @@ pub async fn pass(
         .mounted_tls_secret
         .as_ref()
         .and_then(MountedFiles::of);
-    let modes_run = ctx.memory().modes_run;
     let (tls, files_held) = vet(
         planned,
         mounted.as_ref(),

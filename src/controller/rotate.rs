@@ -17,6 +17,7 @@ use super::events::Notice;
 use super::observe::MongoAnswers;
 use crate::api::{MongoDB, TlsMode};
 use crate::build::sha256_hex;
+use crate::hostconf::MemberAddress;
 use crate::mongo::served::served_certificate;
 use crate::tls::rotation::{leaf_of, rotates_in_place, FilesStanding};
 use crate::tls::TlsPlanned;
@@ -109,7 +110,7 @@ pub async fn rotate(
     Rotated::default()
 }
 
-fn waiting(member: &crate::hostconf::MemberAddress, why: String) -> Rotated {
+fn waiting(member: &MemberAddress, why: String) -> Rotated {
     tracing::info!(%member, why, "waiting for a member to load its certificate");
     Rotated {
         standing: Some(FilesStanding::Rotating {

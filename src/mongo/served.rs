@@ -140,10 +140,11 @@ impl Handshake {
             member: target.clone(),
             why,
         };
-        let name = ServerName::try_from(member.host.trim_matches(['[', ']']).to_string())
+        let host = member.host.trim_matches(['[', ']']);
+        let name = ServerName::try_from(host.to_string())
             .map_err(|error| unreachable(error.to_string()))?;
         let meeting = async {
-            let stream = TcpStream::connect((member.host.trim_matches(['[', ']']), member.port))
+            let stream = TcpStream::connect((host, member.port))
                 .await
                 .map_err(|error| unreachable(error.to_string()))?;
             let handshake = self.connector.connect(name, stream).await;
