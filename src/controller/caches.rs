@@ -1,11 +1,17 @@
 //! The watch caches (Kubernetes I/O, no request of their own): one reflector
-//! store per kind a pass reads or writes — Services, ConfigMaps,
-//! StatefulSets, exporter Deployments, pods, their data claims,
-//! PodDisruptionBudgets and Secrets' metadata — filled by
-//! the controller's watches. A pass reads what an object refers to from them
-//! instead of listing it, and `apply` compares with them so that it writes
-//! only what differs. Secrets' data is never cached: a pass GETs the one
-//! Secret it needs.
+//! store per kind a pass reads or writes of what this operator owns or was
+//! pointed at — the member Services (by the instance label), StatefulSets,
+//! exporter Deployments, pods, their data claims and PodDisruptionBudgets (by
+//! the managed-by label), and the metadata of the Secrets it writes — filled
+//! by the controller's watches. A pass reads what an object refers to from
+//! them instead of listing it, and `apply` compares with them so that it
+//! writes only what differs.
+//!
+//! What a `MongoDB` names and no label of ours marks — hostconf, the custom
+//! config ConfigMap, the Secrets, FedState's arbiter Service — is read by name
+//! ([`ByName`]): one GET when a pass first needs it, kept while a
+//! metadata-only watch of its kind shows it unchanged. The other objects of the
+//! cluster are never kept, so they cost the operator no memory.
 //!
 //! The kinds a pass reads by instance (Services, StatefulSets, pods) are
 //! also indexed by their instance label, kept by the same writer as the
@@ -35,16 +41,22 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
+pub use super::referenced::ByName;
+use super::referenced::{by_name, ByNameWriter};
 use crate::api::INSTANCE_LABEL;
+use crate::build::labels::{MANAGED_BY_LABEL, MANAGER};
 
 /// The stores, read by passes.
 #[derive(Clone)]
 pub struct Caches {
-    /// Every Service of the watched namespaces (the propagated member
-    /// Services carry no label of ours).
+    /// The Services with an instance label: FedState's member Services and
+    /// the operator's own.
     pub services: Indexed<Service>,
-    /// Every ConfigMap of the watched namespaces (hostconf, custom config).
-    pub config_maps: Store<ConfigMap>,
+    /// Services read by name: FedState's arbiter Service, which carries no
+    /// instance label.
+    pub named_services: ByName<Service>,
+    /// ConfigMaps read by name: hostconf and the custom config.
+    pub config_maps: ByName<ConfigMap>,
     /// The StatefulSets this operator manages.
     pub stateful_sets: Indexed<StatefulSet>,
     /// The exporter Deployments this operator manages.
@@ -55,21 +67,29 @@ pub struct Caches {
     pub claims: Indexed<PersistentVolumeClaim>,
     /// The PodDisruptionBudgets this operator manages.
     pub pod_disruption_budgets: Store<PodDisruptionBudget>,
-    /// Every Secret's metadata (never its data).
+    /// The metadata of the Secrets this operator writes (what `apply`
+    /// compares with).
     pub secrets: Store<PartialObjectMeta<Secret>>,
+    /// Secrets read by name, data included: those a `MongoDB` names, and
+    /// those the members mount.
+    pub named_secrets: ByName<Secret>,
     synced: watch::Receiver<bool>,
 }
 
 /// The stores' writers, one per watch.
 pub struct Writers {
     pub services: IndexedWriter<Service>,
-    pub config_maps: Writer<ConfigMap>,
+    pub named_services: ByNameWriter<Service>,
+    pub config_maps: ByNameWriter<ConfigMap>,
     pub stateful_sets: IndexedWriter<StatefulSet>,
     pub deployments: IndexedWriter<Deployment>,
     pub pods: IndexedWriter<Pod>,
     pub claims: IndexedWriter<PersistentVolumeClaim>,
     pub pod_disruption_budgets: Writer<PodDisruptionBudget>,
-    pub secrets: Writer<PartialObjectMeta<Secret>>,
+    pub secrets: (
+        Managed<Writer<PartialObjectMeta<Secret>>>,
+        ByNameWriter<Secret>,
+    ),
 }
 
 /// Tells the passes that every store has been listed once.
@@ -85,16 +105,19 @@ impl Synced {
 /// Empty stores, their writers, and the switch that says they are synced.
 pub fn caches() -> (Caches, Writers, Synced) {
     let (services, services_writer) = indexed();
-    let (config_maps, config_maps_writer) = reflector::store();
+    let (named_services, named_services_writer) = by_name();
+    let (config_maps, config_maps_writer) = by_name();
     let (stateful_sets, stateful_sets_writer) = indexed();
     let (deployments, deployments_writer) = indexed();
     let (pods, pods_writer) = indexed();
     let (claims, claims_writer) = indexed();
     let (pod_disruption_budgets, budgets_writer) = reflector::store();
     let (secrets, secrets_writer) = reflector::store();
+    let (named_secrets, named_secrets_writer) = by_name();
     let (sender, synced) = watch::channel(false);
     let caches = Caches {
         services,
+        named_services,
         config_maps,
         stateful_sets,
         deployments,
@@ -102,17 +125,19 @@ pub fn caches() -> (Caches, Writers, Synced) {
         claims,
         pod_disruption_budgets,
         secrets,
+        named_secrets,
         synced,
     };
     let writers = Writers {
         services: services_writer,
+        named_services: named_services_writer,
         config_maps: config_maps_writer,
         stateful_sets: stateful_sets_writer,
         deployments: deployments_writer,
         pods: pods_writer,
         claims: claims_writer,
         pod_disruption_budgets: budgets_writer,
-        secrets: secrets_writer,
+        secrets: (Managed(secrets_writer), named_secrets_writer),
     };
     (caches, writers, Synced(sender))
 }
@@ -130,7 +155,6 @@ impl Caches {
     /// is awaited by this one waiter only (kube-runtime wakes one waiter).
     pub async fn wait_listed(&self) -> Result<(), reflector::store::WriterDropped> {
         self.services.store.wait_until_ready().await?;
-        self.config_maps.wait_until_ready().await?;
         self.stateful_sets.store.wait_until_ready().await?;
         self.deployments.store.wait_until_ready().await?;
         self.pods.store.wait_until_ready().await?;
@@ -153,6 +177,37 @@ where
 {
     fn apply_watcher_event(&mut self, event: &Event<K>) {
         Writer::apply_watcher_event(self, event);
+    }
+}
+
+/// Both writers take in each event.
+impl<K, A: CacheWriter<K>, B: CacheWriter<K>> CacheWriter<K> for (A, B) {
+    fn apply_watcher_event(&mut self, event: &Event<K>) {
+        self.0.apply_watcher_event(event);
+        self.1.apply_watcher_event(event);
+    }
+}
+
+/// A writer that keeps only the objects this operator manages (its
+/// managed-by label): one that loses the label is let go, the others never
+/// enter.
+pub struct Managed<W>(W);
+
+impl<K, W> CacheWriter<K> for Managed<W>
+where
+    K: Resource + Clone,
+    W: CacheWriter<K>,
+{
+    fn apply_watcher_event(&mut self, event: &Event<K>) {
+        let managed =
+            |object: &K| object.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGER);
+        match event {
+            Event::Apply(object) if !managed(object) => {
+                self.0.apply_watcher_event(&Event::Delete(object.clone()))
+            }
+            Event::InitApply(object) if !managed(object) => {}
+            _ => self.0.apply_watcher_event(event),
+        }
     }
 }
 
@@ -189,9 +244,10 @@ pub trait Cached: Resource {
 }
 
 impl Cached for Service {}
-impl Cached for ConfigMap {}
 impl Cached for PodDisruptionBudget {}
 impl Cached for PartialObjectMeta<Secret> {}
+impl Cached for PartialObjectMeta<ConfigMap> {}
+impl Cached for PartialObjectMeta<Service> {}
 impl Cached for crate::api::MongoDB {}
 
 /// A pass reads a member pod's metadata, phase and conditions (`validate`).
@@ -539,5 +595,38 @@ mod tests {
         assert_eq!(names_of(&pods, "ns", "a"), ["a-2"]);
         assert!(names_of(&pods, "ns", "b").is_empty());
         assert!(names_of(&pods, "other", "a").is_empty());
+    }
+
+    #[test]
+    fn only_the_secrets_this_operator_manages_are_kept() {
+        let (store, writer) = reflector::store::<PartialObjectMeta<Secret>>();
+        let mut writer = Managed(writer);
+        let secret = |name: &str, managed: bool| -> PartialObjectMeta<Secret> {
+            let labels = match managed {
+                true => json!({MANAGED_BY_LABEL: MANAGER}),
+                false => json!({"app": "other"}),
+            };
+            serde_json::from_value(json!({
+                "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                "metadata": {"name": name, "namespace": "ns", "labels": labels},
+            }))
+            .unwrap()
+        };
+        let names = || {
+            let mut names: Vec<String> = store.state().iter().map(|s| s.name_any()).collect();
+            names.sort();
+            names
+        };
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(secret("ours", true)));
+        writer.apply_watcher_event(&Event::InitApply(secret("theirs", false)));
+        writer.apply_watcher_event(&Event::InitDone);
+        assert_eq!(names(), ["ours"]);
+        writer.apply_watcher_event(&Event::Apply(secret("helm-release", false)));
+        writer.apply_watcher_event(&Event::Apply(secret("keyfile", true)));
+        assert_eq!(names(), ["keyfile", "ours"]);
+        // One that loses the label is let go.
+        writer.apply_watcher_event(&Event::Apply(secret("ours", false)));
+        assert_eq!(names(), ["keyfile"]);
     }
 }

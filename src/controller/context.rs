@@ -10,11 +10,10 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kube::runtime::events::{Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 
 use super::caches::Caches;
-use super::events::Events;
+use super::events::{Events, Recorder};
 use super::FIELD_MANAGER;
 use crate::api::MongoDB;
 use crate::hostconf::MemberAddress;
@@ -79,12 +78,12 @@ pub struct HeldStepDown {
 impl Context {
     /// A context for a controller talking to `client`, reading `caches`.
     pub fn new(client: Client, caches: Caches, metrics: Arc<Metrics>) -> Self {
-        let reporter = Reporter {
-            controller: FIELD_MANAGER.to_string(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         Context {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: Recorder::new(
+                client.clone(),
+                FIELD_MANAGER,
+                std::env::var("POD_NAME").ok(),
+            ),
             client,
             caches,
             written: Arc::default(),

@@ -5,14 +5,14 @@
 //! member Services (by the instance label, and the arbiter's by its name, as
 //! FedState does not label it with the instance), the custom config
 //! ConfigMap, and the StatefulSets and pods this operator runs — and returns
-//! them as read. All but the Secrets come from the watch caches
-//! ([`mod@super::caches`]): a pass lists nothing. Checking them is the pure
-//! `validate` stage's work.
+//! them as read, from the watch caches ([`mod@super::caches`]): a pass lists
+//! nothing, and GETs only what it reads by name for the first time since it
+//! changed. Checking them is the pure `validate` stage's work.
 
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::{Api, Client, ResourceExt};
 
-use super::caches::{named, Caches};
+use super::caches::{ByName, Caches};
 use crate::api::MongoDB;
 use crate::build::names;
 use crate::validate::{keyfile_secret_names, ReferencedObjects};
@@ -39,23 +39,21 @@ pub async fn dereference(
     let namespace = mongodb.namespace().unwrap_or_default();
     let instance = mongodb.name_any();
     let secrets = Api::<Secret>::namespaced(client.clone(), &namespace);
-    let get_secret = |name: String| {
-        let secrets = secrets.clone();
-        async move {
-            secrets
-                .get_opt(&name)
-                .await
-                .map_err(|source| DereferenceError {
-                    what: format!("Secret {name}"),
-                    source,
-                })
-        }
+    let get_secret =
+        |name: String| read_named(&caches.named_secrets, &secrets, &namespace, name, "Secret");
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), &namespace);
+    let config_map = |name: String| {
+        read_named(
+            &caches.config_maps,
+            &config_maps,
+            &namespace,
+            name,
+            "ConfigMap",
+        )
     };
-    let config_map =
-        |name: &str| named(&caches.config_maps, &namespace, name).map(|c| (*c).clone());
 
     let hostconf_name = names::hostconf(&instance, mongodb.spec.member_config_ref.as_deref());
-    let hostconf = config_map(&hostconf_name);
+    let hostconf = config_map(hostconf_name).await?;
     let credentials_secret = match &mongodb.spec.credentials_secret_ref {
         Some(reference) => get_secret(reference.name.clone()).await?,
         None => None,
@@ -73,15 +71,14 @@ pub async fn dereference(
         Some(_) => get_secret(names::tls_secret(&instance)).await?,
         None => None,
     };
-    let services = member_services(caches, mongodb);
+    let services = member_services(client, caches, mongodb).await?;
     let stateful_sets = caches.stateful_sets.of_instance(&namespace, &instance);
     let pods = caches.pods.of_instance(&namespace, &instance);
     let claims = caches.claims.of_instance(&namespace, &instance);
-    let custom_config = mongodb
-        .spec
-        .custom_config_ref
-        .as_deref()
-        .and_then(config_map);
+    let custom_config = match mongodb.spec.custom_config_ref.as_deref() {
+        Some(name) => config_map(name.to_string()).await?,
+        None => None,
+    };
     // Leaving must not need the shared credentials: the operator's own
     // clusterAdmin user can take this cluster's members out.
     let operator_credentials = match mongodb.metadata.deletion_timestamp {
@@ -108,17 +105,49 @@ pub async fn dereference(
     })
 }
 
-/// The instance's Services in the cache: those with its label, and FedState's
-/// arbiter Service, which carries `app` but not the instance label.
-pub fn member_services(caches: &Caches, mongodb: &MongoDB) -> Vec<Service> {
+/// The instance's Services: those with its label, from the watch cache, and
+/// FedState's arbiter Service, which carries `app` but not the instance
+/// label, read by name.
+pub async fn member_services(
+    client: &Client,
+    caches: &Caches,
+    mongodb: &MongoDB,
+) -> Result<Vec<Service>, DereferenceError> {
     let namespace = mongodb.namespace().unwrap_or_default();
     let instance = mongodb.name_any();
     let mut services = caches.services.of_instance(&namespace, &instance);
     let arbiter = names::arbiter(&instance);
     if !services.iter().any(|s| s.name_any() == arbiter) {
-        services.extend(named(&caches.services.store, &namespace, &arbiter).map(|s| (*s).clone()));
+        let api = Api::<Service>::namespaced(client.clone(), &namespace);
+        let named = read_named(&caches.named_services, &api, &namespace, arbiter, "Service");
+        services.extend(named.await?);
     }
-    services
+    Ok(services)
+}
+
+/// The object `name` of `namespace`, read by name through `cache`: `None`
+/// when it does not exist.
+async fn read_named<K>(
+    cache: &ByName<K>,
+    api: &Api<K>,
+    namespace: &str,
+    name: String,
+    kind: &str,
+) -> Result<Option<K>, DereferenceError>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    match cache.get(api, namespace, &name).await {
+        Ok(object) => Ok(object.map(|o| (*o).clone())),
+        Err(source) => Err(DereferenceError {
+            what: format!("{kind} {name}"),
+            source,
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -143,27 +172,20 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn fedstates_arbiter_service_is_found_by_its_name() {
         // FedState labels member Services with the instance label and `app`, but
-        // the arbiter Service only with `app` (pkg/driver/k8s/label.go).
+        // the arbiter Service only with `app` (pkg/driver/k8s/label.go): the
+        // label-narrowed watch never sees it, a pass reads it by name.
         let (_server, client) = test_cluster::start().await;
         let (caches, mut writers, _synced) = caches();
-        let services = [
-            service(
+        writers
+            .services
+            .apply_watcher_event(&watcher::Event::Apply(service(
                 "demo-mongodb-0",
                 json!({"app.kubernetes.io/instance": "demo", "app": "demo-mongodb-0"}),
-            ),
-            service(
-                "demo-mongodb-arbiter",
-                json!({"app": "demo-mongodb-arbiter"}),
-            ),
-            service(
-                "other-mongodb-arbiter",
-                json!({"app": "other-mongodb-arbiter"}),
-            ),
-        ];
-        for service in services {
-            writers
-                .services
-                .apply_watcher_event(&watcher::Event::Apply(service));
+            )));
+        let api = Api::<Service>::namespaced(client.clone(), fixtures::NAMESPACE);
+        for name in ["demo-mongodb-arbiter", "other-mongodb-arbiter"] {
+            let arbiter = service(name, json!({"app": name}));
+            api.create(&Default::default(), &arbiter).await.unwrap();
         }
         let mongodb = fixtures::mongodb();
         let referenced = dereference(&client, &caches, &mongodb).await.unwrap();

@@ -39,6 +39,7 @@ mod observe;
 mod pass;
 mod record;
 mod recovery;
+mod referenced;
 mod roll;
 mod rotate;
 mod service_hold;
@@ -81,6 +82,8 @@ pub use finalizer::FINALIZER;
 /// The field manager of everything this operator writes, but the config
 /// entries recorded on StatefulSets (the `record` stage has its own).
 pub const FIELD_MANAGER: &str = "mongodb-member-operator";
+/// Objects per page of a watch's list (kube-runtime asks for 500).
+const LIST_PAGE: u32 = 50;
 /// How soon a failed pass is retried.
 const AFTER_FAILURE: Duration = Duration::from_secs(5);
 /// How soon a cluster whose root password the set refuses asks again: the
@@ -101,7 +104,7 @@ pub async fn run(
         caches.clone(),
         metrics.clone(),
     ));
-    let managed = watcher::Config::default().labels(&format!(
+    let managed = listed_in_pages().labels(&format!(
         "{}={}",
         build::labels::MANAGED_BY_LABEL,
         build::labels::MANAGER
@@ -110,24 +113,23 @@ pub async fn run(
     // A pass runs when the object's spec, metadata or deletion changes, never
     // for a status write alone (its own, mostly): `desired_state`.
     let (store, mongodbs_writer) = reflector::store();
-    let mongodb_changes = watcher(
-        scoped::<MongoDB>(&client, &namespace),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .modify(MongoDB::slim)
-    .reflect(mongodbs_writer)
-    .applied_objects()
-    .predicate_filter(desired_state, Default::default());
+    let mongodb_changes = watcher(scoped::<MongoDB>(&client, &namespace), listed_in_pages())
+        .default_backoff()
+        .modify(MongoDB::slim)
+        .reflect(mongodbs_writer)
+        .applied_objects()
+        .predicate_filter(desired_state, Default::default());
     let controller = Controller::for_stream(mongodb_changes, store.clone()).with_config(config);
     // Member Services carry the instance label; FedState's arbiter Service only
-    // its name, `<instance>-mongodb-arbiter`.
+    // its name, `<instance>-mongodb-arbiter` (read by name, `ByName`).
     let member_service_of = |service: Service| {
-        let instance = match service.labels().get(INSTANCE_LABEL) {
-            Some(instance) => instance.clone(),
-            None => names::instance_of_arbiter(&service.name_any())?.to_string(),
-        };
+        let instance = service.labels().get(INSTANCE_LABEL)?.clone();
         Some(ObjectRef::new(&instance).within(&service.namespace()?))
+    };
+    let arbiter_service_of = |service: PartialObjectMeta<Service>| {
+        let name = service.name_any();
+        let instance = names::instance_of_arbiter(&name)?;
+        Some(ObjectRef::new(instance).within(&service.namespace()?))
     };
     let pod_instance = |pod: Pod| {
         let instance = pod.labels().get(INSTANCE_LABEL)?.clone();
@@ -139,16 +141,16 @@ pub async fn run(
     };
     let hostconf_store = store.clone();
     let secret_store = store.clone();
-    let refers_to_config_map = move |config_map: ConfigMap| {
+    // ConfigMaps and Secrets are watched by their metadata only
+    // (`Api<PartialObjectMeta<_>>` sends metadata-only list and watch
+    // requests); a pass reads the ones it needs by name (`ByName`).
+    let refers_to_config_map = move |config_map: PartialObjectMeta<ConfigMap>| {
         let name = config_map.name_any();
         referrers(&hostconf_store, &config_map, |m| {
             let hostconf = names::hostconf(&m.name_any(), m.spec.member_config_ref.as_deref());
             hostconf == name || m.spec.custom_config_ref.as_deref() == Some(name.as_str())
         })
     };
-    // Secrets are watched by their metadata only (`Api<PartialObjectMeta<_>>`
-    // sends metadata-only list and watch requests): the operator never caches
-    // Secret data; `dereference` GETs the one Secret a pass needs.
     let refers_to_secret = move |secret: PartialObjectMeta<Secret>| {
         let name = secret.name_any();
         referrers(&secret_store, &secret, |m| {
@@ -217,17 +219,22 @@ pub async fn run(
     let services = reflect(
         writers.services,
         scoped::<Service>(&client, &namespace),
-        watcher::Config::default(),
+        listed_in_pages().labels(INSTANCE_LABEL),
+    );
+    let named_services = reflect(
+        writers.named_services,
+        scoped::<PartialObjectMeta<Service>>(&client, &namespace),
+        listed_in_pages(),
     );
     let config_maps = reflect(
         writers.config_maps,
-        scoped::<ConfigMap>(&client, &namespace),
-        watcher::Config::default(),
+        scoped::<PartialObjectMeta<ConfigMap>>(&client, &namespace),
+        listed_in_pages(),
     );
     let secrets = reflect(
         writers.secrets,
         scoped::<PartialObjectMeta<Secret>>(&client, &namespace),
-        watcher::Config::default(),
+        listed_in_pages(),
     );
     controller
         .owns_stream(stateful_sets)
@@ -236,6 +243,7 @@ pub async fn run(
         .watches_stream(pods, pod_instance)
         .watches_stream(claims, claim_instance)
         .watches_stream(services, member_service_of)
+        .watches_stream(named_services, arbiter_service_of)
         .watches_stream(config_maps, refers_to_config_map)
         .watches_stream(secrets, refers_to_secret)
         .shutdown_on_signal()
@@ -254,6 +262,14 @@ pub async fn run(
         .await;
     ready.abort();
     metrics.set_ready(false);
+}
+
+/// A watch whose (re)list asks for pages of [`LIST_PAGE`] objects: a
+/// restarted operator decodes one page of each kind at a time, and the
+/// whole objects of a page (their `managedFields` and pod templates
+/// included) are slimmed before the next.
+fn listed_in_pages() -> watcher::Config {
+    watcher::Config::default().page_size(LIST_PAGE)
 }
 
 /// What a pass acts on, hashed: the spec (through the generation), labels,
@@ -397,11 +413,12 @@ async fn leave(
         }
     };
     ctx.events.publish(type_, reason.into(), message).await;
-    let referenced = dereference::member_services(&ctx.caches, mongodb);
+    let referenced = dereference::member_services(&ctx.client, &ctx.caches, mongodb).await?;
     let services = MemberServiceObject::of_instance(&ctx.instance.name, &referenced);
     service_hold::hold(ctx, &services, InstanceLife::Gone, Membership::Unknown).await;
     finalizer::release(api, mongodb).await?;
     ctx.metrics.forget(&ctx.instance.key);
+    ctx.events.forget();
     Ok(Action::await_change())
 }
 

@@ -110,25 +110,27 @@ hack/deploy-check/tests/helm_charts.rs.
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["list", "watch", "create", "patch", "delete"]
-# list, watch: the Service cache (member Services, the arbiter's by name);
-# create, patch: server-side apply of the Services the operator owns, and the
+# list, watch: the cache of Services with an instance label (member Services),
+# and the metadata-only watch that tells when FedState's arbiter Service, read
+# by name (get), changed; create, patch: server-side apply of the Services the operator owns, and the
 # finalizer that holds a deleted member Service while its member is in the
 # set; delete: the metrics Service of a disabled exporter
 # (remove_unwanted_exporters).
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["list", "watch", "create", "patch", "delete"]
-# get: the credentials Secrets dereference reads; list, watch: the metadata-only
-# Secret watch (no data cached); create, patch: server-side apply of the
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# get: the Secrets dereference reads by name (kept until the watch shows them
+# changed); list, watch: the metadata-only Secret watch; create, patch: server-side apply of the
 # Secrets the operator derives; delete: a keyfile Secret no member mounts any
 # more (controller/keyfile.rs).
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# list, watch: the ConfigMap cache (hostconf and custom config).
+# get: hostconf and the custom config, read by name; list, watch: the
+# metadata-only watch that tells when they changed.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["list", "watch"]
+  verbs: ["get", "list", "watch"]
 # list, watch: the data claims' cache (their size); patch: a claim expanded to
 # spec.persistence.storage (grow.rs); delete: a removed member's data claim
 # (delete_member).
@@ -145,8 +147,8 @@ hack/deploy-check/tests/helm_charts.rs.
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["list", "watch", "create", "patch"]
-# create, patch: kube-runtime's Recorder publishes events.k8s.io/v1 Events and
-# patches a repeated one's series.
+# create, patch: the operator's Event recorder publishes events.k8s.io/v1
+# Events and patches a repeated one's series.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

@@ -235,17 +235,19 @@ fn needed_rules() -> BTreeSet<(String, String, BTreeSet<String>)> {
             "deployments",
             &["list", "watch", "create", "patch", "delete"],
         ),
-        // list, watch: the Service cache (`caches::reflect`, read by
-        // `dereference`, which lists nothing); create, patch: `apply::apply`,
-        // and the member Services' finalizer (`service_hold::hold`); delete:
-        // `apply::remove_unwanted_exporters` (a disabled exporter's Service).
+        // get: `dereference` reads FedState's arbiter Service by name
+        // (`ByName`); list, watch: the cache of Services with an instance
+        // label, and the metadata-only watch of the others (`caches::reflect`);
+        // create, patch: `apply::apply`, and the member Services' finalizer
+        // (`service_hold::hold`); delete: `apply::remove_unwanted_exporters`
+        // (a disabled exporter's Service).
         rule(
             "",
             "services",
-            &["list", "watch", "create", "patch", "delete"],
+            &["get", "list", "watch", "create", "patch", "delete"],
         ),
-        // get: `dereference` reads the credentials and keyfile Secrets by
-        // name; list, watch: the metadata-only Secret watch
+        // get: `dereference` reads the Secrets it needs by name (`ByName`);
+        // list, watch: the metadata-only Secret watch
         // (`Api<PartialObjectMeta<Secret>>`); create, patch: `apply::apply`;
         // delete: `keyfile::prune_keyfile_secrets`.
         rule(
@@ -253,8 +255,9 @@ fn needed_rules() -> BTreeSet<(String, String, BTreeSet<String>)> {
             "secrets",
             &["get", "list", "watch", "create", "patch", "delete"],
         ),
-        // list, watch: the ConfigMap cache (hostconf, custom config).
-        rule("", "configmaps", &["list", "watch"]),
+        // get: `dereference` reads hostconf and the custom config by name
+        // (`ByName`); list, watch: the metadata-only ConfigMap watch.
+        rule("", "configmaps", &["get", "list", "watch"]),
         // list, watch: the data claims' cache (`caches::reflect`); patch:
         // `grow::grow` expands a claim; delete: `apply::delete_member` deletes
         // a removed member's data claim.
@@ -274,8 +277,8 @@ fn needed_rules() -> BTreeSet<(String, String, BTreeSet<String>)> {
             "poddisruptionbudgets",
             &["list", "watch", "create", "patch"],
         ),
-        // create, patch: kube-runtime's `Recorder::publish` (events.k8s.io/v1;
-        // a repeated Event's series is a merge patch).
+        // create, patch: `events::Recorder::publish` (events.k8s.io/v1; a
+        // repeated Event's series is a merge patch).
         rule("events.k8s.io", "events", &["create", "patch"]),
     ])
 }
