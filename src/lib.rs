@@ -16,6 +16,7 @@
 //!   [`kube_clients`];
 //! - MongoDB I/O: [`mongo`], the one narrow interface to mongod.
 
+pub mod allocator;
 pub mod api;
 pub mod build;
 pub mod cli;

@@ -44,8 +44,17 @@ struct Args {
     pod_name: String,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    // Before the runtime's threads exist, so none has an arena of its own.
+    mongodb_member_operator::allocator::limit_arenas();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(operate())
+}
+
+async fn operate() -> anyhow::Result<()> {
     let args = Args::parse();
     telemetry::init_logging(args.log_format);
     let metrics = Arc::new(telemetry::Metrics::new(&args.cluster_name));

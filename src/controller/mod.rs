@@ -166,7 +166,8 @@ pub async fn run(
     // Ready once the MongoDB objects and every cache are listed; passes wait
     // for the caches too. The controller waits on the MongoDB store as well:
     // its readiness wakes only one waiter (kube-runtime's DelayedInit keeps
-    // one waker), so this one asks again every second.
+    // one waker), so this one asks again every second. Once ready, it
+    // returns the allocator's free memory every minute (`allocator`).
     let listed = store.clone();
     let readiness = metrics.clone();
     let cached = caches.clone();
@@ -187,6 +188,7 @@ pub async fn run(
                 tracing::info!("MongoDB objects and caches listed: ready");
                 synced.set();
                 readiness.set_ready(true);
+                crate::allocator::release_free_memory_every_minute().await;
             }
             Err(error) => tracing::warn!(%error, "the caches were never listed"),
         }
