@@ -17,6 +17,7 @@ use tokio::net::TcpStream;
 
 use crate::lab::Lab;
 use crate::observe;
+use crate::unrelated::{self, Unrelated};
 use federation_sim::control_plane::{lab_replica_set_settings, InstanceRequest, Split};
 
 /// The operator's user in the lab's API servers (the chart's ServiceAccount).
@@ -45,6 +46,11 @@ pub struct AtRest {
     pub converging: Phase,
     /// The window without a change.
     pub resting: Phase,
+    /// The unrelated objects written into the first cluster before the
+    /// instances, how long that took, and how long their rewrite at rest took.
+    pub unrelated: Option<(Unrelated, Duration, Option<Duration>)>,
+    /// Each operator's memory at the start of the window without a change.
+    pub memory_at_rest: Vec<(String, Memory)>,
     /// Each operator's memory at the end, with its peak.
     pub memory: Vec<(String, Memory)>,
     /// The first cluster's operator restarted at rest: its memory once it
@@ -95,23 +101,34 @@ impl AtRest {
             self.converging.duration.as_secs_f64(),
             self.resting.duration.as_secs_f64()
         ));
+        if let Some((unrelated, written, _)) = &self.unrelated {
+            let cluster = self.memory.first().map(|(c, _)| c.as_str()).unwrap_or("a");
+            out.push_str(&format!("{}\n\n", unrelated.describe(*written, cluster)));
+        }
         out.push_str(&self.resting.markdown("At rest", self.instances));
         out.push('\n');
         out.push_str(&self.converging.markdown("Converging", self.instances));
+        if let Some((_, _, Some(rewritten))) = &self.unrelated {
+            out.push_str(&format!(
+                "\nThe unrelated objects' rewrite at the start of the at-rest window took {:.1} s.\n",
+                rewritten.as_secs_f64()
+            ));
+        }
         out.push_str(
-            "\n| operator | resident memory (VmRSS) at the end | peak (VmHWM) |\n|---|---|---|\n",
+            "\n| operator | resident memory (VmRSS) at the start of the at-rest window | at the end | peak (VmHWM) |\n|---|---|---|---|\n",
         );
         let mib = |kib: u64| kib as f64 / 1024.0;
-        for (cluster, memory) in &self.memory {
+        for ((cluster, memory), (_, start)) in self.memory.iter().zip(&self.memory_at_rest) {
             out.push_str(&format!(
-                "| cluster {cluster} | {:.1} MiB | {:.1} MiB |\n",
+                "| cluster {cluster} | {:.1} MiB | {:.1} MiB | {:.1} MiB |\n",
+                mib(start.resident_kib),
                 mib(memory.resident_kib),
                 mib(memory.peak_kib)
             ));
         }
         let (cluster, memory) = &self.restarted;
         out.push_str(&format!(
-            "| cluster {cluster}, restarted at rest, after as many passes as instances | {:.1} MiB | {:.1} MiB |\n",
+            "| cluster {cluster}, restarted at rest, after as many passes as instances | | {:.1} MiB | {:.1} MiB |\n",
             mib(memory.resident_kib),
             mib(memory.peak_kib)
         ));
@@ -292,6 +309,18 @@ fn running_operator(lab: &Lab, index: usize) -> Result<u32> {
         .with_context(|| format!("cluster {index}'s operator is not running"))
 }
 
+/// Every cluster's operator's memory now.
+fn memories(lab: &Lab) -> Result<Vec<(String, Memory)>> {
+    let mut memory = Vec::new();
+    for (index, cluster) in lab.clusters().iter().enumerate() {
+        memory.push((
+            cluster.name.clone(),
+            memory_of(running_operator(lab, index)?)?,
+        ));
+    }
+    Ok(memory)
+}
+
 /// `VmRSS` and `VmHWM` of process `pid`.
 fn memory_of(pid: u32) -> Result<Memory> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
@@ -336,17 +365,26 @@ fn difference<K: Ord + Clone>(
         .collect()
 }
 
-/// Applies `instances` instances with `split` and measures until all are
-/// Ready, lets things settle for `settle`, then measures `idle` without a
-/// change; last, restarts the first cluster's operator and reads its memory
-/// once it has run as many passes as there are instances.
+/// Writes the `unrelated` objects into the first cluster, applies
+/// `instances` instances with `split` and measures until all are Ready, lets
+/// things settle for `settle`, then measures `idle` without a change to the
+/// instances (the unrelated objects rewritten at its start when asked); last,
+/// restarts the first cluster's operator and reads its memory once it has run
+/// as many passes as there are instances.
 pub async fn at_rest(
     lab: &mut Lab,
     instances: usize,
     split: &str,
     settle: Duration,
     idle: Duration,
+    unrelated: &Unrelated,
 ) -> Result<AtRest> {
+    let first_cluster = lab.clusters()[0].client.clone();
+    let written = if unrelated.any() {
+        Some(unrelated::write(&first_cluster, "default", unrelated).await?)
+    } else {
+        None
+    };
     let control_plane = lab.control_plane();
     let parsed = Split::parse(split)?;
     let names: Vec<String> = (0..instances).map(|i| format!("bench-{i}")).collect();
@@ -371,17 +409,19 @@ pub async fn at_rest(
     let converged = applying.elapsed();
     let ready = snapshot(lab).await?;
     tokio::time::sleep(settle).await;
+    let memory_at_rest = memories(lab)?;
     let before = snapshot(lab).await?;
     let started = Instant::now();
-    tokio::time::sleep(idle).await;
+    let rewritten = if unrelated.churn {
+        Some(unrelated::rewrite(&first_cluster, "default", unrelated).await?)
+    } else {
+        None
+    };
+    tokio::time::sleep(idle.saturating_sub(started.elapsed())).await;
     let after = snapshot(lab).await?;
     let idle = started.elapsed();
     pruner.abort();
-    let mut memory = Vec::new();
-    for (index, cluster) in lab.clusters().iter().enumerate() {
-        let pid = running_operator(lab, index)?;
-        memory.push((cluster.name.clone(), memory_of(pid)?));
-    }
+    let memory = memories(lab)?;
     let restarted = restarted_memory(lab, instances).await?;
     Ok(AtRest {
         instances,
@@ -389,6 +429,8 @@ pub async fn at_rest(
         leader_election: lab.leader_election(),
         converging: Phase::between(&before_applying, &ready, converged),
         resting: Phase::between(&before, &after, idle),
+        unrelated: written.map(|written| (*unrelated, written, rewritten)),
+        memory_at_rest,
         memory,
         restarted,
     })

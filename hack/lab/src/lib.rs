@@ -10,3 +10,4 @@ pub mod observe;
 pub mod runtime;
 pub mod scenarios;
 pub mod timing;
+pub mod unrelated;

@@ -17,6 +17,7 @@ use kube::Client;
 use lab::lab::{Lab, LabOptions};
 use lab::observe;
 use lab::scenarios::{self, Scenario};
+use lab::unrelated::Unrelated;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 #[derive(Parser)]
@@ -171,6 +172,17 @@ enum Command {
         /// Run the operators without leader election (at-rest): no Lease.
         #[arg(long)]
         no_leader_election: bool,
+        /// ConfigMaps of 4 KiB that are not the operator's, written into the
+        /// first cluster before the instances (at-rest).
+        #[arg(long, default_value_t = 0)]
+        unrelated_config_maps: usize,
+        /// ClusterIP Services that are not the operator's, written likewise (at-rest).
+        #[arg(long, default_value_t = 0)]
+        unrelated_services: usize,
+        /// Rewrite every unrelated object once at the start of the window
+        /// without a change (at-rest).
+        #[arg(long)]
+        churn_unrelated: bool,
     },
     /// Bring the lab up with a 2+2+1 replica set over three clusters and show it forming.
     Demo {
@@ -202,7 +214,8 @@ enum BenchScenario {
     Timed,
     /// Every figure BENCHMARKS.md reports, in one run: 100 instances at rest for ten
     /// minutes, 10 without leader election for two, 1,000 in one cluster for
-    /// two, then the timed scenarios.
+    /// two, the same beside 10,000 unrelated ConfigMaps and 2,000 unrelated
+    /// Services, then the timed scenarios.
     All,
 }
 
@@ -216,24 +229,37 @@ struct AtRestRun {
     settle: u64,
     idle: u64,
     leader_election: bool,
+    unrelated: Unrelated,
 }
 
 impl AtRestRun {
     /// The ones BENCHMARKS.md reports: 100 instances over three clusters for
-    /// ten minutes, the writes without leader election, and 1,000 instances
-    /// in one cluster.
-    fn reported() -> [AtRestRun; 3] {
+    /// ten minutes, the writes without leader election, 1,000 instances in
+    /// one cluster, and the same beside 10,000 unrelated ConfigMaps and 2,000
+    /// unrelated Services, each rewritten once at rest: the operator's memory
+    /// is to follow its instances, not the cluster.
+    fn reported() -> [AtRestRun; 4] {
         let run = |instances, split: &str, idle, leader_election| AtRestRun {
             instances,
             split: split.to_string(),
             settle: 30,
             idle,
             leader_election,
+            unrelated: Unrelated::default(),
+        };
+        let crowded = AtRestRun {
+            unrelated: Unrelated {
+                config_maps: 10_000,
+                services: 2_000,
+                churn: true,
+            },
+            ..run(1000, "a=1", 120, true)
         };
         [
             run(100, "a=1,b=1,c=1", 600, true),
             run(10, "a=1,b=1,c=1", 120, false),
             run(1000, "a=1", 120, true),
+            crowded,
         ]
     }
 
@@ -250,6 +276,7 @@ impl AtRestRun {
             &self.split,
             Duration::from_secs(self.settle),
             Duration::from_secs(self.idle),
+            &self.unrelated,
         )
         .await;
         lab.shutdown().await;
@@ -259,12 +286,13 @@ impl AtRestRun {
             " --no-leader-election"
         };
         let command = format!(
-            "{BENCH_BUILD} --state-dir {} --number {number} bench --instances {} --split {} --settle {} --idle {}{without}",
+            "{BENCH_BUILD} --state-dir {} --number {number} bench --instances {} --split {} --settle {} --idle {}{without}{}",
             state_dir.display(),
             self.instances,
             self.split,
             self.settle,
             self.idle,
+            self.unrelated.arguments(),
         );
         Ok(measured?.markdown(&command))
     }
@@ -441,6 +469,9 @@ async fn main() -> Result<()> {
             settle,
             idle,
             no_leader_election,
+            unrelated_config_maps,
+            unrelated_services,
+            churn_unrelated,
         } => {
             let options = lab_options(&state_dir, cli.number, 3)?;
             let scenario_name = scenario
@@ -461,6 +492,11 @@ async fn main() -> Result<()> {
                         settle,
                         idle,
                         leader_election: !no_leader_election,
+                        unrelated: Unrelated {
+                            config_maps: unrelated_config_maps,
+                            services: unrelated_services,
+                            churn: churn_unrelated,
+                        },
                     };
                     println!("{}", at_rest.measure(&options).await?);
                     return Ok(());
