@@ -209,8 +209,11 @@ enum BenchScenario {
     NoPrimary,
     /// A 2+2+1 instance from its objects written to Ready everywhere.
     Convergence,
-    /// Join, reaction, no-primary and convergence, then FedState's designed
-    /// waits beside them.
+    /// A pymongo majority writer while the PRIMARY's cluster is scaled to 0:
+    /// the longest gap between acknowledged writes, beside what happened.
+    WriteGap,
+    /// Join, reaction, no-primary, convergence and write-gap, then
+    /// FedState's designed waits beside them.
     Timed,
     /// Every figure BENCHMARKS.md reports, in one run: 100 instances at rest for ten
     /// minutes, 10 without leader election for two, 1,000 in one cluster for
@@ -511,6 +514,7 @@ async fn main() -> Result<()> {
                 BenchScenario::Reaction => vec![Scenario::Reaction],
                 BenchScenario::NoPrimary => vec![Scenario::NoPrimary],
                 BenchScenario::Convergence => vec![Scenario::Convergence],
+                BenchScenario::WriteGap => vec![Scenario::WriteGap],
                 BenchScenario::Timed => Scenario::TIMED.to_vec(),
             };
             let mut measured = Vec::new();

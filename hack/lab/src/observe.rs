@@ -379,10 +379,9 @@ pub fn template_revision(stateful_set: &StatefulSet) -> Option<String> {
         .cloned()
 }
 
-/// Makes `host` PRIMARY (`replSetStepUp` through the Rust driver, as the
-/// root user of `<name>-credentials` in the first cluster that has it) and
-/// waits until `hello` says it is.
-pub async fn make_primary(lab: &Lab, name: &str, host: &str) -> Result<()> {
+/// The root user's name and password of instance `name`, from
+/// `<name>-credentials` in the first cluster that has it.
+pub async fn root_credentials(lab: &Lab, name: &str) -> Result<(String, String)> {
     let mut secret = None;
     for cluster in lab.clusters() {
         secret = Api::<Secret>::namespaced(cluster.client.clone(), "default")
@@ -401,13 +400,21 @@ pub async fn make_primary(lab: &Lab, name: &str, host: &str) -> Result<()> {
             .map(|v| String::from_utf8_lossy(&v.0).into_owned())
             .with_context(|| format!("the credentials Secret has no {key}"))
     };
+    Ok((text("username")?, text("password")?))
+}
+
+/// Makes `host` PRIMARY (`replSetStepUp` through the Rust driver, as the
+/// root user of `<name>-credentials` in the first cluster that has it) and
+/// waits until `hello` says it is.
+pub async fn make_primary(lab: &Lab, name: &str, host: &str) -> Result<()> {
+    let (username, password) = root_credentials(lab, name).await?;
     let options = ClientOptions::builder()
         .hosts(vec![ServerAddress::parse(host)?])
         .direct_connection(true)
         .credential(
             Credential::builder()
-                .username(text("username")?)
-                .password(text("password")?)
+                .username(username)
+                .password(password)
                 .source("admin".to_string())
                 .build(),
         )

@@ -10,16 +10,125 @@ and prints "FOUND <n> <n> ...". Unacknowledged attempts are retried with the
 next number, so only acknowledged numbers are promised. It writes into the
 collection named by WRITES_COLLECTION ("writes" by default), so that two
 writers can run on one set.
+
+With WRITER_EVENTS set it also prints the driver's own view, one line each,
+"EVENT <time.monotonic()> <what> ...": server and topology changes (SDAM;
+pymongo publishes them from a queue it drains once a second, so their times
+are late), each heartbeat (published as it goes), pool clears and closed
+connections, and each insert's
+start, success or failure with the server it went to, so that a gap between
+acknowledgements can be laid beside what the driver saw.
 """
 import os
 import sys
 import time
 
-from pymongo import MongoClient, WriteConcern
+from pymongo import MongoClient, WriteConcern, monitoring
 from pymongo.errors import PyMongoError
 from pymongo.read_concern import ReadConcern
 
-client = MongoClient(os.environ["MONGO_URI"], serverSelectionTimeoutMS=20000, retryWrites=False)
+
+def event(*words):
+    print("EVENT", f"{time.monotonic():.6f}", *words, flush=True)
+
+
+def address(pair):
+    return f"{pair[0]}:{pair[1]}" if pair else "-"
+
+
+class Servers(monitoring.ServerListener):
+    def opened(self, e):
+        event("server-opened", address(e.server_address))
+
+    def description_changed(self, e):
+        old, new = e.previous_description.server_type_name, e.new_description.server_type_name
+        if old != new:
+            event("server-changed", address(e.server_address), old, new)
+
+    def closed(self, e):
+        event("server-closed", address(e.server_address))
+
+
+class Topology(monitoring.TopologyListener):
+    def opened(self, e):
+        pass
+
+    def description_changed(self, e):
+        primaries = [address(s.address) for s in e.new_description.server_descriptions().values()
+                     if s.server_type_name == "RSPrimary"]
+        event("topology-changed", "primary=" + (",".join(primaries) or "none"))
+
+    def closed(self, e):
+        pass
+
+
+class Heartbeats(monitoring.ServerHeartbeatListener):
+    def started(self, e):
+        event("heartbeat-started", address(e.connection_id), f"awaited={e.awaited}")
+
+    def succeeded(self, e):
+        reply = e.reply.document
+        primary = reply.get("isWritablePrimary", reply.get("ismaster"))
+        event("heartbeat-succeeded", address(e.connection_id), f"writable={primary}", f"awaited={e.awaited}")
+
+    def failed(self, e):
+        event("heartbeat-failed", address(e.connection_id), type(e.reply).__name__, f"awaited={e.awaited}")
+
+
+class Pools(monitoring.ConnectionPoolListener):
+    def pool_created(self, e):
+        pass
+
+    def pool_ready(self, e):
+        pass
+
+    def pool_cleared(self, e):
+        event("pool-cleared", address(e.address))
+
+    def pool_closed(self, e):
+        event("pool-closed", address(e.address))
+
+    def connection_created(self, e):
+        event("connection-created", address(e.address))
+
+    def connection_ready(self, e):
+        pass
+
+    def connection_closed(self, e):
+        event("connection-closed", address(e.address), e.reason)
+
+    def connection_check_out_started(self, e):
+        pass
+
+    def connection_check_out_failed(self, e):
+        event("check-out-failed", address(e.address), e.reason)
+
+    def connection_checked_out(self, e):
+        pass
+
+    def connection_checked_in(self, e):
+        pass
+
+
+class Inserts(monitoring.CommandListener):
+    def started(self, e):
+        if e.command_name == "insert":
+            event("insert-started", address(e.connection_id))
+
+    def succeeded(self, e):
+        if e.command_name == "insert":
+            event("insert-succeeded", address(e.connection_id), f"{e.duration_micros}us")
+
+    def failed(self, e):
+        if e.command_name == "insert":
+            failure = e.failure if isinstance(e.failure, dict) else {}
+            what = failure.get("codeName") or failure.get("errtype") or type(e.failure).__name__
+            event("insert-failed", address(e.connection_id), str(what), f"{e.duration_micros}us")
+
+
+listeners = [Servers(), Topology(), Heartbeats(), Pools(), Inserts()] if os.environ.get("WRITER_EVENTS") else []
+client = MongoClient(os.environ["MONGO_URI"], serverSelectionTimeoutMS=20000, retryWrites=False,
+                     event_listeners=listeners)
 COLLECTION = os.environ.get("WRITES_COLLECTION", "writes")
 collection = client.lab.get_collection(COLLECTION, write_concern=WriteConcern(w="majority", wtimeout=10000))
 stop_file = os.environ["STOP_FILE"]
@@ -42,6 +151,8 @@ while True:
         print(f"ACK {n}", flush=True)
     except PyMongoError as error:
         print(f"ERR {n} {type(error).__name__}", flush=True)
+        if listeners:
+            event("write-error", type(error).__name__, str(error).replace("\n", " ")[:200])
         time.sleep(0.2)
     time.sleep(0.05)
 

@@ -25,6 +25,7 @@ mod join;
 mod no_primary;
 mod reaction;
 mod waits;
+mod write_gap;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -104,15 +105,19 @@ pub enum Scenario {
     NoPrimary,
     /// A 2+2+1 instance from its objects written to Ready everywhere.
     Convergence,
+    /// A pymongo majority writer while the PRIMARY's cluster is scaled to 0:
+    /// the longest time between two acknowledged writes, and why.
+    WriteGap,
 }
 
 impl Scenario {
     /// The timed scenarios, in the order `lab bench --scenario timed` runs them.
-    pub const TIMED: [Scenario; 4] = [
+    pub const TIMED: [Scenario; 5] = [
         Scenario::Join,
         Scenario::Reaction,
         Scenario::NoPrimary,
         Scenario::Convergence,
+        Scenario::WriteGap,
     ];
 
     /// The name of the instance the scenario applies.
@@ -122,6 +127,7 @@ impl Scenario {
             Scenario::Reaction => "react",
             Scenario::NoPrimary => "step",
             Scenario::Convergence => "demo",
+            Scenario::WriteGap => "gap",
         }
     }
 }
@@ -129,41 +135,59 @@ impl Scenario {
 /// Runs `scenario` `runs` times, each in a fresh lab started with `options`.
 /// A run that fails is counted as one without figures and its error noted.
 pub async fn run(options: &LabOptions, scenario: Scenario, runs: usize) -> Result<Timed> {
-    let mut timed = match scenario {
-        Scenario::Join => Timed {
-            title: "Join overhead: a scale-out (1+1+1 → 2+1+1) on a Ready instance".into(),
-            rows: join_rows(),
-            notes: vec![JOIN_NOTE.to_string()],
-        },
-        Scenario::Reaction => Timed {
-            title: "Reaction: from a change to the operator's first effect (1+1+1 instance)".into(),
-            rows: reaction_rows(),
-            notes: vec![REACTION_NOTE.to_string()],
-        },
-        Scenario::NoPrimary => Timed {
-            title: "No-primary window: a scale-in (2+2+1 → 1+2+1) that removes the primary".into(),
-            rows: no_primary_rows(),
-            notes: vec![NO_PRIMARY_NOTE.to_string()],
-        },
-        Scenario::Convergence => Timed {
-            title:
-                "Demo convergence: a 2+2+1 instance from its objects written to Ready everywhere"
-                    .into(),
-            rows: convergence_rows(),
-            notes: vec![CONVERGENCE_NOTE.to_string()],
-        },
+    let timed = |title: &str, rows: Vec<Row>, note: &str| Timed {
+        title: title.into(),
+        rows,
+        notes: vec![note.to_string()],
     };
+    match scenario {
+        Scenario::Join => {
+            let title = "Join overhead: a scale-out (1+1+1 → 2+1+1) on a Ready instance";
+            let measured = timed(title, join_rows(), JOIN_NOTE);
+            each_run(options, runs, measured, async |lab, _| join(lab).await).await
+        }
+        Scenario::Reaction => {
+            let title = "Reaction: from a change to the operator's first effect (1+1+1 instance)";
+            let measured = timed(title, reaction_rows(), REACTION_NOTE);
+            each_run(options, runs, measured, async |lab, _| reaction(lab).await).await
+        }
+        Scenario::NoPrimary => {
+            let title = "No-primary window: a scale-in (2+2+1 → 1+2+1) that removes the primary";
+            let measured = timed(title, no_primary_rows(), NO_PRIMARY_NOTE);
+            each_run(options, runs, measured, async |lab, _| {
+                no_primary(lab).await
+            })
+            .await
+        }
+        Scenario::Convergence => {
+            let title =
+                "Demo convergence: a 2+2+1 instance from its objects written to Ready everywhere";
+            let measured = timed(title, convergence_rows(), CONVERGENCE_NOTE);
+            each_run(options, runs, measured, async |lab, _| {
+                convergence(lab).await
+            })
+            .await
+        }
+        Scenario::WriteGap => write_gap::run(options, runs).await,
+    }
+}
+
+/// Runs `one` `runs` times, each in a fresh lab started with `options` with
+/// the control plane's passes running, and records each run's figures in
+/// `timed`'s rows. A run that fails is counted as one without figures and
+/// its error noted.
+async fn each_run(
+    options: &LabOptions,
+    runs: usize,
+    mut timed: Timed,
+    mut one: impl AsyncFnMut(&Lab, usize) -> Result<Figures>,
+) -> Result<Timed> {
     for run in 1..=runs {
         let lab = Lab::start(options.clone())
             .await
             .context("starting the lab")?;
         let pruner = tokio::spawn(lab.control_plane().run(NAMESPACE.into(), |_| {}));
-        let figures = match scenario {
-            Scenario::Join => join(&lab).await,
-            Scenario::Reaction => reaction(&lab).await,
-            Scenario::NoPrimary => no_primary(&lab).await,
-            Scenario::Convergence => convergence(&lab).await,
-        };
+        let figures = one(&lab, run).await;
         pruner.abort();
         // The control plane's objects go with the lab: the next run starts empty.
         lab.shutdown().await;

@@ -95,7 +95,12 @@ pub(super) async fn no_primary(lab: &Lab) -> Result<Figures> {
 }
 
 /// `VIP:nodePort` of the member Service `<name>-mongodb-<index>` in cluster `cluster`.
-async fn member_host(lab: &Lab, cluster: usize, name: &str, index: u32) -> Result<String> {
+pub(super) async fn member_host(
+    lab: &Lab,
+    cluster: usize,
+    name: &str,
+    index: u32,
+) -> Result<String> {
     let cluster = &lab.clusters()[cluster];
     let service = Api::<Service>::namespaced(cluster.client.clone(), NAMESPACE)
         .get(&format!("{name}-mongodb-{index}"))
