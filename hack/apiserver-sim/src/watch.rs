@@ -1,5 +1,5 @@
 //! Watch over HTTP: newline-delimited JSON `{type, object}` events, streamed
-//! chunked; replay from a resourceVersion out of the store's bounded history
+//! chunked; replay from a resourceVersion out of the resource's bounded history
 //! (too old: an in-stream `ERROR` event with a 410 Expired Status, then close),
 //! initial ADDED events (no resourceVersion, `0`, or `sendInitialEvents=true`
 //! ending with the `k8s.io/initial-events-end` bookmark), periodic BOOKMARKs,
@@ -35,7 +35,7 @@ pub struct WatchRequest {
     /// `metadata.name` when the watch is for one object (legacy `/watch/…/NAME` paths).
     pub name: Option<String>,
     /// An injected 410 (fault injection): sent as the only event, as for a
-    /// resourceVersion older than the history.
+    /// resourceVersion older than the resource's history.
     pub expired: Option<ApiError>,
 }
 

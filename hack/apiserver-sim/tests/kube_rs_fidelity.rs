@@ -1,6 +1,7 @@
 //! Fidelity checks against kube-rs (the operator's client): kube-runtime's
-//! watcher re-lists after an in-stream 410, and a controller whose reconciles
-//! write nothing new settles instead of spinning.
+//! watcher re-lists after an in-stream 410, a burst of one kind's writes does
+//! not expire another kind's watch, and a controller whose reconciles write
+//! nothing new settles instead of spinning.
 
 mod common;
 
@@ -11,8 +12,11 @@ use std::time::{Duration, Instant};
 
 use apiserver_sim::{ApiServer, ApiServerHandle, Gvr, WriteOptions};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, WatchEvent,
+    WatchParams,
+};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event as RecordedEvent, EventType, Recorder, Reporter};
 use kube::runtime::watcher::{self, Event};
@@ -76,7 +80,8 @@ async fn watcher_relists_after_an_in_stream_410() {
     });
     eventually("the first list", || inits.load(Ordering::SeqCst) == 1).await;
 
-    // While the server is down, more changes happen than the watch history holds.
+    // While the server is down, more ConfigMap changes happen than their watch
+    // history holds.
     server.stop().await;
     store
         .create(
@@ -89,7 +94,7 @@ async fn watcher_relists_after_an_in_stream_410() {
     for i in 0..(apiserver_sim::store::HISTORY_LEN + 5) {
         store
             .create(
-                &Gvr::core("secrets"),
+                &cms,
                 Some("default"),
                 json!({"metadata": {"name": format!("s{i}")}}),
                 &WriteOptions::manager("t"),
@@ -104,6 +109,52 @@ async fn watcher_relists_after_an_in_stream_410() {
     })
     .await;
     task.abort();
+    server.stop().await;
+}
+
+/// kube-apiserver keeps one watch cache per resource: a burst of ConfigMap
+/// writes longer than the history does not expire a Pod watch resumed from
+/// the last Pod resourceVersion seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_one_kind_does_not_expire_another_kinds_watch() {
+    let (mut server, client) = start().await;
+    let store = server.store().clone();
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let pod = |name: &str| json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    let opts = WriteOptions::manager("t");
+    store
+        .create(&Gvr::core("pods"), Some("default"), pod("p1"), &opts)
+        .unwrap();
+    let listed = pods.list(&ListParams::default()).await.unwrap();
+    let from = listed.metadata.resource_version.unwrap();
+
+    for i in 0..(apiserver_sim::store::HISTORY_LEN + 5) {
+        store
+            .create(
+                &Gvr::core("configmaps"),
+                Some("default"),
+                json!({"metadata": {"name": format!("c{i}")}}),
+                &opts,
+            )
+            .unwrap();
+    }
+    let mut events = pods
+        .watch(&WatchParams::default().timeout(30), &from)
+        .await
+        .unwrap()
+        .boxed();
+    store
+        .create(&Gvr::core("pods"), Some("default"), pod("p2"), &opts)
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(20), events.next())
+        .await
+        .expect("an event")
+        .expect("an open stream")
+        .unwrap();
+    match first {
+        WatchEvent::Added(p) => assert_eq!(p.metadata.name.as_deref(), Some("p2")),
+        other => panic!("the Pod watch must see p2 added, got {other:?}"),
+    }
     server.stop().await;
 }
 

@@ -811,9 +811,9 @@ async fn subscriptions_replay_history_and_expire_when_too_old() {
 
     for i in 0..(apiserver_sim::store::HISTORY_LEN + 10) {
         s.create(
-            &Gvr::core("secrets"),
+            &cm(),
             Some("default"),
-            json!({"metadata": {"name": format!("s{i}")}}),
+            json!({"metadata": {"name": format!("c{i}")}}),
             &mgr(),
         )
         .unwrap();
@@ -823,6 +823,36 @@ async fn subscriptions_replay_history_and_expire_when_too_old() {
         .err()
         .unwrap();
     assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
+}
+
+/// A subscriber of one kind that reads nothing while another kind changes
+/// more times than a watch channel holds is not lagged out: each resource has
+/// its own history and channel, as each has its own Cacher in kube-apiserver.
+#[tokio::test]
+async fn another_kinds_burst_neither_expires_nor_lags_a_subscription() {
+    let s = Store::new();
+    let secrets = Gvr::core("secrets");
+    let from = s.resource_version();
+    let mut live = s.subscribe(&secrets, Some("default"), None).unwrap();
+    for i in 0..5000 {
+        s.create(
+            &cm(),
+            Some("default"),
+            json!({"metadata": {"name": format!("c{i}")}}),
+            &mgr(),
+        )
+        .unwrap();
+    }
+    s.create(
+        &secrets,
+        Some("default"),
+        json!({"metadata": {"name": "after"}}),
+        &mgr(),
+    )
+    .unwrap();
+    assert_eq!(futures_take(&mut live, 1).await, vec![EventType::Added]);
+    let mut resumed = s.subscribe(&secrets, Some("default"), Some(from)).unwrap();
+    assert_eq!(futures_take(&mut resumed, 1).await, vec![EventType::Added]);
 }
 
 async fn futures_take(sub: &mut apiserver_sim::Subscription, n: usize) -> Vec<EventType> {

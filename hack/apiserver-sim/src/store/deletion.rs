@@ -263,23 +263,24 @@ impl Inner {
     /// Removes an object from storage and runs what follows: garbage
     /// collection of dependents, foreground owners, namespace and CRD cleanup.
     pub(super) fn remove(&mut self, key: &ObjKey) -> Option<Value> {
-        if key.0 == CRD_STORAGE {
-            // A CRD's objects go first (their watchers see them deleted), then the CRD.
-            let storage = self.objects.get(key).and_then(|crd| {
+        let cr_storage = (key.0 == CRD_STORAGE)
+            .then(|| self.objects.get(key))
+            .flatten()
+            .and_then(|crd| {
                 let group = crd.pointer("/spec/group").and_then(Value::as_str)?;
                 let plural = crd.pointer("/spec/names/plural").and_then(Value::as_str)?;
                 Some(format!("{group}/{plural}"))
             });
-            if let Some(storage) = storage {
-                let crs: Vec<ObjKey> = self
-                    .objects
-                    .keys()
-                    .filter(|k| k.0 == storage)
-                    .cloned()
-                    .collect();
-                for k in crs {
-                    self.remove(&k);
-                }
+        // A CRD's objects go first (their watchers see them deleted), then the CRD.
+        if let Some(storage) = &cr_storage {
+            let crs: Vec<ObjKey> = self
+                .objects
+                .keys()
+                .filter(|k| &k.0 == storage)
+                .cloned()
+                .collect();
+            for k in crs {
+                self.remove(&k);
             }
         }
         let mut obj = self.objects.remove(key)?;
@@ -290,6 +291,10 @@ impl Inner {
         self.emit(EventType::Deleted, &key.0, obj.clone(), None);
         if key.0 == CRD_STORAGE {
             self.registry.unregister_crd(&key.2);
+            // Its kind's watch cache stops: the channel closes and its watches end.
+            if let Some(storage) = &cr_storage {
+                self.watch_caches.remove(storage);
+            }
         }
         self.delete_dependents(&uid);
         let owners: Vec<String> = owner_uids(&obj);

@@ -2,26 +2,27 @@
 //! apply/delete with kube-apiserver's storage semantics (no-op writes keep the
 //! resourceVersion, generation, status subresource split, finalizers,
 //! ownerReference garbage collection, namespace termination, CRD registration),
-//! a bounded change history, and subscriptions. HTTP handlers and in-process
-//! controllers use the same [`Store`] methods.
+//! a bounded change history per resource, and subscriptions. HTTP handlers and
+//! in-process controllers use the same [`Store`] methods.
 //!
 //! This module holds the public types and the reads and writes of [`Store`];
 //! `write` creates and updates objects (with admission), `deletion` deletes
-//! them and collects garbage, `subscription` serves watches, and `meta` reads
-//! and writes an object's metadata.
+//! them and collects garbage, `subscription` serves watches from `watch_cache`,
+//! each resource's history, and `meta` reads and writes an object's metadata.
 
 mod deletion;
 mod meta;
 mod subscription;
+mod watch_cache;
 mod write;
 
 pub use subscription::{Subscription, WatchEvent};
+pub use watch_cache::{HISTORY_LEN, WATCH_CHANNEL_LEN};
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{json, Value};
-use tokio::sync::broadcast;
 
 use crate::apply::{self, server_side_apply};
 use crate::conversion::{to_storage, to_view};
@@ -30,12 +31,10 @@ use crate::patch::{apply_patch, PatchType};
 use crate::registry::{Gvr, Registry, ResourceType};
 use crate::selectors::{FieldSelector, LabelSelector};
 use meta::{meta_mut, meta_str};
+use watch_cache::WatchCache;
 
 /// Storage key of CustomResourceDefinitions.
 const CRD_STORAGE: &str = "apiextensions.k8s.io/customresourcedefinitions";
-
-/// How many changes the store remembers for watch replay.
-pub const HISTORY_LEN: usize = 1000;
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,10 +198,8 @@ struct Inner {
     /// finalizer) whose dependents the garbage collector has not yet orphaned.
     orphan_due: BTreeMap<String, std::time::Instant>,
     registry: Registry,
-    history: VecDeque<Arc<Change>>,
-    /// Highest resourceVersion no longer in `history`.
-    evicted_through: u64,
-    sender: broadcast::Sender<Arc<Change>>,
+    /// Each resource's watch cache, by storage key (`group/plural`).
+    watch_caches: HashMap<String, WatchCache>,
 }
 
 /// The store. Cheap to clone (shared).
@@ -242,7 +239,6 @@ fn parse_continue(token: &str) -> Option<(u64, String, String)> {
 impl Store {
     /// An empty store with the built-in kinds and the usual namespaces.
     pub fn new() -> Self {
-        let (sender, _) = broadcast::channel(4096);
         let store = Store {
             inner: Arc::new(Mutex::new(Inner {
                 rv: 0,
@@ -251,9 +247,7 @@ impl Store {
                 foreground_due: BTreeMap::new(),
                 orphan_due: BTreeMap::new(),
                 registry: Registry::new(),
-                history: VecDeque::new(),
-                evicted_through: 0,
-                sender,
+                watch_caches: HashMap::new(),
             })),
         };
         deletion::start_garbage_collector(Arc::downgrade(&store.inner));
@@ -703,6 +697,14 @@ impl Inner {
         Ok((rt.storage.clone(), ns.to_string(), name.to_string()))
     }
 
+    /// The watch cache of `storage`. A built-in resource's cache starts with
+    /// the store, so it holds every change since resourceVersion 0.
+    fn watch_cache(&mut self, storage: &str) -> &mut WatchCache {
+        self.watch_caches
+            .entry(storage.to_string())
+            .or_insert_with(|| WatchCache::new(0))
+    }
+
     fn emit(&mut self, kind: EventType, storage: &str, object: Value, old: Option<Value>) {
         let change = Arc::new(Change {
             rv: self.rv,
@@ -711,12 +713,6 @@ impl Inner {
             object,
             old,
         });
-        self.history.push_back(change.clone());
-        while self.history.len() > HISTORY_LEN {
-            if let Some(c) = self.history.pop_front() {
-                self.evicted_through = c.rv;
-            }
-        }
-        let _ = self.sender.send(change);
+        self.watch_cache(storage).push(change);
     }
 }

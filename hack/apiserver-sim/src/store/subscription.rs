@@ -1,5 +1,6 @@
 //! Watch subscriptions: a resource's changes after a resourceVersion, replayed
-//! from the bounded history and then followed live, in served form.
+//! from that resource's bounded history and then followed live on its own
+//! channel, in served form.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -7,7 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use super::{Change, EventType, Store, CRD_STORAGE};
+use super::{Change, EventType, Store};
 use crate::conversion::to_view;
 use crate::error::ApiError;
 use crate::registry::{Gvr, ResourceType};
@@ -15,33 +16,23 @@ use crate::registry::{Gvr, ResourceType};
 impl Store {
     /// Subscribes to changes of a resource (optionally one namespace) after
     /// resourceVersion `from` (`None`: from now on). 410 Expired if `from` is
-    /// older than the history.
+    /// older than that resource's history.
     pub fn subscribe(
         &self,
         gvr: &Gvr,
         namespace: Option<&str>,
         from: Option<u64>,
     ) -> Result<Subscription, ApiError> {
-        let inner = self.lock();
+        let mut inner = self.lock();
         let rt = inner.resource(gvr)?;
         let from = from.unwrap_or(inner.rv);
-        if from < inner.evicted_through {
-            return Err(ApiError::expired(format!(
-                "too old resource version: {from} ({})",
-                inner.evicted_through + 1
-            )));
-        }
-        let pending = inner
-            .history
-            .iter()
-            .filter(|c| c.rv > from)
-            .cloned()
-            .collect();
+        let cache = inner.watch_cache(&rt.storage);
+        let pending = cache.since(from)?;
         Ok(Subscription {
             rt,
             namespace: namespace.map(String::from),
             pending,
-            receiver: inner.sender.subscribe(),
+            receiver: cache.receiver(),
             last_rv: from,
             seen_rv: from,
         })
@@ -54,7 +45,7 @@ impl Store {
         gvr: &Gvr,
         namespace: Option<&str>,
     ) -> Result<(Vec<Value>, u64, Subscription), ApiError> {
-        let inner = self.lock();
+        let mut inner = self.lock();
         let rt = inner.resource(gvr)?;
         let ns_filter = if rt.namespaced { namespace } else { None };
         let items = inner
@@ -63,11 +54,12 @@ impl Store {
             .filter(|((s, ns, _), _)| *s == rt.storage && ns_filter.is_none_or(|n| n == ns))
             .map(|(_, o)| to_view(&rt, o))
             .collect();
+        let receiver = inner.watch_cache(&rt.storage).receiver();
         let sub = Subscription {
             rt,
             namespace: ns_filter.map(String::from),
             pending: VecDeque::new(),
-            receiver: inner.sender.subscribe(),
+            receiver,
             last_rv: inner.rv,
             seen_rv: inner.rv,
         };
@@ -118,19 +110,10 @@ impl Subscription {
         self.last_rv
     }
 
-    /// The resourceVersion up to which every change has been seen (for bookmarks).
+    /// The resourceVersion up to which every change of this resource has been
+    /// seen (for bookmarks).
     pub fn progress_rv(&self) -> u64 {
         self.seen_rv.max(self.last_rv)
-    }
-
-    /// Whether a change ends this subscription: the deletion of the CRD serving its kind.
-    fn ended_by(&self, c: &Change) -> bool {
-        c.kind == EventType::Deleted
-            && c.storage == CRD_STORAGE
-            && c.rv > self.last_rv
-            && self.rt.crd.as_deref().is_some_and(|crd| {
-                c.object.pointer("/metadata/name").and_then(Value::as_str) == Some(crd)
-            })
     }
 
     fn accept(&mut self, c: &Arc<Change>) -> Option<WatchEvent> {
@@ -156,12 +139,10 @@ impl Subscription {
     }
 
     /// The next change. `Err(410 Expired)` if this subscriber fell too far
-    /// behind; `Ok(None)` when the store is gone.
+    /// behind its resource's changes; `Ok(None)` when the store is gone or the
+    /// resource's watch cache stopped (its CRD was deleted).
     pub async fn next(&mut self) -> Result<Option<WatchEvent>, ApiError> {
         while let Some(c) = self.pending.pop_front() {
-            if self.ended_by(&c) {
-                return Ok(None);
-            }
             if let Some(e) = self.accept(&c) {
                 return Ok(Some(e));
             }
@@ -169,9 +150,6 @@ impl Subscription {
         loop {
             match self.receiver.recv().await {
                 Ok(c) => {
-                    if self.ended_by(&c) {
-                        return Ok(None);
-                    }
                     if let Some(e) = self.accept(&c) {
                         return Ok(Some(e));
                     }

@@ -11,6 +11,7 @@ use super::meta::{
     finalizers, meta_mut, meta_str, new_uid, new_uid_seed, random_suffix, same_content,
     spec_changed, valid_name, valid_path_segment_name,
 };
+use super::watch_cache::WatchCache;
 use super::{EventType, Inner, ObjKey, Ownership, WriteOptions};
 use crate::apply;
 use crate::clock;
@@ -177,6 +178,12 @@ impl Inner {
         self.objects.insert(key, obj.clone());
         self.emit(EventType::Added, &rt.storage, obj.clone(), None);
         if let Some(types) = crd_types {
+            // A new CRD's kind gets a watch cache starting now, as its Cacher
+            // starts from a list at the current resourceVersion.
+            if let Some(cr) = types.first() {
+                self.watch_caches
+                    .insert(cr.storage.clone(), WatchCache::new(self.rv));
+            }
             self.registry.register_crd(&name, types);
         }
         Ok(obj)
