@@ -18,7 +18,7 @@ use super::FIELD_MANAGER;
 use crate::api::MongoDB;
 use crate::hostconf::MemberAddress;
 use crate::keyfile::KeysRun;
-use crate::mongo::MongoGateway;
+use crate::mongo::{MembersSeen, MongoGateway};
 use crate::telemetry::Metrics;
 use crate::tls::modes::ModesRun;
 
@@ -62,6 +62,9 @@ pub struct InstanceMemory {
     /// The digest of the certificate every local member was last seen
     /// serving: until the planned one differs, none is asked.
     pub served_certificate: Option<String>,
+    /// What the passes saw of the members, each fact trusted while the
+    /// member's `hello` proves it unchanged.
+    pub members_seen: MembersSeen,
 }
 
 /// A primary's refusals to step down in a row.
@@ -97,15 +100,23 @@ impl Context {
     /// it ends (`MongoGateway::close`). Kept across passes, the clients (about
     /// 130 KiB each, their monitors polling) made the operator's memory grow
     /// with the number of sets — 1,000 sets took it past 480 MiB in `lab
-    /// bench` — for connections that serve one pass every 30 s at rest.
+    /// bench` — for connections that serve one pass every 30 s at rest. What
+    /// the clients learnt that outlives them is kept instead
+    /// ([`InstanceMemory::members_seen`]: a few hundred bytes a member).
     pub fn for_pass(&self, mongodb: &MongoDB) -> PassContext {
+        let instance = Instance::of(mongodb);
+        let members_seen = {
+            let mut memory = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+            let entry = memory.entry(instance.key.clone()).or_default();
+            entry.members_seen.clone()
+        };
         PassContext {
             client: self.client.clone(),
             caches: self.caches.clone(),
             written: self.written.clone(),
-            gateway: MongoGateway::new(),
+            gateway: MongoGateway::remembering(members_seen),
             metrics: self.metrics.clone(),
-            instance: Instance::of(mongodb),
+            instance,
             events: Events::new(self.recorder.clone(), mongodb.object_ref(&())),
             memory: self.memory.clone(),
         }

@@ -68,6 +68,11 @@ pub async fn observe(
         }
         None => None,
     };
+    if reading.is_none() && gateway.forget_answers_from_memory() {
+        // A member answered from memory, without the credentials: asked
+        // again, so that credentials the set now refuses show as such.
+        return Box::pin(observe(gateway, mongodb, validated, wanted)).await;
+    }
     let answered_with_credentials = probes.keys().any(|address| !arbiters.contains(address));
     let credentials_refused = credentials_refused(
         mongodb,

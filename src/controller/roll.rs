@@ -252,8 +252,8 @@ async fn carry_out(
             }
             // An arbiter is never primary (and answers only `hello`).
             if *caveat != Some(RestartCaveat::NoPossibleSuccessor) && *slot != MemberSlot::Arbiter {
-                let probe = gateway.ask_member(&lease.member, credentials).await;
-                if probe.is_ok_and(|p| p.state == Some(MemberState::Primary)) {
+                let state = gateway.member_state(&lease.member, credentials).await;
+                if state.is_ok_and(|state| state == Some(MemberState::Primary)) {
                     tracing::info!(member = %lease.member, "the member is primary again; not restarted");
                     return Ok(None);
                 }

@@ -7,8 +7,10 @@
 //! connection away, without waiting for server selection to give up — and a
 //! reconfig or a step-down goes directly to the primary the plan was made on
 //! (never to whichever member the driver sees as primary by then: mongod
-//! answers 10107 and the pass plans again). The set is read, and
-//! users are kept, through the seed list. The operator authenticates
+//! answers 10107 and the pass plans again). The set is read on the primary
+//! the members asked name, when it confirms it, else through the seed list;
+//! users are kept through the seed list. What cannot have changed since an
+//! earlier pass is not asked again ([`MembersSeen`]). The operator authenticates
 //! as the root user with SCRAM-SHA-256; credentials never reach logs (the driver
 //! redacts them in `Debug`, and [`RootCredentials`] does too). Only the
 //! disaster recovery an SRE asked for sets `force`
@@ -16,11 +18,14 @@
 
 pub mod client_tls;
 pub mod config_doc;
+mod probe;
 pub mod recovery_store;
 pub mod roll_store;
+mod seen;
 pub mod served;
+mod set_reading;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::future::Future;
 use std::future::IntoFuture;
@@ -39,13 +44,12 @@ use tokio::sync::watch;
 
 use crate::api::TlsMode;
 use crate::hostconf::MemberAddress;
-use crate::observe::{MemberProbe, ObservedSet};
-use crate::replset::{ClusterWriteConcern, DefaultW, MemberState, MemberStatus, ReplicaSetConfig};
+use crate::observe::ObservedSet;
+use crate::replset::{ClusterWriteConcern, DefaultW, MemberState, ReplicaSetConfig};
 use crate::validate::RootCredentials;
 pub use client_tls::ClientTls;
-use config_doc::{
-    config_from_document, initiate_document, integer, mark_newly_added, reconfig_document,
-};
+use config_doc::{initiate_document, integer, reconfig_document};
+pub use seen::MembersSeen;
 
 /// Error codes the operator handles (`docs/replica-set-rules.md`).
 pub mod codes {
@@ -173,12 +177,28 @@ pub struct SetReading {
 /// Clients to the members of the replica sets, one per seed list (or member,
 /// for direct connections) and credentials, made when first asked for and
 /// closed by [`MongoGateway::close`]: the controller gives each pass a gateway
-/// of its own and closes it when the pass ends.
+/// of its own and closes it when the pass ends, with what the instance's
+/// earlier passes saw of its members ([`MembersSeen`]).
 #[derive(Clone, Default)]
 pub struct MongoGateway {
     clients: Arc<Mutex<BTreeMap<ClientKey, GatewayClient>>>,
     /// The TLS files of this pass's clients; `None`: plain connections.
     tls: Arc<Mutex<Option<ClientTls>>>,
+    /// What the instance's passes saw of its members.
+    seen: MembersSeen,
+    /// What this pass's members said in their `hello`.
+    pass: Arc<Mutex<PassHellos>>,
+}
+
+/// What the members asked directly this pass said in their `hello`.
+#[derive(Default)]
+struct PassHellos {
+    /// The members asked.
+    asked: BTreeSet<MemberAddress>,
+    /// The primary one of them is (it accepts writes), else the one they name.
+    primary: Option<(MemberAddress, bool)>,
+    /// A probe was answered from memory, without credentials.
+    from_memory: bool,
 }
 
 /// A driver client with, for one member asked directly, what the driver's
@@ -186,9 +206,20 @@ pub struct MongoGateway {
 #[derive(Clone)]
 struct GatewayClient {
     client: Client,
-    /// Direct clients only: `true` while the monitor's last check of the
-    /// member failed (the connection was refused, reset or timed out).
-    member_turned_away: Option<watch::Receiver<bool>>,
+    /// Direct clients only: the monitor's last check of the member.
+    heartbeat: Option<watch::Receiver<Heartbeat>>,
+}
+
+/// What the monitor of a client to one member found at its last check.
+#[derive(Clone, Debug)]
+enum Heartbeat {
+    /// Not checked yet.
+    Pending,
+    /// It answered the monitor's `hello` (its handshake, legacy `isMaster`
+    /// until the member says `helloOk`) with this.
+    Answered(Arc<Document>),
+    /// The connection was refused, reset or timed out.
+    TurnedAway,
 }
 
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -202,9 +233,62 @@ struct ClientKey {
 }
 
 impl MongoGateway {
-    /// A gateway with no open client.
+    /// A gateway with no open client, remembering nothing.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A gateway with no open client that trusts and keeps `seen`, what the
+    /// instance's earlier passes saw of its members.
+    pub fn remembering(seen: MembersSeen) -> Self {
+        MongoGateway {
+            seen,
+            ..Self::default()
+        }
+    }
+
+    /// Notes what `member`, asked directly, said in its `hello`: the primary,
+    /// as it accepts writes itself or names another.
+    fn saw_hello(&self, member: &MemberAddress, hello: &Document) {
+        let mut pass = self.pass.lock().unwrap_or_else(|p| p.into_inner());
+        pass.asked.insert(member.clone());
+        let itself = seen::state_in_hello(hello) == Some(MemberState::Primary);
+        let named = hello
+            .get_str("primary")
+            .ok()
+            .and_then(|primary| MemberAddress::parse(primary).ok());
+        match (itself, named) {
+            (true, _) => pass.primary = Some((member.clone(), true)),
+            (false, Some(named)) if !pass.primary.as_ref().is_some_and(|(_, own)| *own) => {
+                pass.primary = Some((named, false))
+            }
+            _ => {}
+        }
+    }
+
+    fn answered_from_memory(&self) {
+        self.pass
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .from_memory = true;
+    }
+
+    /// Whether a probe of this pass was answered from memory; if one was,
+    /// every remembered probe is forgotten, so that asking again asks the
+    /// members themselves, with the credentials (a set that could not be
+    /// read may be one that refuses them).
+    pub fn forget_answers_from_memory(&self) -> bool {
+        let from_memory = std::mem::take(
+            &mut self
+                .pass
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .from_memory,
+        );
+        if from_memory {
+            self.seen.forget_probes();
+        }
+        from_memory
     }
 
     /// Connects this pass's clients with TLS through these files (`None`:
@@ -225,6 +309,16 @@ impl MongoGateway {
     /// dropping packets never answers it. Clients still closing then are
     /// dropped, which stops their monitors at their next check.
     pub async fn close(&self) {
+        let asked = std::mem::take(
+            &mut self
+                .pass
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .asked,
+        );
+        if !asked.is_empty() {
+            self.seen.keep_only(&asked);
+        }
         let clients = std::mem::take(
             &mut *self
                 .clients
@@ -341,25 +435,46 @@ impl MongoGateway {
                 )
             }))
             .build();
-        let member_turned_away = direct.then(|| {
-            let (checked, member_turned_away) = watch::channel(false);
+        let heartbeat = direct.then(|| {
+            let (checked, heartbeat) = watch::channel(Heartbeat::Pending);
             options.sdam_event_handler = Some(EventHandler::callback(move |event| match event {
                 SdamEvent::ServerHeartbeatFailed(_) => {
-                    checked.send_replace(true);
+                    checked.send_replace(Heartbeat::TurnedAway);
                 }
-                SdamEvent::ServerHeartbeatSucceeded(_) => {
-                    checked.send_replace(false);
+                SdamEvent::ServerHeartbeatSucceeded(succeeded) => {
+                    checked.send_replace(Heartbeat::Answered(Arc::new(succeeded.reply)));
                 }
                 _ => {}
             }));
-            member_turned_away
+            heartbeat
         });
         let client =
             Client::with_options(options).map_err(|e| MongoError::Protocol(e.to_string()))?;
-        Ok(GatewayClient {
-            client,
-            member_turned_away,
-        })
+        Ok(GatewayClient { client, heartbeat })
+    }
+
+    /// The `hello` a member asked directly answered its client's monitor
+    /// (the handshake the driver makes on every new client, so as fresh as
+    /// a `hello` of our own, and without credentials or a session);
+    /// unreachable when it turned the monitor away, or did not answer within
+    /// the direct selection timeout.
+    async fn hello(gateway_client: &GatewayClient, target: &str) -> Result<Document, MongoError> {
+        let unreachable = || MongoError::Unreachable(target.to_string());
+        let Some(mut heartbeat) = gateway_client.heartbeat.clone() else {
+            return Err(MongoError::Protocol(format!(
+                "no monitor of {target} alone"
+            )));
+        };
+        let checked = async {
+            let checked = heartbeat
+                .wait_for(|checked| !matches!(checked, Heartbeat::Pending))
+                .await;
+            checked.map(|checked| checked.clone())
+        };
+        match tokio::time::timeout(DIRECT_SELECTION_TIMEOUT, checked).await {
+            Ok(Ok(Heartbeat::Answered(reply))) => Ok(Document::clone(&reply)),
+            _ => Err(unreachable()),
+        }
     }
 
     /// Runs a question on a member asked directly, which is unreachable as
@@ -375,7 +490,7 @@ impl MongoGateway {
         target: &str,
     ) -> Result<Document, MongoError> {
         let answer = Self::run(gateway_client, command, None, target);
-        let Some(mut turned_away) = gateway_client.member_turned_away.clone() else {
+        let Some(mut heartbeat) = gateway_client.heartbeat.clone() else {
             return answer.await;
         };
         tokio::select! {
@@ -383,7 +498,7 @@ impl MongoGateway {
             answer = answer => answer,
             // The sender lives as long as the client: an error cannot come
             // before the answer does.
-            Ok(_) = turned_away.wait_for(|turned_away| *turned_away) => {
+            Ok(_) = heartbeat.wait_for(|checked| matches!(checked, Heartbeat::TurnedAway)) => {
                 Err(MongoError::Unreachable(target.to_string()))
             }
         }
@@ -422,72 +537,6 @@ impl MongoGateway {
             .map_err(|e| MongoError::from_driver(e, target))
     }
 
-    /// Asks one member, directly, what it holds: a config (and which), its set
-    /// name and its state.
-    pub async fn ask_member(
-        &self,
-        member: &MemberAddress,
-        credentials: &RootCredentials,
-    ) -> Result<MemberProbe, MongoError> {
-        let target = member.to_string();
-        let client = self.client(std::slice::from_ref(member), true, None, credentials)?;
-        let hello = Self::ask(&client, doc! {"hello": 1}, &target).await?;
-        let set_name = hello.get_str("setName").ok().map(str::to_string);
-        match Self::ask(&client, doc! {"replSetGetConfig": 1}, &target).await {
-            Ok(reply) => {
-                let config_document = reply
-                    .get_document("config")
-                    .map_err(|_| MongoError::Protocol("replSetGetConfig without config".into()))?;
-                let config = config_from_document(config_document)
-                    .map_err(|e| MongoError::Protocol(e.to_string()))?;
-                let (state, too_stale) =
-                    match Self::ask(&client, doc! {"replSetGetStatus": 1}, &target).await {
-                        Ok(status) => (
-                            integer(status.get("myState"))
-                                .map(|code| MemberState::from_code(code as i32)),
-                            status.get_bool("tooStale").unwrap_or(false),
-                        ),
-                        // REMOVED: it shows its config, but not a status ("Our
-                        // replica set config is invalid or we are not a member of it").
-                        Err(error) if error.code() == Some(codes::INVALID_REPLICA_SET_CONFIG) => {
-                            (Some(MemberState::Removed), false)
-                        }
-                        Err(_) => (None, false),
-                    };
-                let me = me_in(&hello);
-                Ok(MemberProbe {
-                    has_config: true,
-                    replica_set_id: config.settings.replica_set_id,
-                    set_name: Some(config.set_name),
-                    state,
-                    me,
-                    too_stale,
-                })
-            }
-            Err(error) if error.code() == Some(codes::NOT_YET_INITIALIZED) => Ok(MemberProbe {
-                has_config: false,
-                replica_set_id: None,
-                set_name,
-                state: None,
-                me: None,
-                too_stale: false,
-            }),
-            // A member that is not in its own config any more: it holds one,
-            // but not one it can show.
-            Err(error) if error.code() == Some(codes::INVALID_REPLICA_SET_CONFIG) => {
-                Ok(MemberProbe {
-                    has_config: true,
-                    replica_set_id: None,
-                    set_name,
-                    state: Some(MemberState::Removed),
-                    me: None,
-                    too_stale: false,
-                })
-            }
-            Err(error) => Err(error),
-        }
-    }
-
     /// The TLS mode one member runs (`getParameter tlsMode`).
     pub async fn tls_mode(
         &self,
@@ -500,125 +549,6 @@ impl MongoGateway {
         let mode = reply.get_str("tlsMode").unwrap_or_default();
         TlsMode::parse(mode)
             .ok_or_else(|| MongoError::Protocol(format!("getParameter answered tlsMode {mode:?}")))
-    }
-
-    /// Asks an arbiter, directly and without credentials, with `hello` alone:
-    /// the one question it answers that tells its state. mongod answers
-    /// without `setName` while it has no config, or has one without itself
-    /// (REMOVED): either way an arbiter that may be added.
-    pub async fn ask_arbiter(&self, member: &MemberAddress) -> Result<MemberProbe, MongoError> {
-        let target = member.to_string();
-        let client = self.anonymous_client(member)?;
-        let hello = Self::ask(&client, doc! {"hello": 1}, &target).await?;
-        Ok(probe_from_hello(&hello))
-    }
-
-    /// Observes the replica set through the seed list: `replSetGetStatus`, and the
-    /// config with its commitment status from the primary (without a primary, the
-    /// config from any member, reported as not committed).
-    pub async fn observe_set(
-        &self,
-        seeds: &[MemberAddress],
-        set_name: &str,
-        credentials: &RootCredentials,
-    ) -> Result<SetReading, MongoError> {
-        let target = seed_text(seeds);
-        let client = self.client(seeds, false, Some(set_name), credentials)?;
-        let primary_preferred =
-            SelectionCriteria::ReadPreference(ReadPreference::PrimaryPreferred { options: None });
-        let status = Self::run(
-            &client,
-            doc! {"replSetGetStatus": 1},
-            Some(primary_preferred.clone()),
-            &target,
-        )
-        .await?;
-        let (primary, members) = members_from_status(&status);
-        let (reply, config_committed) = match primary {
-            Some(_) => {
-                let on_primary = SelectionCriteria::ReadPreference(ReadPreference::Primary);
-                let reply = Self::run(
-                    &client,
-                    doc! {"replSetGetConfig": 1, "commitmentStatus": true},
-                    Some(on_primary),
-                    &target,
-                )
-                .await?;
-                let committed = reply.get_bool("commitmentStatus").unwrap_or(false);
-                (reply, committed)
-            }
-            None => (
-                Self::run(
-                    &client,
-                    doc! {"replSetGetConfig": 1},
-                    Some(primary_preferred),
-                    &target,
-                )
-                .await?,
-                false,
-            ),
-        };
-        let config_document = reply
-            .get_document("config")
-            .map_err(|_| MongoError::Protocol("replSetGetConfig without config".into()))?
-            .clone();
-        let mut config = config_from_document(&config_document)
-            .map_err(|e| MongoError::Protocol(e.to_string()))?;
-        let voting_members_count = integer(status.get("votingMembersCount"));
-        if voting_members_count.is_some_and(|c| (c as usize) < config.voting_member_count()) {
-            let passives = Self::passives(&client, &config, &target).await;
-            mark_newly_added(&mut config, voting_members_count, &members, &passives);
-        }
-        let write_concern = Self::run(
-            &client,
-            doc! {"getDefaultRWConcern": 1},
-            Some(SelectionCriteria::ReadPreference(
-                ReadPreference::PrimaryPreferred { options: None },
-            )),
-            &target,
-        )
-        .await
-        .map_or(ClusterWriteConcern::Unknown, |reply| {
-            config_doc::cluster_write_concern(&reply)
-        });
-        Ok(SetReading {
-            set: ObservedSet {
-                config,
-                primary,
-                members,
-                config_committed,
-                write_concern,
-            },
-            config_document,
-        })
-    }
-
-    /// The `passives` a member's `hello` lists, when it answers with the
-    /// config version `config` has (a member that installed another config
-    /// could list others).
-    async fn passives(
-        client: &GatewayClient,
-        config: &ReplicaSetConfig,
-        target: &str,
-    ) -> Vec<MemberAddress> {
-        let criteria =
-            SelectionCriteria::ReadPreference(ReadPreference::PrimaryPreferred { options: None });
-        let Ok(hello) = Self::run(client, doc! {"hello": 1}, Some(criteria), target).await else {
-            return Vec::new();
-        };
-        if integer(hello.get("setVersion")) != Some(config.version) {
-            return Vec::new();
-        }
-        hello
-            .get_array("passives")
-            .map(|passives| {
-                passives
-                    .iter()
-                    .filter_map(Bson::as_str)
-                    .filter_map(|host| MemberAddress::parse(host).ok())
-                    .collect()
-            })
-            .unwrap_or_default()
     }
 
     /// `replSetInitiate` on `member` (directly) with `config`.
@@ -815,38 +745,6 @@ impl fmt::Debug for UserSpec {
     }
 }
 
-/// The host a member goes by in its config (`hello`'s `me`), when it found itself there.
-fn me_in(hello: &Document) -> Option<MemberAddress> {
-    hello
-        .get_str("me")
-        .ok()
-        .and_then(|me| MemberAddress::parse(me).ok())
-}
-
-/// What a member's `hello` tells of it (`TopologyCoordinator::fillHelloForReplSet`).
-fn probe_from_hello(hello: &Document) -> MemberProbe {
-    let set_name = hello.get_str("setName").ok().map(str::to_string);
-    let state = if set_name.is_none() {
-        None
-    } else if hello.get_bool("arbiterOnly").unwrap_or(false) {
-        Some(MemberState::Arbiter)
-    } else if hello.get_bool("isWritablePrimary").unwrap_or(false) {
-        Some(MemberState::Primary)
-    } else if hello.get_bool("secondary").unwrap_or(false) {
-        Some(MemberState::Secondary)
-    } else {
-        None
-    };
-    MemberProbe {
-        has_config: set_name.is_some(),
-        replica_set_id: None,
-        me: me_in(hello),
-        set_name,
-        state,
-        too_stale: false,
-    }
-}
-
 async fn with_timeout<T>(call: impl Future<Output = T>, target: &str) -> Result<T, MongoError> {
     tokio::time::timeout(CALL_TIMEOUT, call)
         .await
@@ -859,73 +757,6 @@ fn seed_text(seeds: &[MemberAddress]) -> String {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(",")
-}
-
-/// The primary and members of a `replSetGetStatus` reply. Of several members
-/// shown PRIMARY (a stale one not yet stepped down), the primary is the one
-/// whose last optime is of the highest term. A member mongod cannot reach is
-/// shown with optimeDate 1970-01-01: it has no lag.
-fn members_from_status(
-    status: &Document,
-) -> (Option<MemberAddress>, BTreeMap<MemberAddress, MemberStatus>) {
-    let entries: Vec<&Document> = status
-        .get_array("members")
-        .map(|m| m.iter().filter_map(Bson::as_document).collect())
-        .unwrap_or_default();
-    let optime_secs = |member: &Document| {
-        member
-            .get_datetime("optimeDate")
-            .ok()
-            .map(|d| d.timestamp_millis() / 1000)
-            .filter(|secs| *secs > 0)
-    };
-    let optime_order = |member: &Document| {
-        let optime = member.get_document("optime").ok();
-        let term = optime.and_then(|o| integer(o.get("t"))).unwrap_or(-1);
-        let ts = optime.and_then(|o| o.get_timestamp("ts").ok());
-        (term, ts.map(|ts| (ts.time, ts.increment)))
-    };
-    let primary_entry = entries
-        .iter()
-        .filter(|m| integer(m.get("state")) == Some(1))
-        .max_by_key(|m| optime_order(m));
-    let primary = primary_entry.and_then(|m| MemberAddress::parse(m.get_str("name").ok()?).ok());
-    let primary_optime = primary_entry.and_then(|m| optime_secs(m));
-    let mut members = BTreeMap::new();
-    for entry in entries {
-        let Some(host) = entry
-            .get_str("name")
-            .ok()
-            .and_then(|name| MemberAddress::parse(name).ok())
-        else {
-            continue;
-        };
-        let state = MemberState::from_code(integer(entry.get("state")).unwrap_or(6) as i32);
-        let lag_secs = match (primary_optime, optime_secs(entry), state) {
-            (_, _, MemberState::Arbiter) => None,
-            (Some(primary), Some(own), _) => Some((primary - own).max(0)),
-            _ => None,
-        };
-        members.insert(
-            host,
-            MemberStatus {
-                id: integer(entry.get("_id")).unwrap_or(-1),
-                healthy: entry
-                    .get("health")
-                    .and_then(|h| h.as_f64().or_else(|| integer(Some(h)).map(|v| v as f64)))
-                    == Some(1.0),
-                state,
-                sync_source: entry
-                    .get_str("syncSourceHost")
-                    .unwrap_or_default()
-                    .to_string(),
-                lag_secs,
-                config_version: integer(entry.get("configVersion")),
-                authentication_refused: entry.get_bool("authenticated") == Ok(false),
-            },
-        );
-    }
-    (primary, members)
 }
 
 #[cfg(test)]

@@ -209,18 +209,28 @@ impl MongoGateway {
 
     /// The server version `member` runs (`buildInfo`, which needs no
     /// authentication: mongod's `CmdBuildInfo::requiresAuth`), asked directly;
-    /// `None`: without credentials, as an arbiter is.
+    /// `None`: without credentials, as an arbiter is. Asked once per mongod
+    /// process: remembered by the processId its `hello` shows
+    /// ([`MembersSeen`](super::MembersSeen)).
     pub async fn server_version(
         &self,
         member: &MemberAddress,
         credentials: Option<&RootCredentials>,
     ) -> Result<String, MongoError> {
+        let target = member.to_string();
         let client = self.cached_client(std::slice::from_ref(member), true, None, credentials)?;
-        let reply = Self::run(&client, doc! {"buildInfo": 1}, None, &member.to_string()).await?;
-        reply
+        let hello = Self::hello(&client, &target).await.ok();
+        if let Some(version) = hello.as_ref().and_then(|h| self.seen.version(member, h)) {
+            return Ok(version);
+        }
+        let reply = Self::run(&client, doc! {"buildInfo": 1}, None, &target).await?;
+        let version = reply
             .get_str("version")
-            .map(str::to_owned)
-            .map_err(|_| MongoError::Protocol("buildInfo without version".into()))
+            .map_err(|_| MongoError::Protocol("buildInfo without version".into()))?;
+        if let Some(hello) = &hello {
+            self.seen.remember_version(member, hello, version);
+        }
+        Ok(version.to_owned())
     }
 
     /// The set's featureCompatibilityVersion, asked of `primary`.

@@ -1,4 +1,6 @@
+use super::set_reading::members_from_status;
 use super::*;
+use crate::observe::MemberProbe;
 use mongodb::bson::{DateTime, Timestamp};
 
 #[test]
@@ -512,5 +514,170 @@ async fn a_member_shows_its_certificate_and_whether_it_takes_a_peers() {
         matches!(unreachable, PeerTlsError::Unreachable { .. }),
         "{unreachable}"
     );
+    network.stop_all();
+}
+
+/// The commands each member received, by (member, command), since `before`.
+fn commands_since(
+    network: &mongod_sim::Network,
+    before: &std::collections::BTreeMap<mongod_sim::CommandKey, u64>,
+) -> std::collections::BTreeMap<(String, String), u64> {
+    let mut sent = std::collections::BTreeMap::new();
+    for (key, n) in network.command_counts() {
+        let n = n - before.get(&key).copied().unwrap_or(0);
+        if n > 0 {
+            *sent.entry((key.member, key.command)).or_default() += n;
+        }
+    }
+    sent
+}
+
+/// What a pass of the controller asks at rest, the member `local` being
+/// this cluster's: its probe, the set, the roll's state, versions and FCV.
+async fn pass_at_rest(gateway: &MongoGateway, local: &MemberAddress, seeds: &[MemberAddress]) {
+    let credentials = root();
+    gateway
+        .ask_member(local, &credentials)
+        .await
+        .expect("probe");
+    let reading = gateway
+        .observe_set(seeds, "rs0", &credentials)
+        .await
+        .expect("set read");
+    let primary = reading.set.primary.expect("a primary");
+    gateway
+        .read_roll_state(&primary, &credentials)
+        .await
+        .expect("roll state");
+    gateway
+        .server_version(local, Some(&credentials))
+        .await
+        .expect("version");
+    gateway
+        .feature_compatibility_version(&primary, &credentials)
+        .await
+        .expect("fcv");
+    gateway.close().await;
+}
+
+/// The commands `member` received among `sent`, by command.
+fn received<'a>(
+    sent: &'a BTreeMap<(String, String), u64>,
+    member: &MemberAddress,
+) -> BTreeMap<&'a str, u64> {
+    sent.iter()
+        .filter(|((to, _), _)| *to == member.to_string())
+        .map(|((_, command), n)| (command.as_str(), *n))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_rest_a_pass_asks_what_may_have_changed_only() {
+    let (gateway, members, credentials, primary, network) = running_set(97).await;
+    gateway.close().await;
+    let secondary = members.iter().find(|m| **m != primary).unwrap();
+    let third = members
+        .iter()
+        .find(|m| **m != primary && *m != secondary)
+        .unwrap();
+    let seen = MembersSeen::default();
+    for local in [&primary, secondary] {
+        // The first passes learn the versions, probes and committed config
+        // (once every voter holds the elected primary's config term).
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let sent = loop {
+            let before = network.command_counts();
+            pass_at_rest(&MongoGateway::remembering(seen.clone()), local, &members).await;
+            let sent = commands_since(&network, &before);
+            let learnt = |(_, command): &(String, String)| {
+                matches!(command.as_str(), "replSetGetConfig" | "buildInfo")
+            };
+            if !sent.keys().any(learnt) {
+                break sent;
+            }
+            assert!(std::time::Instant::now() < deadline, "{sent:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        // The monitors' own checks aside (a pass that outlasts 500 ms on a
+        // busy machine sees one more).
+        let total: u64 = sent
+            .iter()
+            .filter(|((_, command), _)| command != "hello")
+            .map(|(_, n)| n)
+            .sum();
+        assert!(total <= 11, "{total} commands at rest: {sent:?}");
+        let on_primary = received(&sent, &primary);
+        for asked_before in ["replSetGetConfig", "buildInfo"] {
+            assert!(!on_primary.contains_key(asked_before), "{sent:?}");
+        }
+        assert_eq!(on_primary.get("replSetGetStatus"), Some(&1), "{sent:?}");
+        assert!(received(&sent, third).is_empty(), "no seed list: {sent:?}");
+        if local == secondary {
+            // Its monitor's handshake alone: no credentials, no session.
+            let on_local = received(&sent, secondary);
+            assert!(
+                on_local.keys().all(|c| matches!(*c, "isMaster" | "hello")),
+                "{sent:?}"
+            );
+        }
+    }
+
+    // A primary named wrongly (a member that is not primary any more):
+    // the set is read through the seed list.
+    let gateway = MongoGateway::new();
+    let naming_third = doc! {"setName": "rs0", "secondary": true, "primary": third.to_string()};
+    gateway.saw_hello(secondary, &naming_third);
+    let reading = gateway
+        .observe_set(&members, "rs0", &credentials)
+        .await
+        .expect("read through the seeds");
+    assert_eq!(reading.set.primary.as_ref(), Some(&primary));
+    gateway.close().await;
+
+    // The set's root password changed elsewhere: the member answers from
+    // memory, but the set cannot be read; asked again without the memory,
+    // it refuses the credentials.
+    let changed = RootCredentials {
+        username: credentials.username.clone(),
+        password: "changed-Pa55word".into(),
+    };
+    gateway
+        .set_password(&members, "rs0", "root", &changed.password, &credentials)
+        .await
+        .expect("password changed");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let fresh = MongoGateway::new();
+        let refused = fresh.ask_member(secondary, &credentials).await;
+        fresh.close().await;
+        if refused.is_err_and(|e| e.code() == Some(codes::AUTHENTICATION_FAILED)) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the password never replicated"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let gateway = MongoGateway::remembering(seen.clone());
+    gateway
+        .ask_member(secondary, &credentials)
+        .await
+        .expect("answered from memory");
+    assert!(gateway
+        .observe_set(&members, "rs0", &credentials)
+        .await
+        .is_err());
+    assert!(gateway.forget_answers_from_memory());
+    let refused = gateway
+        .ask_member(secondary, &credentials)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        Some(codes::AUTHENTICATION_FAILED),
+        "{refused}"
+    );
+    gateway.close().await;
     network.stop_all();
 }
