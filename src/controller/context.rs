@@ -106,9 +106,9 @@ impl Context {
     pub fn for_pass(&self, mongodb: &MongoDB) -> PassContext {
         let instance = Instance::of(mongodb);
         let members_seen = {
-            let mut memory = self.memory.lock().unwrap_or_else(|p| p.into_inner());
-            let entry = memory.entry(instance.key.clone()).or_default();
-            entry.members_seen.clone()
+            let memory = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+            let entry = memory.get(&instance.key);
+            entry.map(|m| m.members_seen.clone()).unwrap_or_default()
         };
         PassContext {
             client: self.client.clone(),
@@ -214,6 +214,15 @@ impl PassContext {
         update(memory.entry(self.instance.key.clone()).or_default());
     }
 
+    /// Forgets the instance (it is let go): what the operator remembered of
+    /// it, its metrics and its Events' series.
+    pub fn forget(&self) {
+        let mut memory = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+        memory.remove(&self.instance.key);
+        self.metrics.forget(&self.instance.key);
+        self.events.forget();
+    }
+
     /// A primary that refused to step down and is not asked again yet.
     pub fn step_down_held(&self) -> Option<MemberAddress> {
         let refused = self.memory().held_step_down?;
@@ -224,5 +233,32 @@ impl PassContext {
     pub fn stepped_down_recently(&self) -> Option<MemberAddress> {
         let (host, at) = self.memory().stepped_down?;
         (at.elapsed() < STEP_DOWN_MEMORY).then_some(host)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::fixtures;
+    use crate::controller::caches::caches;
+
+    #[tokio::test]
+    async fn a_released_instance_is_forgotten_and_not_remembered_again_by_a_later_pass() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let (caches, _writers, _synced) = caches();
+        let context = Context::new(client, caches, Arc::new(Metrics::new("a")));
+        let mongodb = fixtures::mongodb();
+        let pass = context.for_pass(&mongodb);
+        pass.remember(|m| m.retries = 3);
+        assert_eq!(context.memory.lock().unwrap().len(), 1);
+
+        pass.forget();
+        assert!(context.memory.lock().unwrap().is_empty());
+        // A pass over the released object (it waits for its deletion)
+        // remembers nothing by itself.
+        let _released = context.for_pass(&mongodb);
+        assert!(context.memory.lock().unwrap().is_empty());
+        assert_eq!(pass.memory().retries, 0);
     }
 }

@@ -419,8 +419,7 @@ async fn leave(
     let services = MemberServiceObject::of_instance(&ctx.instance.name, &referenced);
     service_hold::hold(ctx, &services, InstanceLife::Gone, Membership::Unknown).await;
     finalizer::release(api, mongodb).await?;
-    ctx.metrics.forget(&ctx.instance.key);
-    ctx.events.forget();
+    ctx.forget();
     Ok(Action::await_change())
 }
 
