@@ -553,6 +553,23 @@ pub(super) fn promote_non_voters(input: &PlanInput, set: &ObservedSet) -> Contro
     raise_held_priority(input, set)
 }
 
+/// A wanted local non-voter that [`promote_non_voters`] gives a vote once it
+/// is a caught-up SECONDARY, while it is not one yet (just added, syncing,
+/// or further behind): the pass waits for it, so that the vote follows a
+/// short wait instead of the next pass at rest. Reported only once nothing
+/// else is left to do, so it holds up no other step.
+pub(super) fn member_catching_up_for_vote(input: &PlanInput, set: &ObservedSet) -> Option<Step> {
+    input.wanted_slots().into_iter().find_map(|slot| {
+        let member = input.facts(slot)?.entry_in(&set.config)?;
+        let host = &member.host;
+        let wanted_vote = member.votes == 0
+            && !member.arbiter_only
+            && input.hint(host).and_then(|h| h.votes) != Some(0)
+            && input.vote_is_free(&set.config, host);
+        wanted_vote.then(|| wait(WaitReason::MemberCatchingUpForVote { host: host.clone() }))
+    })
+}
+
 /// The first of `rs.reconfigForPSASet`'s two steps: when giving `host` its
 /// vote with its priority would make a primary-secondary-arbiter set whose
 /// secondary is electable from a config with a single writable voter (which

@@ -107,9 +107,9 @@ use member_data::{
 };
 use member_settings::update_member_settings;
 use membership::{
-    add_wanted, delete_departed, hold_secondary_for_leaving_arbiter, promote_non_voters,
-    readdress_members, rebalance_votes, remove_forgotten, remove_unwanted, report_leftovers,
-    update_settings,
+    add_wanted, delete_departed, hold_secondary_for_leaving_arbiter, member_catching_up_for_vote,
+    promote_non_voters, readdress_members, rebalance_votes, remove_forgotten, remove_unwanted,
+    report_leftovers, update_settings,
 };
 use reconfig::{check_voting_majority, pin_cluster_write_concern};
 
@@ -183,7 +183,11 @@ fn plan_membership(input: &PlanInput, set: &ObservedSet) -> ControlFlow<Step> {
     update_member_settings(input, set)?;
     update_settings(input, set)?;
     report_leftovers(input, set)?;
-    let syncing = || member_resyncing(input, set).or_else(|| member_newly_added(input, set));
+    let syncing = || {
+        member_resyncing(input, set)
+            .or_else(|| member_newly_added(input, set))
+            .or_else(|| member_catching_up_for_vote(input, set))
+    };
     let held = forgotten_waits.or(removal_waits).or(waiting_member);
     match held.or_else(syncing) {
         Some(wait) => Break(wait),

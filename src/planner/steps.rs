@@ -215,6 +215,8 @@ pub enum WaitReason {
     ConfigNotCommitted,
     #[error("newly added member {host} is still syncing")]
     NewlyAddedMemberSyncing { host: MemberAddress },
+    #[error("{host} joined without a vote and catches up before it is given one")]
+    MemberCatchingUpForVote { host: MemberAddress },
     #[error("the pod of {slot} is not running")]
     PodNotRunning { slot: MemberSlot },
     #[error("the address of {slot} is not known yet (no Service nodePort)")]
