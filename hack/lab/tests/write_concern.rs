@@ -202,17 +202,26 @@ async fn a_psa_member_removed_and_readded_gets_its_vote_then_its_priority() {
         // b's member leaves ({data, arbiter}) and comes back: mongod refuses
         // it electable in one step.
         shape(lab, NAME, &[("a", 1), ("b", 0)], 1, 1).await?;
+        // Back on its old data it joins without a vote, gets it once caught
+        // up, then its priority: three reconfigs after it is healthy.
         shape(lab, NAME, &[("a", 1), ("b", 1)], 2, 2).await?;
-        let last = config(lab, NAME, &hosts).await?;
-        let electable = members_of(&last)
-            .iter()
-            .filter(|m| !m.1 && m.2 > 0.0)
-            .count();
-        if electable != 2 {
-            return Err(format!(
-                "both data members should be electable again: {last}"
-            ));
-        }
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let last = loop {
+            let last = config(lab, NAME, &hosts).await?;
+            let electable = members_of(&last)
+                .iter()
+                .filter(|m| !m.1 && m.2 > 0.0)
+                .count();
+            if electable == 2 {
+                break last;
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "both data members should be electable again: {last}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
         if replica_set_id(&first) != replica_set_id(&last) || version(&last) >= 10_000 {
             return Err("second initiate or forced reconfig detected".into());
         }
