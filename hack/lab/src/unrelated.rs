@@ -217,30 +217,24 @@ pub async fn write(
         Err(error) => return Err(error).context("creating the unrelated objects' namespace"),
     }
     let post = PostParams::default();
-    stream::iter(0..unrelated.config_maps)
-        .map(|index| {
-            let object = config_map(index, instances_namespace, 0);
-            let api: Api<ConfigMap> =
-                Api::namespaced(client.clone(), namespace_of(index, instances_namespace));
-            let post = &post;
-            async move { api.create(post, &object).await }
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .try_for_each(|_| async { Ok(()) })
-        .await
-        .context("creating an unrelated ConfigMap")?;
-    stream::iter(0..unrelated.services)
-        .map(|index| {
-            let object = service(index, instances_namespace, 0);
-            let api: Api<Service> =
-                Api::namespaced(client.clone(), namespace_of(index, instances_namespace));
-            let post = &post;
-            async move { api.create(post, &object).await }
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .try_for_each(|_| async { Ok(()) })
-        .await
-        .context("creating an unrelated Service")?;
+    each_in_flight(unrelated.config_maps, |index| {
+        let object = config_map(index, instances_namespace, 0);
+        let api: Api<ConfigMap> =
+            Api::namespaced(client.clone(), namespace_of(index, instances_namespace));
+        let post = &post;
+        async move { api.create(post, &object).await }
+    })
+    .await
+    .context("creating an unrelated ConfigMap")?;
+    each_in_flight(unrelated.services, |index| {
+        let object = service(index, instances_namespace, 0);
+        let api: Api<Service> =
+            Api::namespaced(client.clone(), namespace_of(index, instances_namespace));
+        let post = &post;
+        async move { api.create(post, &object).await }
+    })
+    .await
+    .context("creating an unrelated Service")?;
     Ok(started.elapsed())
 }
 
@@ -254,40 +248,50 @@ pub async fn rewrite(
 ) -> Result<Duration> {
     let started = Instant::now();
     let put = PostParams::default();
-    stream::iter(0..unrelated.config_maps)
-        .map(|index| {
-            let object = config_map(index, instances_namespace, 1);
-            let api: Api<ConfigMap> =
-                Api::namespaced(client.clone(), namespace_of(index, instances_namespace));
-            let put = &put;
-            async move {
-                api.replace(&format!("dashboard-{index}"), put, &object)
-                    .await
-            }
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .try_for_each(|_| async { Ok(()) })
-        .await
-        .context("rewriting an unrelated ConfigMap")?;
-    stream::iter(0..unrelated.services)
-        .map(|index| {
-            let api: Api<Service> =
-                Api::namespaced(client.clone(), namespace_of(index, instances_namespace));
-            let put = &put;
-            async move {
-                let name = format!("app-{index}");
-                // A Service's PUT keeps its allocated cluster IP only when it names it.
-                let mut object = api.get(&name).await?;
-                let fresh = service(index, instances_namespace, 1);
-                object.metadata.annotations = fresh.metadata.annotations;
-                api.replace(&name, put, &object).await
-            }
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .try_for_each(|_| async { Ok(()) })
-        .await
-        .context("rewriting an unrelated Service")?;
+    each_in_flight(unrelated.config_maps, |index| {
+        let object = config_map(index, instances_namespace, 1);
+        let api: Api<ConfigMap> =
+            Api::namespaced(client.clone(), namespace_of(index, instances_namespace));
+        let put = &put;
+        async move {
+            api.replace(&format!("dashboard-{index}"), put, &object)
+                .await
+        }
+    })
+    .await
+    .context("rewriting an unrelated ConfigMap")?;
+    each_in_flight(unrelated.services, |index| {
+        let api: Api<Service> =
+            Api::namespaced(client.clone(), namespace_of(index, instances_namespace));
+        let put = &put;
+        async move {
+            let name = format!("app-{index}");
+            // A Service's PUT keeps its allocated cluster IP only when it names it.
+            let mut object = api.get(&name).await?;
+            let fresh = service(index, instances_namespace, 1);
+            object.metadata.annotations = fresh.metadata.annotations;
+            api.replace(&name, put, &object).await
+        }
+    })
+    .await
+    .context("rewriting an unrelated Service")?;
     Ok(started.elapsed())
+}
+
+/// Sends `request(index)` for every index below `count`, [`IN_FLIGHT`] at
+/// a time; the first refusal ends it.
+async fn each_in_flight<T, F>(
+    count: usize,
+    request: impl FnMut(usize) -> F,
+) -> Result<(), kube::Error>
+where
+    F: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    stream::iter(0..count)
+        .map(request)
+        .buffer_unordered(IN_FLIGHT)
+        .try_for_each(|_| async { Ok(()) })
+        .await
 }
 
 #[cfg(test)]

@@ -234,6 +234,18 @@ fn request(name: &str, split: &Split) -> InstanceRequest {
     }
 }
 
+/// The hosts of the set `name`, as the first cluster's status lists them.
+async fn replset_hosts(control_plane: &ControlPlane, name: &str) -> Result<Vec<String>> {
+    Ok(observe::views(control_plane, NAMESPACE, name)
+        .await?
+        .first()
+        .context("no cluster has the instance")?
+        .replset
+        .iter()
+        .map(|(host, _)| host.clone())
+        .collect())
+}
+
 /// Polls every cluster's `MongoDB` every 50 ms until [`observe::is_ready`];
 /// returns when it first was.
 async fn ready_at(control_plane: &ControlPlane, name: &str, split: &Split) -> Result<Instant> {

@@ -43,14 +43,7 @@ pub(super) async fn no_primary(lab: &Lab) -> Result<Figures> {
         .await?;
     let leaving = member_host(lab, 0, name, 1).await?;
     observe::make_primary(lab, name, &leaving).await?;
-    let hosts: Vec<String> = observe::views(&control_plane, NAMESPACE, name)
-        .await?
-        .first()
-        .context("no cluster has the instance")?
-        .replset
-        .iter()
-        .map(|(host, _)| host.clone())
-        .collect();
+    let hosts = replset_hosts(&control_plane, name).await?;
     let mut sampler = SetSampler::start(lab.network().clone(), hosts, LOOK_EVERY);
     let mut probe = look_at(lab.network().clone());
     tokio::time::sleep(Duration::from_millis(500)).await;

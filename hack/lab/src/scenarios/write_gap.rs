@@ -177,14 +177,7 @@ async fn write_gap(lab: &Lab) -> Result<Measured> {
         .await?;
     let leaving = member_host(lab, LEAVING_CLUSTER, name, 0).await?;
     observe::make_primary(lab, name, &leaving).await?;
-    let hosts: Vec<String> = observe::views(&control_plane, NAMESPACE, name)
-        .await?
-        .first()
-        .context("no cluster has the instance")?
-        .replset
-        .iter()
-        .map(|(host, _)| host.clone())
-        .collect();
+    let hosts = replset_hosts(&control_plane, name).await?;
     let (username, password) = observe::root_credentials(lab, name).await?;
     let writer = Writer::start(&hosts, &username, &password)?;
     writer
