@@ -33,6 +33,7 @@ use k8s_openapi::api::core::v1::{
     PodStatus, Secret, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PartialObjectMeta;
 use kube::runtime::reflector::{self, store::Writer, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
@@ -233,17 +234,31 @@ where
         .touched_objects()
 }
 
+/// The annotation `kubectl apply` writes: a copy of the whole object (of a
+/// Secret, its data too), which no pass reads.
+const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// A kind the controller caches, and what of it no pass reads.
 pub trait Cached: Resource {
     /// Removes, before the object is cached, what no pass reads: its
-    /// `managedFields` (as large as the fields they describe), and more for
-    /// some kinds.
+    /// `managedFields` (as large as the fields they describe) and `kubectl
+    /// apply`'s copy of it, and more for some kinds.
     fn slim(&mut self) {
-        self.meta_mut().managed_fields = None;
+        slim_metadata(self.meta_mut());
+    }
+}
+
+/// Removes from `metadata` what no pass reads of any kind.
+fn slim_metadata(metadata: &mut ObjectMeta) {
+    metadata.managed_fields = None;
+    if let Some(annotations) = metadata.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED_ANNOTATION);
     }
 }
 
 impl Cached for Service {}
+impl Cached for ConfigMap {}
+impl Cached for Secret {}
 impl Cached for PodDisruptionBudget {}
 impl Cached for PartialObjectMeta<Secret> {}
 impl Cached for PartialObjectMeta<ConfigMap> {}
@@ -253,7 +268,7 @@ impl Cached for crate::api::MongoDB {}
 /// A pass reads a member pod's metadata, phase and conditions (`validate`).
 impl Cached for Pod {
     fn slim(&mut self) {
-        self.metadata.managed_fields = None;
+        slim_metadata(&mut self.metadata);
         self.spec = None;
         self.status = self.status.take().map(|status| PodStatus {
             phase: status.phase,
@@ -268,7 +283,7 @@ impl Cached for Pod {
 /// (`grow`).
 impl Cached for StatefulSet {
     fn slim(&mut self) {
-        self.metadata.managed_fields = None;
+        slim_metadata(&mut self.metadata);
         self.spec = self.spec.take().map(|spec| StatefulSetSpec {
             volume_claim_templates: spec
                 .volume_claim_templates
@@ -290,7 +305,7 @@ impl Cached for PersistentVolumeClaim {
 /// A claim with its metadata (without `managedFields`), its storage request,
 /// capacity and conditions only.
 fn slim_claim(mut claim: PersistentVolumeClaim) -> PersistentVolumeClaim {
-    claim.metadata.managed_fields = None;
+    slim_metadata(&mut claim.metadata);
     PersistentVolumeClaim {
         metadata: claim.metadata,
         spec: claim.spec.map(|spec| PersistentVolumeClaimSpec {
@@ -310,7 +325,7 @@ fn slim_claim(mut claim: PersistentVolumeClaim) -> PersistentVolumeClaim {
 /// marker, and which ones are no longer wanted).
 impl Cached for Deployment {
     fn slim(&mut self) {
-        self.metadata.managed_fields = None;
+        slim_metadata(&mut self.metadata);
         self.spec = None;
         self.status = None;
     }

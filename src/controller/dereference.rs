@@ -135,7 +135,8 @@ async fn read_named<K>(
     kind: &str,
 ) -> Result<Option<K>, DereferenceError>
 where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+    K: super::caches::Cached
+        + kube::Resource<Scope = kube::core::NamespaceResourceScope>
         + Clone
         + serde::de::DeserializeOwned
         + std::fmt::Debug,

@@ -1,8 +1,8 @@
 //! Objects a pass reads by name that carry no label of ours — hostconf and
 //! the custom config ConfigMap, the Secrets a `MongoDB` names, FedState's
 //! arbiter Service ([`ByName`]): read with one GET when a pass first needs
-//! them, then kept for as long as a metadata-only watch of their kind shows
-//! the same `resourceVersion`.
+//! them, then kept ([`Cached::slim`]: without what no pass reads) for as long
+//! as a metadata-only watch of their kind shows the same `resourceVersion`.
 //!
 //! The watch keeps nothing of the objects no pass read, so what other
 //! tenants keep in the cluster costs the operator no memory: each of their
@@ -18,7 +18,7 @@ use kube::runtime::watcher::Event;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 
-use super::caches::CacheWriter;
+use super::caches::{CacheWriter, Cached};
 
 /// How long an object no pass has read stays kept: far longer than the 30 s
 /// between two passes of an instance at rest, so only what no instance
@@ -111,7 +111,8 @@ impl<K: Resource> Entry<K> {
 
 impl<K> ByName<K>
 where
-    K: Resource<Scope = kube::core::NamespaceResourceScope>
+    K: Cached
+        + Resource<Scope = kube::core::NamespaceResourceScope>
         + Clone
         + DeserializeOwned
         + std::fmt::Debug,
@@ -144,7 +145,10 @@ where
         }
         // The entry exists while the GET runs, so a change the watch sees
         // meanwhile is recorded against it and the answer is not trusted.
-        let read = api.get_opt(name).await?.map(Arc::new);
+        let read = api.get_opt(name).await?.map(|mut object| {
+            object.slim();
+            Arc::new(object)
+        });
         if let Some(entry) = self.lock().by_key.get_mut(&key) {
             entry.read = Some(read.clone());
         }
@@ -218,6 +222,7 @@ where
 mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+    use kube::ResourceExt;
     use serde_json::json;
 
     use super::*;
@@ -386,5 +391,40 @@ mod tests {
         entries.sweep(start + UNREAD_FOR + Duration::from_secs(1));
         let kept: Vec<&str> = entries.by_key.keys().map(|(_, n)| n.as_str()).collect();
         assert_eq!(kept, ["recent"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn what_is_kept_of_a_read_object_is_what_a_pass_reads() {
+        let (_server, client) = test_cluster::start().await;
+        let api = Api::<ConfigMap>::namespaced(client, NAMESPACE);
+        let applied = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "hostconf", "namespace": NAMESPACE, "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": "{\"data\":{}}",
+                "team": "db",
+            }},
+            "data": {"datas": "10.0.0.1:30001"},
+        });
+        let written = api
+            .patch(
+                "hostconf",
+                &PatchParams::apply("kubectl"),
+                &Patch::Apply(&applied),
+            )
+            .await
+            .unwrap();
+        assert!(written.metadata.managed_fields.is_some());
+        let (cache, _writer) = by_name::<ConfigMap>();
+
+        let read = cache
+            .get(&api, NAMESPACE, "hostconf")
+            .await
+            .unwrap()
+            .unwrap();
+
+        assert_eq!(read.metadata.managed_fields, None);
+        let annotations: Vec<&str> = read.annotations().keys().map(String::as_str).collect();
+        assert_eq!(annotations, ["team"]);
+        assert_eq!(data(&Some(read)).as_deref(), Some("10.0.0.1:30001"));
     }
 }

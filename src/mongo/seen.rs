@@ -25,11 +25,11 @@
 //!
 //! Lost on restart, harmlessly: the first pass asks everything.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use mongodb::bson::oid::ObjectId;
-use mongodb::bson::Document;
+use mongodb::bson::{Document, RawDocumentBuf};
 
 use super::config_doc::{config_from_document, integer};
 use crate::hostconf::MemberAddress;
@@ -43,16 +43,18 @@ pub struct MembersSeen(Arc<Mutex<Seen>>);
 
 #[derive(Default)]
 struct Seen {
-    members: BTreeMap<MemberAddress, MemberSeen>,
+    /// By member: a few entries, in a table smaller than a B-tree's node.
+    members: HashMap<MemberAddress, MemberSeen>,
     committed: Option<CommittedConfig>,
 }
 
 /// The config document a primary reported majority-committed, and the
-/// `topologyVersion` it answered with.
+/// `topologyVersion` it answered with. The config is kept as its BSON bytes:
+/// one allocation instead of one per field, for every instance at rest.
 struct CommittedConfig {
     primary: MemberAddress,
     topology: TopologyVersion,
-    config: Document,
+    config: RawDocumentBuf,
 }
 
 /// One member as last seen.
@@ -109,7 +111,7 @@ pub(super) fn state_in_hello(hello: &Document) -> Option<MemberState> {
 }
 
 impl MembersSeen {
-    fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<MemberAddress, MemberSeen>) -> T) -> T {
+    fn with<T>(&self, f: impl FnOnce(&mut HashMap<MemberAddress, MemberSeen>) -> T) -> T {
         f(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()).members)
     }
 
@@ -128,7 +130,7 @@ impl MembersSeen {
             let seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
             let committed = seen.committed.as_ref()?;
             (committed.primary == *primary && committed.topology == topology)
-                .then(|| committed.config.clone())?
+                .then(|| committed.config.to_document().ok())??
         };
         let parsed = config_from_document(&config).ok()?;
         let term = parsed.term?;
@@ -169,10 +171,13 @@ impl MembersSeen {
         let Some(topology) = TopologyVersion::of(hello) else {
             return;
         };
+        let Ok(config) = RawDocumentBuf::from_document(config) else {
+            return;
+        };
         self.0.lock().unwrap_or_else(|p| p.into_inner()).committed = Some(CommittedConfig {
             primary: primary.clone(),
             topology,
-            config: config.clone(),
+            config,
         });
     }
 
