@@ -12,8 +12,11 @@ use std::time::{Duration, Instant};
 
 use kube::{Client, Resource, ResourceExt};
 
+use kube::runtime::reflector::{ObjectRef, Store};
+
 use super::caches::Caches;
 use super::events::{Events, Recorder};
+use super::turns::{Turn, Turns};
 use super::FIELD_MANAGER;
 use crate::api::MongoDB;
 use crate::hostconf::MemberAddress;
@@ -37,6 +40,8 @@ pub struct Context {
     written: Arc<Written>,
     recorder: Recorder,
     memory: Arc<Mutex<BTreeMap<String, InstanceMemory>>>,
+    turns: Turns,
+    mongodbs: Store<MongoDB>,
 }
 
 /// What the operator remembers of an instance between passes (lost on
@@ -80,7 +85,15 @@ pub struct HeldStepDown {
 
 impl Context {
     /// A context for a controller talking to `client`, reading `caches`.
-    pub fn new(client: Client, caches: Caches, metrics: Arc<Metrics>) -> Self {
+    /// The shared state of the passes over the objects of `mongodbs`, which
+    /// run in their `turns`.
+    pub fn new(
+        client: Client,
+        caches: Caches,
+        metrics: Arc<Metrics>,
+        turns: Turns,
+        mongodbs: Store<MongoDB>,
+    ) -> Self {
         Context {
             recorder: Recorder::new(
                 client.clone(),
@@ -92,7 +105,17 @@ impl Context {
             written: Arc::default(),
             metrics,
             memory: Arc::default(),
+            turns,
+            mongodbs,
         }
+    }
+
+    /// Waits for a pass's turn, then gives the object as it is now (`None`:
+    /// gone since the pass became due).
+    pub async fn take_turn(&self, due: &MongoDB) -> Option<(Turn, Arc<MongoDB>)> {
+        let turn = self.turns.take().await;
+        let now = self.mongodbs.get(&ObjectRef::from_obj(due))?;
+        Some((turn, now))
     }
 
     /// The context of one pass over `mongodb`: the shared state, the object's
@@ -247,7 +270,9 @@ mod tests {
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let client = Client::try_from(config).unwrap();
         let (caches, _writers, _synced) = caches();
-        let context = Context::new(client, caches, Arc::new(Metrics::new("a")));
+        let metrics = Arc::new(Metrics::new("a"));
+        let (mongodbs, _writer) = kube::runtime::reflector::store();
+        let context = Context::new(client, caches, metrics, Turns::new(1), mongodbs);
         let mongodb = fixtures::mongodb();
         let pass = context.for_pass(&mongodb);
         pass.remember(|m| m.retries = 3);

@@ -46,6 +46,7 @@ mod service_hold;
 mod status;
 #[cfg(test)]
 mod test_cluster;
+mod turns;
 mod vet;
 
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -76,6 +77,7 @@ use dereference::DereferenceError;
 use events::{error_chain, Notice};
 use finalizer::{FinalizerError, Phase};
 use pass::{pass, PassOutcome};
+use turns::{controller_config, Turns};
 
 pub use finalizer::FINALIZER;
 
@@ -99,27 +101,29 @@ pub async fn run(
 ) {
     let (caches, writers, synced) = caches();
     let client = clients.watches;
-    let context = Arc::new(Context::new(
-        clients.requests,
-        caches.clone(),
-        metrics.clone(),
-    ));
     let managed = listed_in_pages().labels(&format!(
         "{}={}",
         build::labels::MANAGED_BY_LABEL,
         build::labels::MANAGER
     ));
-    let config = kube::runtime::controller::Config::default().concurrency(concurrency);
     // A pass runs when the object's spec, metadata or deletion changes, never
     // for a status write alone (its own, mostly): `desired_state`.
     let (store, mongodbs_writer) = reflector::store();
+    let context = Arc::new(Context::new(
+        clients.requests,
+        caches.clone(),
+        metrics.clone(),
+        Turns::new(concurrency),
+        store.clone(),
+    ));
     let mongodb_changes = watcher(scoped::<MongoDB>(&client, &namespace), listed_in_pages())
         .default_backoff()
         .modify(MongoDB::slim)
         .reflect(mongodbs_writer)
         .applied_objects()
         .predicate_filter(desired_state, Default::default());
-    let controller = Controller::for_stream(mongodb_changes, store.clone()).with_config(config);
+    let controller =
+        Controller::for_stream(mongodb_changes, store.clone()).with_config(controller_config());
     // Member Services carry the instance label; FedState's arbiter Service only
     // its name, `<instance>-mongodb-arbiter` (read by name, `ByName`).
     let member_service_of = |service: Service| {
@@ -344,11 +348,22 @@ impl ReconcileError {
     }
 }
 
+/// Waits for the pass's turn ([`turns`]), then runs it over the object as it
+/// is then.
+async fn reconcile(mongodb: Arc<MongoDB>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    ctx.caches.wait_synced().await;
+    let Some((_turn, mongodb)) = ctx.take_turn(&mongodb).await else {
+        return Ok(Action::await_change());
+    };
+    // Boxed: a pass waiting for its turn holds only this future, not the
+    // whole pass's.
+    Box::pin(reconcile_now(mongodb, ctx)).await
+}
+
 /// Claims the object with the finalizer first; runs ordinary passes while it
 /// lives, leaving passes once it is deleted, and releases it once a leaving
 /// pass reports this cluster's members out of the set.
-async fn reconcile(mongodb: Arc<MongoDB>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    ctx.caches.wait_synced().await;
+async fn reconcile_now(mongodb: Arc<MongoDB>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let started = Instant::now();
     let _in_flight = ctx.metrics.pass_started();
     let pass_ctx = ctx.for_pass(&mongodb);
