@@ -1,18 +1,25 @@
 //! Command dispatch for one connection: access control (code 13 before auth,
 //! with mongod's localhost exception while no user exists), the handshake and
-//! diagnostic commands, SCRAM, user management, and insert with write concern.
-//! Replica-set administration lives in [`crate::repl_commands`], reads (find,
-//! aggregate) in [`crate::query`], update and delete in [`crate::update`],
-//! featureCompatibilityVersion in [`crate::fcv`].
+//! diagnostic commands, SCRAM and user management. The write path (write
+//! concern, insert) lives in [`crate::writes`], a retryable write's session
+//! and error labels in [`crate::retryable`], replica-set administration in
+//! [`crate::repl_commands`], reads (find, aggregate) in [`crate::query`],
+//! update and delete in [`crate::update`], featureCompatibilityVersion in
+//! [`crate::fcv`].
 
 use crate::error::{self, fail, CmdError};
-use crate::member::{now_ms, user_document, Member, MemberState};
+use crate::member::{user_document, Member, MemberState};
 use crate::scram::{self, Conversation, Mechanism};
-use crate::state::{is_fcv_document, DurableState, Op, OpTime, OplogEntry, USERS_NS};
-use crate::values::{render, values_equal};
-use bson::{doc, oid::ObjectId, spec::BinarySubtype, Binary, Bson, DateTime, Document};
+use crate::state::{Op, USERS_NS};
+use bson::{doc, spec::BinarySubtype, Binary, Bson, DateTime, Document};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+pub(crate) use crate::writes::{
+    collection_name, duplicate_key_error, finish_write, last_op, not_primary,
+    wait_for_write_concern, write_concern, write_concern_error, write_error, write_ops,
+    write_planned, WaitFailure, WriteConcern,
+};
 
 pub(crate) type CmdResult = Result<Document, CmdError>;
 
@@ -74,21 +81,19 @@ pub(crate) async fn dispatch(
         net.count_command(member.listen(), conn.app_name.as_deref(), &name);
     }
     let result = run(member, conn, &name, &body).await;
-    match result {
+    let mut d = match result {
         Ok(mut d) => {
             if !d.contains_key("ok") {
                 d.insert("ok", 1.0);
             }
             d
         }
-        Err(e) => {
-            let mut d = e.to_document();
-            if e.code == error::NOT_WRITABLE_PRIMARY {
-                d.insert("topologyVersion", topology_version(member));
-            }
-            d
-        }
+        Err(e) => e.to_document(),
+    };
+    if crate::retryable::append_error_labels(&body, &mut d) && !d.contains_key("topologyVersion") {
+        d.insert("topologyVersion", topology_version(member));
     }
+    d
 }
 
 /// Handles an OP_QUERY command: only the hello/isMaster handshake.
@@ -122,6 +127,49 @@ const LOCALHOST_EXCEPTION: &[&str] = &[
     "replSetReconfig",
 ];
 
+/// Every command this simulator runs; any other is 59, before the session
+/// fields are looked at (mongod finds the command first).
+const COMMANDS: &[&str] = &[
+    "hello",
+    "isMaster",
+    "ismaster",
+    "ping",
+    "buildInfo",
+    "buildinfo",
+    "getParameter",
+    "setParameter",
+    "rotateCertificates",
+    "endSessions",
+    "serverStatus",
+    "dbStats",
+    "dbstats",
+    "collStats",
+    "collstats",
+    "connectionStatus",
+    "logout",
+    "saslStart",
+    "saslContinue",
+    "createUser",
+    "updateUser",
+    "dropUser",
+    "usersInfo",
+    "insert",
+    "update",
+    "delete",
+    "setFeatureCompatibilityVersion",
+    "setDefaultRWConcern",
+    "getDefaultRWConcern",
+    "find",
+    "aggregate",
+    "replSetInitiate",
+    "replSetGetConfig",
+    "replSetGetStatus",
+    "replSetReconfig",
+    "replSetStepDown",
+    "replSetFreeze",
+    "replSetStepUp",
+];
+
 fn is_authorized(member: &Member, conn: &Connection, name: &str) -> bool {
     if !member.auth_enabled() || !conn.users.is_empty() {
         return true;
@@ -143,6 +191,13 @@ async fn run(
             format!("Command {name} requires authentication"),
         );
     }
+    if !COMMANDS.contains(&name) {
+        return fail(
+            error::COMMAND_NOT_FOUND,
+            format!("no such command: '{name}'"),
+        );
+    }
+    let txn = crate::retryable::operation_session_info(member, conn, name, body)?;
     match name {
         "hello" if !member.version().knows_hello() => fail(
             error::COMMAND_NOT_FOUND,
@@ -173,9 +228,9 @@ async fn run(
         "updateUser" => update_user(member, body).await,
         "dropUser" => drop_user(member, body).await,
         "usersInfo" => users_info(member, body),
-        "insert" => insert(member, body).await,
-        "update" => crate::update::update(member, body).await,
-        "delete" => crate::update::delete(member, body).await,
+        "insert" => crate::writes::insert(member, body, txn.as_ref()).await,
+        "update" => crate::update::update(member, body, txn.as_ref()).await,
+        "delete" => crate::update::delete(member, body, txn.as_ref()).await,
         "setFeatureCompatibilityVersion" => crate::fcv::set_fcv(member, body).await,
         "setDefaultRWConcern" => crate::rwc_defaults::set_default(member, body).await,
         "getDefaultRWConcern" => crate::rwc_defaults::get_default(member, body),
@@ -493,161 +548,7 @@ fn sasl_continue(conn: &mut Connection, body: &Document) -> CmdResult {
     Ok(doc! { "conversationId": 1, "done": done, "payload": bin(server_final.into_bytes()) })
 }
 
-// ---- writes ------------------------------------------------------------------
-
-/// Parsed `writeConcern`.
-pub(crate) struct WriteConcern {
-    /// None = majority; Some(n) = n members.
-    pub w: Option<i64>,
-    pub wtimeout: Option<Duration>,
-}
-
-pub(crate) fn write_concern(body: &Document) -> WriteConcern {
-    let mut wc = WriteConcern {
-        w: None,
-        wtimeout: None,
-    };
-    if let Ok(d) = body.get_document("writeConcern") {
-        match d.get("w") {
-            Some(Bson::String(s)) if s == "majority" => wc.w = None,
-            Some(v) => wc.w = num(Some(v)).map(|n| n as i64),
-            None => {}
-        }
-        wc.wtimeout = timeout_ms(num(d.get("wtimeout")).or(num(d.get("wtimeoutMS"))));
-    }
-    wc
-}
-
-/// Why a write-concern wait ended without success.
-pub(crate) enum WaitFailure {
-    TimedOut,
-    SteppedDown,
-}
-
-pub(crate) fn not_primary() -> CmdError {
-    CmdError::new(error::NOT_WRITABLE_PRIMARY, "not primary")
-}
-
-/// Appends operations as the primary; returns the optime of the last one and the
-/// role generation to detect a step-down while waiting.
-pub(crate) fn write_ops(member: &Member, ops: Vec<Op>) -> Result<(OpTime, u64), CmdError> {
-    write_planned(member, |_| (ops, ())).map(|(optime, generation, ())| (optime, generation))
-}
-
-/// The primary's last optime and role generation: what a write that changed
-/// nothing waits for (mongod's `setLastOpToSystemLastOpTime`).
-pub(crate) fn last_op(member: &Member) -> Result<(OpTime, u64), CmdError> {
-    write_ops(member, Vec::new())
-}
-
-/// Plans a write on the primary's data and appends the operations the plan
-/// returns, both under the member's locks so no other write interleaves. Returns
-/// the optime to wait for (the last entry, or the last optime when the plan wrote
-/// nothing), the role generation, and the plan's result.
-pub(crate) fn write_planned<R>(
-    member: &Member,
-    plan: impl FnOnce(&DurableState) -> (Vec<Op>, R),
-) -> Result<(OpTime, u64, R), CmdError> {
-    let inner = member.lock();
-    // A primary attempting a step-down or still catching up after its
-    // election accepts no writes (`TopologyCoordinator::canAcceptWrites`:
-    // only leader mode "master").
-    if !Member::writable(&inner) {
-        return Err(not_primary());
-    }
-    let mut disk = member.disk();
-    let (ops, result) = plan(&disk);
-    let term = disk.term;
-    for op in ops {
-        let optime = disk.next_optime(term, now_ms());
-        let entry = OplogEntry::new(optime, now_ms(), op);
-        if !member.room_for(&disk, crate::disk::write_bytes(&entry)) {
-            // The process dies; the client gets no answer (`server` sends
-            // none once the member has an exit code).
-            drop(disk);
-            drop(inner);
-            member.disk_full();
-            return Err(CmdError::new(
-                error::INTERNAL_ERROR,
-                "No space left on device",
-            ));
-        }
-        disk.append(entry);
-    }
-    Ok((disk.last_optime(), inner.role_generation, result))
-}
-
-pub(crate) async fn wait_for_write_concern(
-    member: &Member,
-    optime: OpTime,
-    generation: u64,
-    wc: &WriteConcern,
-) -> Result<(), WaitFailure> {
-    let deadline = wc.wtimeout.map(|t| Instant::now() + t);
-    loop {
-        let enough_members = match wc.w {
-            Some(n) if n > 1 => count_members_with(member, optime) >= n as usize,
-            _ => true,
-        };
-        {
-            let inner = member.lock();
-            let done = match wc.w {
-                None => inner.commit_point >= optime,
-                Some(_) => enough_members,
-            };
-            if done {
-                return Ok(());
-            }
-            if inner.role_generation != generation {
-                return Err(WaitFailure::SteppedDown);
-            }
-        }
-        if deadline.map(|d| Instant::now() >= d).unwrap_or(false) {
-            return Err(WaitFailure::TimedOut);
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-fn count_members_with(member: &Member, optime: OpTime) -> usize {
-    let Some(net) = member.network() else {
-        return 0;
-    };
-    let Some(cfg) = member.disk().config.clone() else {
-        return 0;
-    };
-    let me = member.self_host();
-    cfg.members
-        .iter()
-        .filter(|m| !m.arbiter_only)
-        .filter(|m| {
-            if Some(&m.host) == me.as_ref() {
-                true
-            } else {
-                net.dial(member, &m.host)
-                    .map(|p| p.last_optime() >= optime)
-                    .unwrap_or(false)
-            }
-        })
-        .count()
-}
-
-pub(crate) fn write_concern_error(f: WaitFailure, body: &Document) -> Document {
-    let wc = body
-        .get_document("writeConcern")
-        .cloned()
-        .unwrap_or_else(|_| doc! {"w": "majority"});
-    match f {
-        WaitFailure::TimedOut => doc! {
-            "code": error::WRITE_CONCERN_FAILED, "codeName": "WriteConcernFailed",
-            "errmsg": "waiting for replication timed out", "errInfo": { "wtimeout": true, "writeConcern": wc },
-        },
-        WaitFailure::SteppedDown => doc! {
-            "code": error::INTERRUPTED_DUE_TO_REPL_STATE_CHANGE, "codeName": "InterruptedDueToReplStateChange",
-            "errmsg": "operation was interrupted because a replica set state change occurred", "errInfo": { "writeConcern": wc },
-        },
-    }
-}
+// ---- user management ----------------------------------------------------------
 
 /// Runs `ops` as one replicated write and applies the write concern; user
 /// management commands fail outright when the concern fails, as mongod does.
@@ -812,132 +713,4 @@ fn users_info(member: &Member, body: &Document) -> CmdResult {
         })
         .collect();
     Ok(doc! { "users": users })
-}
-
-/// A duplicate `_id` write error as mongod reports it (with `keyPattern` and
-/// `keyValue`).
-pub(crate) fn duplicate_key_error(index: usize, ns: &str, id: &Bson) -> Bson {
-    Bson::Document(doc! {
-        "index": index as i32, "code": error::DUPLICATE_KEY,
-        "keyPattern": { "_id": 1 }, "keyValue": { "_id": id.clone() },
-        "errmsg": format!("E11000 duplicate key error collection: {ns} index: _id_ dup key: {{ _id: {} }}", render(id)),
-    })
-}
-
-/// A write error entry (`{index, code, errmsg}`).
-pub(crate) fn write_error(index: usize, e: &CmdError) -> Bson {
-    Bson::Document(doc! { "index": index as i32, "code": e.code, "errmsg": e.errmsg.clone() })
-}
-
-/// The reply of a write command: waits for the write concern on `optime` (also
-/// when nothing was written: mongod then waits for the last optime) and adds
-/// `writeErrors` / `writeConcernError`.
-pub(crate) async fn finish_write(
-    member: &Member,
-    body: &Document,
-    (optime, generation): (OpTime, u64),
-    mut reply: Document,
-    write_errors: Vec<Bson>,
-) -> CmdResult {
-    if let Err(f) = wait_for_write_concern(
-        member,
-        optime,
-        generation,
-        &crate::rwc_defaults::effective_write_concern(member, body),
-    )
-    .await
-    {
-        reply.insert("writeConcernError", write_concern_error(f, body));
-    }
-    if !write_errors.is_empty() {
-        reply.insert("writeErrors", write_errors);
-    }
-    Ok(reply)
-}
-
-/// The name of the collection a CRUD command targets (mongod's
-/// `parseNsCollectionRequired`: 73 when it is not a string).
-pub(crate) fn collection_name<'b>(body: &'b Document, command: &str) -> Result<&'b str, CmdError> {
-    match body.get(command) {
-        Some(Bson::String(c)) => Ok(c),
-        Some(other) => fail(
-            error::INVALID_NAMESPACE,
-            format!(
-                "collection name has invalid type {}",
-                crate::values::type_name(other)
-            ),
-        ),
-        None => fail(error::INVALID_NAMESPACE, "collection name has invalid type"),
-    }
-}
-
-async fn insert(member: &Member, body: &Document) -> CmdResult {
-    let db = db_of(body);
-    let coll = collection_name(body, "insert")?;
-    let ns = format!("{db}.{coll}");
-    let docs = body
-        .get_array("documents")
-        .map_err(|_| CmdError::new(error::FAILED_TO_PARSE, "missing documents"))?;
-    let ordered = body.get_bool("ordered").unwrap_or(true);
-    if !member.is_writable_primary() {
-        return Err(not_primary());
-    }
-    let mut docs_in = Vec::new();
-    for d in docs {
-        let Bson::Document(d) = d else {
-            return fail(error::TYPE_MISMATCH, "documents must be objects");
-        };
-        docs_in.push(d.clone());
-    }
-    let binary = member.version();
-    let (optime, generation, (n, write_errors)) = write_planned(member, |disk| {
-        let mut ops = Vec::new();
-        let mut write_errors = Vec::new();
-        let mut ids: Vec<Bson> = disk
-            .collection(&ns)
-            .iter()
-            .filter_map(|d| d.get("_id").cloned())
-            .collect();
-        for (i, mut d) in docs_in.into_iter().enumerate() {
-            if !d.contains_key("_id") {
-                let mut with_id = doc! { "_id": ObjectId::new() };
-                with_id.extend(d);
-                d = with_id;
-            }
-            let id = d.get("_id").cloned().unwrap_or(Bson::Null);
-            let refused = if ids.iter().any(|x| values_equal(x, &id)) {
-                Some(duplicate_key_error(i, &ns, &id))
-            } else if is_fcv_document(&ns, &d) {
-                // The FCV op observer parses the document; a value the binary
-                // cannot run fails the write.
-                crate::fcv::check_write(binary, &d)
-                    .err()
-                    .map(|e| write_error(i, &e))
-            } else {
-                None
-            };
-            if let Some(err) = refused {
-                write_errors.push(err);
-                if ordered {
-                    break;
-                }
-                continue;
-            }
-            ids.push(id);
-            ops.push(Op::Insert {
-                ns: ns.clone(),
-                doc: d,
-            });
-        }
-        let n = ops.len() as i32;
-        (ops, (n, write_errors))
-    })?;
-    finish_write(
-        member,
-        body,
-        (optime, generation),
-        doc! { "n": n },
-        write_errors,
-    )
-    .await
 }

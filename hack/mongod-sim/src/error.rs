@@ -41,6 +41,11 @@ pub const PRIMARY_STEPPED_DOWN: i32 = 189;
 pub const EXCEEDED_TIME_LIMIT: i32 = 262;
 pub const CURRENT_CONFIG_NOT_COMMITTED_YET: i32 = 308;
 pub const DUPLICATE_KEY: i32 = 11000;
+pub const INCOMPLETE_TRANSACTION_HISTORY: i32 = 217;
+pub const TRANSACTION_TOO_OLD: i32 = 225;
+/// A txnNumber on a command that is neither a retryable write nor in a
+/// transaction (`service_entry_point_common.cpp`).
+pub const NOT_A_RETRYABLE_WRITE_COMMAND: i32 = 50768;
 pub const NOT_WRITABLE_PRIMARY: i32 = 10107;
 pub const INTERRUPTED_DUE_TO_REPL_STATE_CHANGE: i32 = 11602;
 pub const NOT_PRIMARY_NO_SECONDARY_OK: i32 = 13435;
@@ -96,6 +101,9 @@ pub fn code_name(code: i32) -> &'static str {
         EXCEEDED_TIME_LIMIT => "ExceededTimeLimit",
         CURRENT_CONFIG_NOT_COMMITTED_YET => "CurrentConfigNotCommittedYet",
         DUPLICATE_KEY => "DuplicateKey",
+        INCOMPLETE_TRANSACTION_HISTORY => "IncompleteTransactionHistory",
+        TRANSACTION_TOO_OLD => "TransactionTooOld",
+        NOT_A_RETRYABLE_WRITE_COMMAND => "Location50768",
         NOT_WRITABLE_PRIMARY => "NotWritablePrimary",
         INTERRUPTED_DUE_TO_REPL_STATE_CHANGE => "InterruptedDueToReplStateChange",
         NOT_PRIMARY_NO_SECONDARY_OK => "NotPrimaryNoSecondaryOk",

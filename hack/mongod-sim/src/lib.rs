@@ -14,6 +14,7 @@ pub mod network;
 pub mod pki;
 mod query;
 mod repl_commands;
+mod retryable;
 mod rwc_defaults;
 mod scram;
 mod server;
@@ -26,6 +27,7 @@ mod update;
 mod values;
 pub mod version;
 pub mod wire;
+mod writes;
 
 pub use config::{MemberConfig, ReplSetConfig, Settings};
 pub use disk::Disk;

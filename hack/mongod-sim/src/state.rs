@@ -99,6 +99,24 @@ impl Op {
     }
 }
 
+/// Namespace of the sessions' transaction table (mongod's
+/// `NamespaceString::kSessionTransactionsTableNamespace`).
+pub const TRANSACTIONS_NS: &str = "config.transactions";
+
+/// What an entry written by a retryable write carries (mongod's oplog entry
+/// fields `lsid`, `txnNumber`, `stmtId`, `prevOpTime`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TxnInfo {
+    /// The session as the server keeps it: `{id, uid}`.
+    #[serde(with = "extjson::document")]
+    pub lsid: Document,
+    pub txn_number: i64,
+    pub stmt_id: i32,
+    /// The session's previous entry of the same txnNumber (null for its
+    /// first): the chain mongod's `TransactionHistoryIterator` walks.
+    pub prev_optime: Option<OpTime>,
+}
+
 /// One oplog entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OplogEntry {
@@ -106,6 +124,9 @@ pub struct OplogEntry {
     /// Wall clock of the write on the primary (ms since epoch).
     pub wall_ms: i64,
     pub op: Op,
+    /// Set on the entries of a retryable write.
+    #[serde(default)]
+    pub txn: Option<TxnInfo>,
     /// Its BSON size as mongod stores it in `local.oplog.rs` (see
     /// [`OplogEntry::new`]): what it counts against the capped oplog's size.
     #[serde(default)]
@@ -117,10 +138,16 @@ impl OplogEntry {
     /// (`MutableOplogEntry`, `src/mongo/db/repl/oplog_entry.idl`): `op`,
     /// `ns`, `o` (and `o2` for an update), `ts`, `t`, `v`, `wall`.
     pub fn new(optime: OpTime, wall_ms: i64, op: Op) -> OplogEntry {
+        OplogEntry::with_txn(optime, wall_ms, op, None)
+    }
+
+    /// An entry, with the session fields of a retryable write when `txn`.
+    pub fn with_txn(optime: OpTime, wall_ms: i64, op: Op, txn: Option<TxnInfo>) -> OplogEntry {
         let mut entry = OplogEntry {
             optime,
             wall_ms,
             op,
+            txn,
             bytes: 0,
         };
         entry.bytes = document_bytes(&entry.to_document());
@@ -150,6 +177,15 @@ impl OplogEntry {
         entry.insert("t", self.optime.t);
         entry.insert("v", 2_i64);
         entry.insert("wall", bson::DateTime::from_millis(self.wall_ms));
+        if let Some(txn) = &self.txn {
+            entry.insert("lsid", txn.lsid.clone());
+            entry.insert("txnNumber", txn.txn_number);
+            entry.insert("stmtId", txn.stmt_id);
+            entry.insert(
+                "prevOpTime",
+                txn.prev_optime.unwrap_or(OpTime::NULL).to_document(),
+            );
+        }
         entry
     }
 
@@ -183,9 +219,11 @@ pub struct DurableState {
     pub term: i64,
     pub last_vote: Option<LastVote>,
     /// Data that predates the oplog (initial-sync snapshot or pre-initiate writes).
+    #[serde(with = "extjson::collections")]
     pub base: BTreeMap<String, Vec<Document>>,
     pub oplog: Vec<OplogEntry>,
     /// `base` with the oplog applied.
+    #[serde(with = "extjson::collections")]
     pub data: BTreeMap<String, Vec<Document>>,
     /// Set while the member must (re)do an initial sync before serving as SECONDARY.
     pub initial_sync_pending: bool,
@@ -210,6 +248,14 @@ pub struct DurableState {
 }
 
 impl DurableState {
+    /// The oplog entry at `optime`, if the oplog still holds it.
+    pub fn entry_at(&self, optime: OpTime) -> Option<&OplogEntry> {
+        self.oplog
+            .binary_search_by(|e| e.optime.cmp(&optime))
+            .ok()
+            .map(|i| &self.oplog[i])
+    }
+
     /// No data at all (the official image creates its root user only then).
     pub fn is_empty(&self) -> bool {
         self.config.is_none() && self.oplog.is_empty() && self.data.values().all(|v| v.is_empty())
@@ -254,7 +300,7 @@ impl DurableState {
     /// Appends and applies an entry. Data errors (e.g. duplicate keys) are checked
     /// before writing, by the caller.
     pub fn append(&mut self, entry: OplogEntry) {
-        let delta = apply(&mut self.data, &entry.op);
+        let delta = apply(&mut self.data, &entry);
         self.data_bytes = self.data_bytes.saturating_add_signed(delta);
         self.oplog_bytes += entry.size();
         self.oplog.push(entry);
@@ -299,7 +345,7 @@ impl DurableState {
         }
         self.oplog_bytes = total;
         for e in self.oplog.drain(..drop) {
-            apply(&mut self.base, &e.op);
+            apply(&mut self.base, &e);
             self.truncated_through = Some(e.optime);
         }
     }
@@ -319,7 +365,7 @@ impl DurableState {
         self.recount_oplog_bytes();
         let mut data = self.base.clone();
         for e in &self.oplog {
-            apply(&mut data, &e.op);
+            apply(&mut data, e);
         }
         self.data = data;
         self.recount_data_bytes();
@@ -344,8 +390,43 @@ impl DurableState {
     }
 }
 
-/// Applies `op` to `data`; returns how many bytes the documents grew by.
-fn apply(data: &mut BTreeMap<String, Vec<Document>>, op: &Op) -> i64 {
+/// Applies `entry` to `data`; returns how many bytes the documents grew by.
+/// An entry of a retryable write also updates its session's record in
+/// `config.transactions`, as mongod's primary does in the write's unit of
+/// work (`TransactionParticipant::onWriteOpCompletedOnPrimary`) and its
+/// secondaries do from the entry's session fields
+/// (`SessionUpdateTracker`): `{_id: lsid, txnNum, lastWriteOpTime,
+/// lastWriteDate}`.
+fn apply(data: &mut BTreeMap<String, Vec<Document>>, entry: &OplogEntry) -> i64 {
+    let delta = apply_op(data, &entry.op);
+    let Some(txn) = &entry.txn else {
+        return delta;
+    };
+    let record = doc! {
+        "_id": txn.lsid.clone(),
+        "txnNum": txn.txn_number,
+        "lastWriteOpTime": entry.optime.to_document(),
+        "lastWriteDate": bson::DateTime::from_millis(entry.wall_ms),
+    };
+    let records = data.entry(TRANSACTIONS_NS.to_string()).or_default();
+    let id = Bson::Document(txn.lsid.clone());
+    let size = |d: &Document| document_bytes(d) as i64;
+    let grown = match records.iter_mut().find(|d| d.get("_id") == Some(&id)) {
+        Some(d) => {
+            let before = size(d);
+            *d = record;
+            size(d) - before
+        }
+        None => {
+            let grown = size(&record);
+            records.push(record);
+            grown
+        }
+    };
+    delta + grown
+}
+
+fn apply_op(data: &mut BTreeMap<String, Vec<Document>>, op: &Op) -> i64 {
     let size = |d: &Document| document_bytes(d) as i64;
     let same_id = |d: &Document, id: &Bson| {
         crate::values::values_equal(d.get("_id").unwrap_or(&Bson::Null), id)
@@ -404,6 +485,82 @@ fn apply(data: &mut BTreeMap<String, Vec<Document>>, op: &Op) -> i64 {
                 .sum();
             users.retain(|u| u.get("_id") != Some(&id));
             -before
+        }
+    }
+}
+
+/// Documents kept through a human-readable serializer (JSON) as canonical
+/// extended JSON, so that their BSON types come back as they were (plain
+/// serde turns a generic binary into an array and an Int64 that fits into
+/// an Int32). A file written before reads back too: plain JSON values parse
+/// as extended JSON.
+mod extjson {
+    use bson::{Bson, Document};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::BTreeMap;
+
+    fn to_json(d: &Document) -> serde_json::Value {
+        Bson::Document(d.clone()).into_canonical_extjson()
+    }
+
+    fn from_json<E: serde::de::Error>(v: serde_json::Value) -> Result<Document, E> {
+        match Bson::try_from(v) {
+            Ok(Bson::Document(d)) => Ok(d),
+            Ok(other) => Err(E::custom(format!("not a document: {other}"))),
+            Err(e) => Err(E::custom(e)),
+        }
+    }
+
+    pub mod document {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(d: &Document, s: S) -> Result<S::Ok, S::Error> {
+            if s.is_human_readable() {
+                to_json(d).serialize(s)
+            } else {
+                d.serialize(s)
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Document, D::Error> {
+            if d.is_human_readable() {
+                from_json(serde_json::Value::deserialize(d)?)
+            } else {
+                Document::deserialize(d)
+            }
+        }
+    }
+
+    pub mod collections {
+        use super::*;
+
+        type Collections = BTreeMap<String, Vec<Document>>;
+
+        pub fn serialize<S: Serializer>(c: &Collections, s: S) -> Result<S::Ok, S::Error> {
+            if !s.is_human_readable() {
+                return c.serialize(s);
+            }
+            let json: BTreeMap<&String, Vec<serde_json::Value>> = c
+                .iter()
+                .map(|(ns, docs)| (ns, docs.iter().map(to_json).collect()))
+                .collect();
+            json.serialize(s)
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Collections, D::Error> {
+            if !d.is_human_readable() {
+                return Collections::deserialize(d);
+            }
+            BTreeMap::<String, Vec<serde_json::Value>>::deserialize(d)?
+                .into_iter()
+                .map(|(ns, docs)| {
+                    let docs = docs
+                        .into_iter()
+                        .map(from_json)
+                        .collect::<Result<Vec<_>, D::Error>>()?;
+                    Ok((ns, docs))
+                })
+                .collect()
         }
     }
 }
@@ -490,5 +647,57 @@ mod tests {
         state.truncate_after(1);
         assert_eq!(state.data_bytes, 8 * document_bytes(&doc! {"_id": 1}));
         assert_eq!(state.oplog_bytes(), one, "kept as entries go");
+    }
+
+    #[test]
+    fn a_retryable_writes_entries_keep_its_session_record_in_config_transactions() {
+        let lsid = doc! {"id": 1, "uid": 2};
+        let mut state = DurableState::default();
+        let mut prev = None;
+        for i in 1..=3 {
+            let mut entry = insert(i);
+            entry.txn = Some(TxnInfo {
+                lsid: lsid.clone(),
+                txn_number: 7,
+                stmt_id: i as i32 - 1,
+                prev_optime: prev,
+            });
+            prev = Some(entry.optime);
+            state.append(OplogEntry::with_txn(
+                entry.optime,
+                entry.wall_ms,
+                entry.op,
+                entry.txn,
+            ));
+        }
+        let record = |state: &DurableState| state.collection(TRANSACTIONS_NS).to_vec();
+        assert_eq!(record(&state).len(), 1);
+        assert_eq!(
+            record(&state)[0].get_document("lastWriteOpTime").unwrap(),
+            &state.oplog[2].optime.to_document()
+        );
+        assert_eq!(record(&state)[0].get_i64("txnNum").unwrap(), 7);
+        assert!(state.oplog[1].to_document().contains_key("prevOpTime"));
+        state.truncate_after(2);
+        assert_eq!(
+            record(&state)[0].get_document("lastWriteOpTime").unwrap(),
+            &state.oplog[1].optime.to_document(),
+            "a rollback takes the record back with its entries"
+        );
+        state.cap_oplog(1, state.last_optime());
+        assert_eq!(
+            record(&state).len(),
+            1,
+            "the capped oplog folds it into the base"
+        );
+        assert_eq!(
+            state.data_bytes,
+            state
+                .data
+                .values()
+                .flatten()
+                .map(document_bytes)
+                .sum::<u64>()
+        );
     }
 }

@@ -13,18 +13,22 @@
 //! Both replicate through the oplog (a changed document travels as its
 //! post-image, a deleted one as its `_id`), refuse on a non-primary (10107) and
 //! honour `writeConcern` as `insert` does. Statement errors are `writeErrors`;
-//! malformed commands fail whole (mongod's IDL codes 40414, 14, 9).
+//! malformed commands fail whole (mongod's IDL codes 40414, 14, 9). As
+//! retryable writes ([`crate::retryable`]) a statement executed already is
+//! answered from its entry and not run again, and `multi: true` / `limit: 0`
+//! statements are refused (72).
 
 use crate::commands::{
-    collection_name, db_of, duplicate_key_error, finish_write, not_primary, write_error,
-    write_planned, CmdResult,
+    collection_name, db_of, duplicate_key_error, finish_write, not_primary, write_error, CmdResult,
 };
 use crate::error::{self, fail, CmdError};
 use crate::member::Member;
 use crate::query::Filter;
+use crate::retryable::{Executed, RetryableWrite};
 use crate::state::{is_fcv_document, Op};
 use crate::values::{identical, render, type_name, values_equal};
 use crate::version::ServerVersion;
+use crate::writes::write_statements;
 use bson::{doc, oid::ObjectId, Bson, Document};
 
 const PATH_NOT_VIABLE: i32 = 28;
@@ -495,8 +499,43 @@ fn run_update(
     Ok(())
 }
 
+/// A retryable write's statement that may not be retried
+/// (`write_ops_exec.cpp` `performSingleUpdateOp` / `performSingleDeleteOp`).
+fn not_retryable(index: usize, what: &str) -> Bson {
+    write_error(
+        index,
+        &CmdError::new(
+            INVALID_OPTIONS,
+            format!("Cannot use (or request) retryable writes with {what}"),
+        ),
+    )
+}
+
+/// What a retried update statement answers, from the entry it wrote
+/// (`write_ops_retryability.cpp` `parseOplogEntryForUpdate`): an upsert
+/// (an insert entry) n 1, nModified 0 and its `_id`; an update n 1,
+/// nModified 1.
+fn retried_update(disk: &crate::state::DurableState, optime: crate::state::OpTime) -> Outcome {
+    match disk.entry_at(optime).map(|e| &e.op) {
+        Some(Op::Insert { doc, .. }) => Outcome {
+            n: 1,
+            modified: 0,
+            upserted: doc.get("_id").cloned(),
+        },
+        _ => Outcome {
+            n: 1,
+            modified: 1,
+            upserted: None,
+        },
+    }
+}
+
 /// The `update` command.
-pub(crate) async fn update(member: &Member, body: &Document) -> CmdResult {
+pub(crate) async fn update(
+    member: &Member,
+    body: &Document,
+    txn: Option<&RetryableWrite>,
+) -> CmdResult {
     let db = db_of(body);
     let ns = format!("{db}.{}", collection_name(body, "update")?);
     let ordered = body.get_bool("ordered").unwrap_or(true);
@@ -525,15 +564,25 @@ pub(crate) async fn update(member: &Member, body: &Document) -> CmdResult {
     }
     let binary = member.version();
     let (optime, generation, (n, modified, upserted, write_errors)) =
-        write_planned(member, |disk| {
+        write_statements(member, txn, |disk, executed: &Executed| {
             let mut working = disk.collection(&ns).to_vec();
             let mut ops = Vec::new();
+            let mut tagged = Vec::new();
             let (mut n, mut modified) = (0, 0);
             let mut upserted = Vec::new();
             let mut write_errors = Vec::new();
             for (i, st) in parsed.iter().enumerate() {
+                let stmt_id = txn.map(|t| t.stmt_id(i));
                 let mut outcome = Outcome::default();
-                let result = run_update(binary, &ns, &mut working, &mut ops, (i, st), &mut outcome);
+                let result = match stmt_id.map(|id| executed.check(id)).transpose()? {
+                    Some(Some(at)) => {
+                        outcome = retried_update(disk, at);
+                        Ok(())
+                    }
+                    _ if st.multi && txn.is_some() => Err(not_retryable(i, "multi=true")),
+                    _ => run_update(binary, &ns, &mut working, &mut ops, (i, st), &mut outcome),
+                };
+                tagged.extend(ops.drain(..).map(|op| (op, stmt_id)));
                 n += outcome.n;
                 modified += outcome.modified;
                 if let Some(id) = outcome.upserted {
@@ -546,7 +595,7 @@ pub(crate) async fn update(member: &Member, body: &Document) -> CmdResult {
                     }
                 }
             }
-            (ops, (n, modified, upserted, write_errors))
+            Ok((tagged, (n, modified, upserted, write_errors)))
         })?;
     let mut reply = doc! { "n": n, "nModified": modified };
     if !upserted.is_empty() {
@@ -556,7 +605,11 @@ pub(crate) async fn update(member: &Member, body: &Document) -> CmdResult {
 }
 
 /// The `delete` command.
-pub(crate) async fn delete(member: &Member, body: &Document) -> CmdResult {
+pub(crate) async fn delete(
+    member: &Member,
+    body: &Document,
+    txn: Option<&RetryableWrite>,
+) -> CmdResult {
     let db = db_of(body);
     let ns = format!("{db}.{}", collection_name(body, "delete")?);
     let ordered = body.get_bool("ordered").unwrap_or(true);
@@ -578,44 +631,63 @@ pub(crate) async fn delete(member: &Member, body: &Document) -> CmdResult {
     if !member.is_writable_primary() {
         return Err(not_primary());
     }
-    let (optime, generation, (n, write_errors)) = write_planned(member, |disk| {
-        let mut working = disk.collection(&ns).to_vec();
-        let mut ops = Vec::new();
-        let mut n = 0;
-        let mut write_errors = Vec::new();
-        for (i, (q, just_one)) in parsed.iter().enumerate() {
-            let result = (|| -> Result<(), CmdError> {
-                let filter = Filter::parse(q)?;
-                loop {
-                    let Some(pos) = working.iter().position(|d| filter.matches(d)) else {
-                        return Ok(());
-                    };
-                    if is_fcv_document(&ns, &working[pos]) {
-                        return fail(
-                            crate::fcv::REMOVING_FCV_DOCUMENT,
-                            "removing FeatureCompatibilityVersion document is not allowed",
-                        );
+    let (optime, generation, (n, write_errors)) =
+        write_statements(member, txn, |disk, executed| {
+            let mut working = disk.collection(&ns).to_vec();
+            let mut ops = Vec::new();
+            let mut n = 0;
+            let mut write_errors = Vec::new();
+            for (i, (q, just_one)) in parsed.iter().enumerate() {
+                let stmt_id = txn.map(|t| t.stmt_id(i));
+                if let Some(id) = stmt_id {
+                    // `makeWriteResultForInsertOrDeleteRetry`: n 1.
+                    if executed.check(id)?.is_some() {
+                        n += 1;
+                        continue;
                     }
-                    let removed = working.remove(pos);
-                    ops.push(Op::Delete {
-                        ns: ns.clone(),
-                        id: removed.get("_id").cloned().unwrap_or(Bson::Null),
-                    });
-                    n += 1;
-                    if *just_one {
-                        return Ok(());
+                    if !just_one {
+                        write_errors.push(not_retryable(i, "limit=0"));
+                        if ordered {
+                            break;
+                        }
+                        continue;
                     }
                 }
-            })();
-            if let Err(e) = result {
-                write_errors.push(write_error(i, &e));
-                if ordered {
-                    break;
+                let result = (|| -> Result<(), CmdError> {
+                    let filter = Filter::parse(q)?;
+                    loop {
+                        let Some(pos) = working.iter().position(|d| filter.matches(d)) else {
+                            return Ok(());
+                        };
+                        if is_fcv_document(&ns, &working[pos]) {
+                            return fail(
+                                crate::fcv::REMOVING_FCV_DOCUMENT,
+                                "removing FeatureCompatibilityVersion document is not allowed",
+                            );
+                        }
+                        let removed = working.remove(pos);
+                        ops.push((
+                            Op::Delete {
+                                ns: ns.clone(),
+                                id: removed.get("_id").cloned().unwrap_or(Bson::Null),
+                            },
+                            stmt_id,
+                        ));
+                        n += 1;
+                        if *just_one {
+                            return Ok(());
+                        }
+                    }
+                })();
+                if let Err(e) = result {
+                    write_errors.push(write_error(i, &e));
+                    if ordered {
+                        break;
+                    }
                 }
             }
-        }
-        (ops, (n, write_errors))
-    })?;
+            Ok((ops, (n, write_errors)))
+        })?;
     finish_write(
         member,
         body,

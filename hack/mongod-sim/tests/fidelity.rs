@@ -188,6 +188,16 @@ fn pymongo_updates_deletes_feature_compatibility_version_and_server_versions() {
 }
 
 #[test]
+fn pymongo_retries_writes_once_each_also_on_a_new_primary() {
+    pymongo_with_control(
+        119,
+        &[],
+        "pymongo_retryable_writes.py",
+        "PYMONGO RETRYABLE WRITES OK",
+    );
+}
+
+#[test]
 fn pymongo_sees_a_too_stale_member_recovering_until_its_data_is_wiped() {
     pymongo_with_control(
         115,

@@ -232,6 +232,12 @@ pub(crate) struct Inner {
     pub self_check_due: bool,
     /// Incremented on every role change; writes waiting for write concern watch it.
     pub role_generation: u64,
+    /// Each session's newest txnNumber as this primary began it
+    /// ([`crate::retryable::begin_or_continue`]), keyed by the session's BSON.
+    pub active_txns: HashMap<Vec<u8>, i64>,
+    /// The role generation `active_txns` belongs to: a role change forgets
+    /// them, as mongod invalidates its sessions on a step-up or step-down.
+    pub sessions_generation: u64,
     pub topology_counter: i64,
     /// Failed initial sync attempts (mongod gives up after 10).
     pub initial_sync_failures: u32,
@@ -374,6 +380,8 @@ impl Member {
                 heartbeat_now: true,
                 self_check_due: true,
                 role_generation: 0,
+                active_txns: HashMap::new(),
+                sessions_generation: 0,
                 topology_counter: 0,
                 initial_sync_failures: 0,
                 next_initial_sync: None,
