@@ -11,6 +11,11 @@ next number, so only acknowledged numbers are promised. It writes into the
 collection named by WRITES_COLLECTION ("writes" by default), so that two
 writers can run on one set.
 
+With WRITER_RETRY_WRITES set the driver retries a write once on a retryable
+error (retryWrites=True, pymongo's default, as an application runs it);
+without it, as the end-to-end scenarios run it, retryWrites=False: every
+failure is an "ERR" line and the next number.
+
 With WRITER_EVENTS set it also prints the driver's own view, one line each,
 "EVENT <time.monotonic()> <what> ...": server and topology changes (SDAM;
 pymongo publishes them from a queue it drains once a second, so their times
@@ -127,8 +132,8 @@ class Inserts(monitoring.CommandListener):
 
 
 listeners = [Servers(), Topology(), Heartbeats(), Pools(), Inserts()] if os.environ.get("WRITER_EVENTS") else []
-client = MongoClient(os.environ["MONGO_URI"], serverSelectionTimeoutMS=20000, retryWrites=False,
-                     event_listeners=listeners)
+client = MongoClient(os.environ["MONGO_URI"], serverSelectionTimeoutMS=20000,
+                     retryWrites=bool(os.environ.get("WRITER_RETRY_WRITES")), event_listeners=listeners)
 COLLECTION = os.environ.get("WRITES_COLLECTION", "writes")
 collection = client.lab.get_collection(COLLECTION, write_concern=WriteConcern(w="majority", wtimeout=10000))
 stop_file = os.environ["STOP_FILE"]

@@ -1,7 +1,8 @@
 //! The pymongo w:"majority" writer of the end-to-end scenarios
-//! (`tests/majority_writer.py`), run with its driver events on: every
-//! acknowledgement timed as it arrives, every driver event on the bench's
-//! clock.
+//! (`tests/majority_writer.py`), run with its driver events on and as an
+//! application's driver runs, with retryable writes (pymongo's default,
+//! `WRITER_RETRY_WRITES`): every acknowledgement timed as it arrives, every
+//! driver event on the bench's clock.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -55,6 +56,7 @@ impl Writer {
             .env("MONGO_URI", uri)
             .env("STOP_FILE", &stop_file)
             .env("WRITER_EVENTS", "1")
+            .env("WRITER_RETRY_WRITES", "1")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
