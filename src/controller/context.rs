@@ -111,9 +111,9 @@ impl Context {
     }
 
     /// Waits for a pass's turn, then gives the object as it is now (`None`:
-    /// gone since the pass became due).
+    /// gone since the pass became due, or the operator is stopping).
     pub async fn take_turn(&self, due: &MongoDB) -> Option<(Turn, Arc<MongoDB>)> {
-        let turn = self.turns.take().await;
+        let turn = self.turns.take().await?;
         let now = self.mongodbs.get(&ObjectRef::from_obj(due))?;
         Some((turn, now))
     }

@@ -109,11 +109,12 @@ pub async fn run(
     // A pass runs when the object's spec, metadata or deletion changes, never
     // for a status write alone (its own, mostly): `desired_state`.
     let (store, mongodbs_writer) = reflector::store();
+    let turns = Turns::new(concurrency);
     let context = Arc::new(Context::new(
         clients.requests,
         caches.clone(),
         metrics.clone(),
-        Turns::new(concurrency),
+        turns.clone(),
         store.clone(),
     ));
     let mongodb_changes = watcher(scoped::<MongoDB>(&client, &namespace), listed_in_pages())
@@ -253,6 +254,7 @@ pub async fn run(
         .watches_stream(config_maps, refers_to_config_map)
         .watches_stream(secrets, refers_to_secret)
         .shutdown_on_signal()
+        .graceful_shutdown_on(turns.close_on_signal())
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
             match result {

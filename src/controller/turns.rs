@@ -37,12 +37,39 @@ impl Turns {
     }
 
     /// Waits until it is this pass's turn: after every pass that asked
-    /// before it.
-    pub async fn take(&self) -> Turn {
-        let permit = self.0.clone().acquire_owned().await;
-        Turn {
-            _permit: permit.expect("the turns' semaphore is never closed"),
+    /// before it. `None` once the operator is shutting down.
+    pub async fn take(&self) -> Option<Turn> {
+        let permit = self.0.clone().acquire_owned().await.ok()?;
+        Some(Turn { _permit: permit })
+    }
+
+    /// Ends every wait for a turn, those under way and those to come, when
+    /// the operator is asked to stop (SIGTERM, or Ctrl+C): kube-runtime's
+    /// graceful shutdown waits for every pass it has started, and the passes
+    /// still waiting for a turn have done nothing yet. Passes that run end
+    /// as usual.
+    pub async fn close_on_signal(self) {
+        let terminate = async {
+            #[cfg(unix)]
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut terminate) => {
+                    terminate.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+            #[cfg(not(unix))]
+            std::future::pending::<()>().await
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate => {}
         }
+        self.close();
+    }
+
+    /// Ends every wait for a turn.
+    fn close(&self) {
+        self.0.close();
     }
 }
 
@@ -95,7 +122,7 @@ mod tests {
         let turns = Turns::new(2);
         let context = Arc::new((turns, passes.clone()));
         let reconcile = |object: Arc<ConfigMap>, context: Arc<(Turns, Passes)>| async move {
-            let _turn = context.0.take().await;
+            let _turn = context.0.take().await.unwrap();
             tokio::time::sleep(Duration::from_millis(20)).await;
             let name = object.metadata.name.clone().unwrap_or_default();
             *context.1.lock().unwrap().entry(name).or_default() += 1;
@@ -120,5 +147,22 @@ mod tests {
             })
             .min();
         assert!(fewest >= Some(2), "passes per object: {passes:?}");
+    }
+
+    #[tokio::test]
+    async fn once_closed_the_waits_end_and_the_running_pass_keeps_its_turn() {
+        let turns = Turns::new(1);
+        let running = turns.take().await.unwrap();
+        let waiting = tokio::spawn({
+            let turns = turns.clone();
+            async move { turns.take().await.is_some() }
+        });
+        tokio::task::yield_now().await;
+
+        turns.close();
+
+        assert!(!waiting.await.unwrap());
+        assert!(turns.take().await.is_none());
+        drop(running);
     }
 }
