@@ -19,7 +19,7 @@
 //! so its cost does not grow with the number of objects in the namespace.
 //!
 //! Objects are cached without what no pass reads ([`Cached::slim`]): their
-//! `managedFields` everywhere, and the spec and status of pods (but their
+//! `managedFields` and `kubectl apply`'s copy everywhere, and the spec and status of pods (but their
 //! phase and conditions) and of StatefulSets — the largest part of the
 //! operator's memory with 1,000 instances (`lab bench`, BENCHMARKS.md).
 

@@ -10,9 +10,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kube::{Client, Resource, ResourceExt};
-
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource, ResourceExt};
 
 use super::caches::Caches;
 use super::events::{Events, Recorder};
@@ -84,9 +83,8 @@ pub struct HeldStepDown {
 }
 
 impl Context {
-    /// A context for a controller talking to `client`, reading `caches`.
-    /// The shared state of the passes over the objects of `mongodbs`, which
-    /// run in their `turns`.
+    /// The shared state of the passes over the objects of `mongodbs`: they
+    /// talk to `client`, read `caches` and run in their `turns`.
     pub fn new(
         client: Client,
         caches: Caches,
