@@ -18,14 +18,14 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::caches::{named, write_marker, Caches};
+use super::caches::{write_marker, Caches};
 use super::context::{LastWrite, PassContext, Written};
 use super::events::{error_chain, Notice};
+use super::packed::PackedStore;
 use super::FIELD_MANAGER;
 use crate::build::{exporter, names, DesiredObjects};
 
@@ -115,13 +115,10 @@ pub async fn apply_secret(ctx: &PassContext, secret: &Secret) -> Result<(), Appl
 
 /// Where objects of kind `K` are applied, and the cache of what is there
 /// (of kind `C`: the Secrets' is metadata only).
-struct Target<'a, K, C: Resource + 'static>
-where
-    C::DynamicType: Eq + std::hash::Hash,
-{
+struct Target<'a, K, C> {
     api: Api<K>,
     namespace: &'a str,
-    cache: &'a Store<C>,
+    cache: &'a PackedStore<C>,
     written: &'a Written,
 }
 
@@ -133,10 +130,14 @@ where
         + DeserializeOwned
         + std::fmt::Debug,
     K::DynamicType: Default,
-    C: Resource + Clone + 'static,
-    C::DynamicType: Default + Eq + std::hash::Hash + Clone,
+    C: Resource + Serialize + DeserializeOwned,
 {
-    fn new(client: &Client, namespace: &'a str, cache: &'a Store<C>, written: &'a Written) -> Self {
+    fn new(
+        client: &Client,
+        namespace: &'a str,
+        cache: &'a PackedStore<C>,
+        written: &'a Written,
+    ) -> Self {
         Target {
             api: Api::namespaced(client.clone(), namespace),
             namespace,
@@ -162,7 +163,10 @@ where
         value["kind"] = serde_json::Value::String(kind.clone());
         let key = format!("{kind} {}/{name}", self.namespace);
         let desired = digest(&value);
-        let cached = named(self.cache, self.namespace, &name).and_then(|c| write_marker(&*c));
+        let cached = self
+            .cache
+            .get(self.namespace, &name)
+            .and_then(|c| write_marker(&c));
         let unchanged = LastWrite {
             desired,
             marker: cached,
@@ -208,7 +212,8 @@ pub async fn remove_unwanted_exporters(
         .map(ResourceExt::name_any)
         .collect();
     let metrics_service = names::metrics_service(instance);
-    let service_held = named(&caches.services.store, namespace, &metrics_service)
+    let service_held = (caches.services.store)
+        .get(namespace, &metrics_service)
         .is_some_and(|service| exporter::is_exporter(service.labels()));
     let unwanted = exporter::unwanted(desired, &held, service_held.then_some(metrics_service));
     let mut failures = Vec::new();

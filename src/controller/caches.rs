@@ -19,9 +19,11 @@
 //! so its cost does not grow with the number of objects in the namespace.
 //!
 //! Objects are cached without what no pass reads ([`Cached::slim`]): their
-//! `managedFields` and `kubectl apply`'s copy everywhere, and the spec and status of pods (but their
-//! phase and conditions) and of StatefulSets — the largest part of the
-//! operator's memory with 1,000 instances (`lab bench`, BENCHMARKS.md).
+//! `managedFields` and `kubectl apply`'s copy everywhere, and the spec and
+//! status of pods (but their phase and conditions) and of StatefulSets; and
+//! they are kept as JSON ([`super::packed`]), decoded when a pass reads them —
+//! together the largest part of the operator's memory with 1,000 instances
+//! (`lab bench`, BENCHMARKS.md).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
@@ -35,13 +37,14 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PartialObjectMeta;
-use kube::runtime::reflector::{self, store::Writer, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use tokio::sync::watch;
 
+use super::packed::{packed_store, PackedStore, PackedWriter};
 pub use super::referenced::ByName;
 use super::referenced::{by_name, ByNameWriter};
 use crate::api::INSTANCE_LABEL;
@@ -67,10 +70,10 @@ pub struct Caches {
     /// The data claims of the StatefulSets this operator manages.
     pub claims: Indexed<PersistentVolumeClaim>,
     /// The PodDisruptionBudgets this operator manages.
-    pub pod_disruption_budgets: Store<PodDisruptionBudget>,
+    pub pod_disruption_budgets: PackedStore<PodDisruptionBudget>,
     /// The metadata of the Secrets this operator writes (what `apply`
     /// compares with).
-    pub secrets: Store<PartialObjectMeta<Secret>>,
+    pub secrets: PackedStore<PartialObjectMeta<Secret>>,
     /// Secrets read by name, data included: those a `MongoDB` names, and
     /// those the members mount.
     pub named_secrets: ByName<Secret>,
@@ -86,9 +89,9 @@ pub struct Writers {
     pub deployments: IndexedWriter<Deployment>,
     pub pods: IndexedWriter<Pod>,
     pub claims: IndexedWriter<PersistentVolumeClaim>,
-    pub pod_disruption_budgets: Writer<PodDisruptionBudget>,
+    pub pod_disruption_budgets: PackedWriter<PodDisruptionBudget>,
     pub secrets: (
-        Managed<Writer<PartialObjectMeta<Secret>>>,
+        Managed<PackedWriter<PartialObjectMeta<Secret>>>,
         ByNameWriter<Secret>,
     ),
 }
@@ -112,8 +115,8 @@ pub fn caches() -> (Caches, Writers, Synced) {
     let (deployments, deployments_writer) = indexed();
     let (pods, pods_writer) = indexed();
     let (claims, claims_writer) = indexed();
-    let (pod_disruption_budgets, budgets_writer) = reflector::store();
-    let (secrets, secrets_writer) = reflector::store();
+    let (pod_disruption_budgets, budgets_writer) = packed_store();
+    let (secrets, secrets_writer) = packed_store();
     let (named_secrets, named_secrets_writer) = by_name();
     let (sender, synced) = watch::channel(false);
     let caches = Caches {
@@ -154,7 +157,7 @@ impl Caches {
 
     /// Waits until each store has been listed once. Each store's readiness
     /// is awaited by this one waiter only (kube-runtime wakes one waiter).
-    pub async fn wait_listed(&self) -> Result<(), reflector::store::WriterDropped> {
+    pub async fn wait_listed(&self) -> Result<(), watch::error::RecvError> {
         self.services.store.wait_until_ready().await?;
         self.stateful_sets.store.wait_until_ready().await?;
         self.deployments.store.wait_until_ready().await?;
@@ -169,16 +172,6 @@ impl Caches {
 pub trait CacheWriter<K>: Send + 'static {
     /// Takes in one event of the watch.
     fn apply_watcher_event(&mut self, event: &Event<K>);
-}
-
-impl<K> CacheWriter<K> for Writer<K>
-where
-    K: Resource + Clone + Send + Sync + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
-{
-    fn apply_watcher_event(&mut self, event: &Event<K>) {
-        Writer::apply_watcher_event(self, event);
-    }
 }
 
 /// Both writers take in each event.
@@ -332,23 +325,25 @@ impl Cached for Deployment {
 }
 
 /// A store and the index of its objects by instance label.
-#[derive(Clone)]
-pub struct Indexed<K: Resource + Clone + 'static>
-where
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
+pub struct Indexed<K> {
     /// Every object, by name.
-    pub store: Store<K>,
+    pub store: PackedStore<K>,
     index: Arc<RwLock<InstanceIndex>>,
+}
+
+impl<K> Clone for Indexed<K> {
+    fn clone(&self) -> Self {
+        Indexed {
+            store: self.store.clone(),
+            index: self.index.clone(),
+        }
+    }
 }
 
 /// The writer of an [`Indexed`] store: the store's writer, and the index kept
 /// from the same events.
-pub struct IndexedWriter<K: Resource + Clone + 'static>
-where
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    writer: Writer<K>,
+pub struct IndexedWriter<K> {
+    writer: PackedWriter<K>,
     index: Arc<RwLock<InstanceIndex>>,
     /// The index being rebuilt by a (re)list: it replaces the index when the
     /// list is done, as the store's own buffer does.
@@ -356,12 +351,8 @@ where
 }
 
 /// An empty indexed store and its writer.
-fn indexed<K>() -> (Indexed<K>, IndexedWriter<K>)
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-{
-    let (store, writer) = reflector::store();
+fn indexed<K>() -> (Indexed<K>, IndexedWriter<K>) {
+    let (store, writer) = packed_store();
     let index = Arc::new(RwLock::new(InstanceIndex::default()));
     let indexed = Indexed {
         store,
@@ -377,8 +368,7 @@ where
 
 impl<K> CacheWriter<K> for IndexedWriter<K>
 where
-    K: Resource + Clone + Send + Sync + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+    K: Resource + Serialize + DeserializeOwned + Send + Sync + 'static,
 {
     fn apply_watcher_event(&mut self, event: &Event<K>) {
         self.writer.apply_watcher_event(event);
@@ -398,8 +388,7 @@ where
 
 impl<K> Indexed<K>
 where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+    K: Resource + Serialize + DeserializeOwned,
 {
     /// The cached objects of `namespace` labelled with `instance`: looked up
     /// in the index, so only that instance's objects are read.
@@ -411,13 +400,12 @@ where
             .names(namespace, instance);
         names
             .iter()
-            .filter_map(|name| named(&self.store, namespace, name))
+            .filter_map(|name| self.store.get(namespace, name))
             // The store may be a step ahead of the index (both are written by
             // one event, the store first): trust the object's own label.
             .filter(|object| {
                 object.labels().get(INSTANCE_LABEL).map(String::as_str) == Some(instance)
             })
-            .map(|object| object.as_ref().clone())
             .collect()
     }
 }
@@ -469,15 +457,6 @@ impl InstanceIndex {
             .map(|names| names.iter().cloned().collect())
             .unwrap_or_default()
     }
-}
-
-/// The object `name` in `namespace`, as cached.
-pub fn named<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<Arc<K>>
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-{
-    store.get(&ObjectRef::new(name).within(namespace))
 }
 
 /// What says whether a cached object still is as this operator last wrote it:
@@ -614,7 +593,7 @@ mod tests {
 
     #[test]
     fn only_the_secrets_this_operator_manages_are_kept() {
-        let (store, writer) = reflector::store::<PartialObjectMeta<Secret>>();
+        let (store, writer) = packed_store::<PartialObjectMeta<Secret>>();
         let mut writer = Managed(writer);
         let secret = |name: &str, managed: bool| -> PartialObjectMeta<Secret> {
             let labels = match managed {
@@ -628,7 +607,7 @@ mod tests {
             .unwrap()
         };
         let names = || {
-            let mut names: Vec<String> = store.state().iter().map(|s| s.name_any()).collect();
+            let mut names = store.names_in("ns");
             names.sort();
             names
         };

@@ -138,12 +138,13 @@ where
     K: super::caches::Cached
         + kube::Resource<Scope = kube::core::NamespaceResourceScope>
         + Clone
+        + serde::Serialize
         + serde::de::DeserializeOwned
         + std::fmt::Debug,
     K::DynamicType: Default,
 {
     match cache.get(api, namespace, &name).await {
-        Ok(object) => Ok(object.map(|o| (*o).clone())),
+        Ok(object) => Ok(object),
         Err(source) => Err(DereferenceError {
             what: format!("{kind} {name}"),
             source,

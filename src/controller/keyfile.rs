@@ -8,7 +8,6 @@
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams};
-use kube::ResourceExt;
 
 use super::context::PassContext;
 use crate::build::names;
@@ -30,10 +29,8 @@ pub async fn prune_keyfile_secrets(
     let unused: Vec<String> = ctx
         .caches
         .secrets
-        .state()
-        .iter()
-        .filter(|secret| secret.namespace().as_deref() == Some(instance.namespace.as_str()))
-        .map(|secret| secret.name_any())
+        .names_in(&instance.namespace)
+        .into_iter()
         .filter(|name| name.starts_with(&prefix) && name != planned)
         .collect();
     let secrets = Api::<Secret>::namespaced(ctx.client.clone(), &instance.namespace);

@@ -36,6 +36,7 @@ mod forget;
 mod grow;
 mod keyfile;
 mod observe;
+mod packed;
 mod pass;
 mod record;
 mod recovery;

@@ -17,8 +17,10 @@ use kube::api::PartialObjectMeta;
 use kube::runtime::watcher::Event;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 
 use super::caches::{CacheWriter, Cached};
+use super::packed::Packed;
 
 /// How long an object no pass has read stays kept: far longer than the 30 s
 /// between two passes of an instance at rest, so only what no instance
@@ -75,7 +77,7 @@ struct Entry<K> {
     seen: Seen,
     /// What the last GET answered (`None` inside: not found); `None` until
     /// a GET has answered.
-    read: Option<Option<Arc<K>>>,
+    read: Option<Option<Read<K>>>,
     /// Whether the relist under way has listed it.
     relisted: bool,
     /// When a pass last asked for it.
@@ -93,19 +95,23 @@ enum Seen {
     Absent,
 }
 
-impl<K: Resource> Entry<K> {
-    /// Whether the last GET still tells what the object is.
-    fn current(&self) -> Option<Option<Arc<K>>> {
+/// An object as a GET answered it: packed, and its `resourceVersion`.
+struct Read<K> {
+    version: Option<String>,
+    object: Packed<K>,
+}
+
+impl<K: Serialize + DeserializeOwned> Entry<K> {
+    /// The last GET's answer, while it still tells what the object is.
+    fn current(&self) -> Option<Option<&Packed<K>>> {
         let read = self.read.as_ref()?;
         let fresh = match (&self.seen, read) {
             (Seen::Unknown, _) => true,
-            (Seen::Version(version), Some(object)) => {
-                object.meta().resource_version.as_ref() == Some(version)
-            }
+            (Seen::Version(version), Some(read)) => read.version.as_ref() == Some(version),
             (Seen::Absent, None) => true,
             _ => false,
         };
-        fresh.then(|| read.clone())
+        fresh.then(|| read.as_ref().map(|read| &read.object))
     }
 }
 
@@ -114,6 +120,7 @@ where
     K: Cached
         + Resource<Scope = kube::core::NamespaceResourceScope>
         + Clone
+        + Serialize
         + DeserializeOwned
         + std::fmt::Debug,
     K::DynamicType: Default,
@@ -126,7 +133,7 @@ where
         api: &Api<K>,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<Arc<K>>, kube::Error> {
+    ) -> Result<Option<K>, kube::Error> {
         let key = (namespace.to_string(), name.to_string());
         {
             let mut entries = self.lock();
@@ -139,18 +146,33 @@ where
                 last_asked: now,
             });
             entry.last_asked = now;
-            if let Some(current) = entry.current() {
-                return Ok(current);
+            match entry.current() {
+                Some(None) => return Ok(None),
+                Some(Some(packed)) => {
+                    if let Some(object) = packed.unpack() {
+                        return Ok(Some(object));
+                    }
+                }
+                None => {}
             }
         }
         // The entry exists while the GET runs, so a change the watch sees
         // meanwhile is recorded against it and the answer is not trusted.
         let read = api.get_opt(name).await?.map(|mut object| {
             object.slim();
-            Arc::new(object)
+            object
         });
-        if let Some(entry) = self.lock().by_key.get_mut(&key) {
-            entry.read = Some(read.clone());
+        let packed = match &read {
+            Some(object) => Packed::pack(object).map(|packed| {
+                Some(Read {
+                    version: object.meta().resource_version.clone(),
+                    object: packed,
+                })
+            }),
+            None => Some(None),
+        };
+        if let (Some(entry), Some(packed)) = (self.lock().by_key.get_mut(&key), packed) {
+            entry.read = Some(packed);
         }
         Ok(read)
     }
@@ -256,7 +278,7 @@ mod tests {
         .unwrap()
     }
 
-    fn data(read: &Option<Arc<ConfigMap>>) -> Option<String> {
+    fn data(read: &Option<ConfigMap>) -> Option<String> {
         read.as_ref()?.data.as_ref()?.get("datas").cloned()
     }
 
@@ -341,13 +363,10 @@ mod tests {
     fn an_answer_older_than_what_the_watch_saw_while_it_ran_is_not_kept() {
         // The GET went out before version 2 was written and answered after
         // the watch had delivered version 2.
-        let old = Arc::new(ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                resource_version: Some("1".into()),
-                ..Default::default()
-            },
-            ..ConfigMap::default()
-        });
+        let old = || Read {
+            version: Some("1".into()),
+            object: Packed::pack(&ConfigMap::default()).unwrap(),
+        };
         let entry = |seen, read| Entry::<ConfigMap> {
             seen,
             read,
@@ -356,18 +375,15 @@ mod tests {
         };
         let current = |e: Entry<ConfigMap>| e.current().map(|read| read.is_some());
         assert_eq!(
-            current(entry(Seen::Version("2".into()), Some(Some(old.clone())))),
+            current(entry(Seen::Version("2".into()), Some(Some(old())))),
             None
         );
         assert_eq!(
-            current(entry(Seen::Version("1".into()), Some(Some(old.clone())))),
+            current(entry(Seen::Version("1".into()), Some(Some(old())))),
             Some(true)
         );
-        assert_eq!(
-            current(entry(Seen::Unknown, Some(Some(old.clone())))),
-            Some(true)
-        );
-        assert_eq!(current(entry(Seen::Absent, Some(Some(old)))), None);
+        assert_eq!(current(entry(Seen::Unknown, Some(Some(old())))), Some(true));
+        assert_eq!(current(entry(Seen::Absent, Some(Some(old())))), None);
         assert_eq!(current(entry(Seen::Absent, Some(None))), Some(false));
         assert_eq!(current(entry(Seen::Version("1".into()), Some(None))), None);
         assert_eq!(current(entry(Seen::Unknown, None)), None, "no answer yet");
