@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::caches::{write_marker, Caches};
-use super::context::{LastWrite, PassContext, Written};
+use super::context::{InstanceWrites, LastWrite, PassContext};
 use super::events::{error_chain, Notice};
 use super::packed::PackedStore;
 use super::FIELD_MANAGER;
@@ -78,7 +78,7 @@ pub async fn apply_desired(ctx: &PassContext, desired: Option<&DesiredObjects>) 
 pub async fn apply(
     client: &Client,
     caches: &Caches,
-    written: &Written,
+    written: &InstanceWrites,
     namespace: &str,
     desired: &DesiredObjects,
 ) -> Vec<ApplyError> {
@@ -119,7 +119,7 @@ struct Target<'a, K, C> {
     api: Api<K>,
     namespace: &'a str,
     cache: &'a PackedStore<C>,
-    written: &'a Written,
+    written: &'a InstanceWrites,
 }
 
 impl<'a, K, C> Target<'a, K, C>
@@ -136,7 +136,7 @@ where
         client: &Client,
         namespace: &'a str,
         cache: &'a PackedStore<C>,
-        written: &'a Written,
+        written: &'a InstanceWrites,
     ) -> Self {
         Target {
             api: Api::namespaced(client.clone(), namespace),
@@ -308,15 +308,17 @@ fn ignore_not_found(result: Result<(), kube::Error>) -> Result<(), kube::Error> 
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::apps::v1::StatefulSet;
-    use kube::api::PostParams;
+    use std::sync::Arc;
 
+    use k8s_openapi::api::apps::v1::StatefulSet;
     use k8s_openapi::api::core::v1::{Secret, Service};
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use kube::api::PostParams;
 
     use super::*;
     use crate::build::{self, fixtures, BuildContext};
     use crate::controller::caches::{caches, CacheWriter, Writers};
+    use crate::controller::context::Written;
     use crate::controller::test_cluster;
 
     /// The PATCH requests the API server has answered so far.
@@ -377,7 +379,7 @@ mod tests {
     async fn disabling_the_exporter_deletes_its_deployments_and_service() {
         let (_server, client) = test_cluster::start().await;
         let (caches, mut writers, _synced) = caches();
-        let written = Written::default();
+        let written = Arc::new(Written::default()).of("ns/demo");
         let namespace = fixtures::NAMESPACE;
         let targets = [fixtures::member(0), fixtures::member(1)];
         let mut mongodb = fixtures::mongodb();
@@ -430,7 +432,7 @@ mod tests {
             (desired.secrets.len() + desired.services.len() + 1 + desired.stateful_sets.len())
                 as u64;
         let (caches, mut writers, _synced) = caches();
-        let written = Written::default();
+        let written = Arc::new(Written::default()).of("ns/demo");
         let namespace = fixtures::NAMESPACE;
 
         let before = patches(&server);
@@ -533,7 +535,7 @@ mod tests {
         let failures = apply(
             &client,
             &caches,
-            &Written::default(),
+            &Arc::new(Written::default()).of("ns/demo"),
             fixtures::NAMESPACE,
             &desired,
         )

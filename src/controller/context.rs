@@ -134,7 +134,7 @@ impl Context {
         PassContext {
             client: self.client.clone(),
             caches: self.caches.clone(),
-            written: self.written.clone(),
+            written: self.written.of(&instance.key),
             gateway: MongoGateway::remembering(members_seen),
             metrics: self.metrics.clone(),
             instance,
@@ -144,14 +144,21 @@ impl Context {
     }
 }
 
-/// What this operator last wrote of each object (by kind, namespace and
-/// name): the digest of the desired object and the write marker the API
-/// server answered with. Lost on restart: everything is applied once then.
+/// What this operator last wrote of each object, by instance, then by kind,
+/// namespace and name: the digest of the desired object and the write marker
+/// the API server answered with. Lost on restart: everything is applied once
+/// then. An instance let go is forgotten with its objects.
 #[derive(Default)]
-pub struct Written(Mutex<HashMap<String, LastWrite>>);
+pub struct Written(Mutex<HashMap<String, HashMap<String, LastWrite>>>);
+
+/// The last writes of one instance's objects.
+pub struct InstanceWrites {
+    all: Arc<Written>,
+    instance: String,
+}
 
 /// One object as this operator last wrote it.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LastWrite {
     /// The digest of the desired object.
     pub desired: u64,
@@ -160,16 +167,35 @@ pub struct LastWrite {
 }
 
 impl Written {
+    /// The last writes of the objects of `instance` (its key).
+    pub fn of(self: &Arc<Self>, instance: &str) -> InstanceWrites {
+        InstanceWrites {
+            all: self.clone(),
+            instance: instance.to_string(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<String, LastWrite>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl InstanceWrites {
     /// The last write of the object `key` names.
     pub fn get(&self, key: &str) -> Option<LastWrite> {
-        let written = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        written.get(key).cloned()
+        self.all.lock().get(&self.instance)?.get(key).cloned()
     }
 
     /// Remembers the last write of the object `key` names.
     pub fn set(&self, key: String, write: LastWrite) {
-        let mut written = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        written.insert(key, write);
+        let mut written = self.all.lock();
+        let writes = written.entry(self.instance.clone()).or_default();
+        writes.insert(key, write);
+    }
+
+    /// Forgets every write of the instance.
+    fn forget(&self) {
+        self.all.lock().remove(&self.instance);
     }
 }
 
@@ -209,8 +235,8 @@ pub struct PassContext {
     pub client: Client,
     /// The watch caches the pass reads.
     pub caches: Caches,
-    /// What this operator last wrote of each object.
-    pub written: Arc<Written>,
+    /// What this operator last wrote of each of the instance's objects.
+    pub written: InstanceWrites,
     /// The pass's own MongoDB clients.
     pub gateway: MongoGateway,
     /// The operator's metrics.
@@ -236,10 +262,12 @@ impl PassContext {
     }
 
     /// Forgets the instance (it is let go): what the operator remembered of
-    /// it, its metrics and its Events' series.
+    /// it, what it last wrote of its objects, its metrics and its Events'
+    /// series.
     pub fn forget(&self) {
         let mut memory = self.memory.lock().unwrap_or_else(|p| p.into_inner());
         memory.remove(&self.instance.key);
+        self.written.forget();
         self.metrics.forget(&self.instance.key);
         self.events.forget();
     }
@@ -274,10 +302,28 @@ mod tests {
         let mongodb = fixtures::mongodb();
         let pass = context.for_pass(&mongodb);
         pass.remember(|m| m.retries = 3);
+        let write = LastWrite {
+            desired: 1,
+            marker: Some("generation 1".into()),
+        };
+        pass.written
+            .set("StatefulSet ns/demo-mongodb-0".into(), write.clone());
+        let mut another = fixtures::mongodb();
+        another.metadata.name = Some("other".into());
+        let other = context.for_pass(&another);
+        other
+            .written
+            .set("StatefulSet ns/other-mongodb-0".into(), write.clone());
         assert_eq!(context.memory.lock().unwrap().len(), 1);
 
         pass.forget();
         assert!(context.memory.lock().unwrap().is_empty());
+        assert_eq!(pass.written.get("StatefulSet ns/demo-mongodb-0"), None);
+        assert_eq!(
+            other.written.get("StatefulSet ns/other-mongodb-0"),
+            Some(write),
+            "another instance's writes are kept"
+        );
         // A pass over the released object (it waits for its deletion)
         // remembers nothing by itself.
         let _released = context.for_pass(&mongodb);

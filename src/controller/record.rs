@@ -93,6 +93,7 @@ mod tests {
     use crate::controller::test_cluster;
     use crate::hostconf::MemberAddress;
     use kube::ResourceExt;
+    use std::sync::Arc;
 
     /// Applies every desired object, as a pass with nothing written yet does.
     async fn apply_all(
@@ -100,7 +101,7 @@ mod tests {
         desired: &build::DesiredObjects,
     ) -> Vec<crate::controller::apply::ApplyError> {
         let (caches, _writers, _synced) = caches();
-        let written = Written::default();
+        let written = Arc::new(Written::default()).of("ns/demo");
         apply(client, &caches, &written, fixtures::NAMESPACE, desired).await
     }
 
