@@ -137,25 +137,29 @@ where
         let mut objects = self.objects.write().unwrap_or_else(|p| p.into_inner());
         match event {
             Event::Apply(object) => match Packed::pack(object) {
-                Some(packed) => objects.insert(key_of(object), packed),
-                None => objects.remove(&key_of(object)),
+                Some(packed) => {
+                    objects.insert(key_of(object), packed);
+                }
+                None => {
+                    objects.remove(&key_of(object));
+                }
             },
-            Event::Delete(object) => objects.remove(&key_of(object)),
-            Event::Init => {
-                self.relisting = Some(HashMap::new());
-                None
+            Event::Delete(object) => {
+                objects.remove(&key_of(object));
             }
+            Event::Init => self.relisting = Some(HashMap::new()),
             Event::InitApply(object) => {
                 let relisting = self.relisting.get_or_insert_with(HashMap::new);
-                Packed::pack(object).and_then(|packed| relisting.insert(key_of(object), packed))
+                if let Some(packed) = Packed::pack(object) {
+                    relisting.insert(key_of(object), packed);
+                }
             }
             Event::InitDone => {
                 *objects = self.relisting.take().unwrap_or_default();
                 objects.shrink_to_fit();
                 self.listed.send_replace(true);
-                None
             }
-        };
+        }
     }
 }
 
