@@ -1,5 +1,5 @@
-//! The watch caches (Kubernetes I/O, no request of their own): one reflector
-//! store per kind a pass reads or writes of what this operator owns or was
+//! The watch caches (Kubernetes I/O, no request of their own): one store
+//! per kind a pass reads or writes of what this operator owns or was
 //! pointed at — the member Services (by the instance label), StatefulSets,
 //! exporter Deployments, pods, their data claims and PodDisruptionBudgets (by
 //! the managed-by label), and the metadata of the Secrets it writes — filled

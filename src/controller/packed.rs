@@ -23,15 +23,6 @@ pub struct Packed<K> {
     kind: PhantomData<fn() -> K>,
 }
 
-impl<K> Clone for Packed<K> {
-    fn clone(&self) -> Self {
-        Packed {
-            json: self.json.clone(),
-            kind: PhantomData,
-        }
-    }
-}
-
 impl<K: Serialize + DeserializeOwned> Packed<K> {
     /// `object` as JSON. Kubernetes objects always encode (their maps have
     /// string keys); `None` otherwise.

@@ -1,8 +1,9 @@
 //! Objects a pass reads by name that carry no label of ours — hostconf and
 //! the custom config ConfigMap, the Secrets a `MongoDB` names, FedState's
 //! arbiter Service ([`ByName`]): read with one GET when a pass first needs
-//! them, then kept ([`Cached::slim`]: without what no pass reads) for as long
-//! as a metadata-only watch of their kind shows the same `resourceVersion`.
+//! them, then kept ([`Cached::slim`]: without what no pass reads; as JSON,
+//! [`super::packed`]) for as long as a metadata-only watch of their kind shows
+//! the same `resourceVersion`.
 //!
 //! The watch keeps nothing of the objects no pass read, so what other
 //! tenants keep in the cluster costs the operator no memory: each of their
