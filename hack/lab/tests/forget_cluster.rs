@@ -33,6 +33,15 @@ fn forget_phase(mongodb: &MongoDB) -> Option<ForgetClusterPhase> {
         .map(|f| f.phase)
 }
 
+/// Whether `mongodb` reports the set degraded by `host`'s member.
+fn degraded_naming(mongodb: &MongoDB, host: &str) -> bool {
+    mongodb.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.type_ == "Degraded" && c.reason == "MembersUnhealthy" && c.message.contains(host)
+        })
+    })
+}
+
 /// Whether clusters a and b report the roll over, every member of theirs
 /// replaced (c, lost, reports what it last saw).
 async fn rolled_in_a_and_b(lab: &Lab, before: &[Option<String>]) -> Result<bool, String> {
@@ -101,8 +110,16 @@ async fn a_cluster_lost_for_good_is_forgotten_on_request_and_the_next_roll_compl
             return Err("forgetting a cluster that answers was not refused by the plugin".into());
         }
 
-        // c is lost for good; a template change cannot roll past its member.
+        // c is lost for good; once a and b see its member down, a template
+        // change cannot roll past it. (Changed sooner, a restart could start
+        // before the primary's next heartbeat to c.)
         lose_clusters(lab, &[2]).await?;
+        for index in 0..2 {
+            until_in(lab, index, NAME, "c's member seen down", |m| {
+                degraded_naming(m, &c0)
+            })
+            .await?;
+        }
         let before = member_revisions(lab, NAME).await?;
         control_plane
             .apply(&sized(NAME, SPLIT, "1500m", "1Gi"))
