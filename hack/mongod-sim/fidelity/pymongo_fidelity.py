@@ -7,6 +7,7 @@ Run by tests/fidelity.rs. Environment:
   MMO_ROOT_USER / MMO_ROOT_PASSWORD  root credentials
 Prints "PYMONGO FIDELITY OK" at the end; any failure raises.
 """
+import json
 import os
 import time
 import urllib.request
@@ -70,6 +71,16 @@ expect_code(13, lambda: anon.admin.command("replSetGetStatus"))
 expect_code(18, lambda: pymongo.MongoClient(
     f"mongodb://{h1}/", directConnection=True, username=USER, password="wrong", authSource="admin",
     serverSelectionTimeoutMS=5000).admin.command("ping"))
+
+# pymongo's SCRAM rides on its handshake (speculativeAuthenticate): one
+# saslContinue and no saslStart, with either mechanism.
+for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-1"):
+    app = f"speculative-{mechanism}"
+    pymongo.MongoClient(f"mongodb://{h1}/", directConnection=True, username=USER,
+                        password=PASSWORD, authSource="admin", authMechanism=mechanism,
+                        appName=app, serverSelectionTimeoutMS=10000).admin.command("ping")
+    counts = json.loads(control("commands", h1)).get(app, {})
+    assert counts.get("saslStart", 0) == 0 and counts.get("saslContinue", 0) >= 1, counts
 
 c1 = direct(h1)
 expect_code(94, lambda: c1.admin.command("replSetGetStatus"))

@@ -287,10 +287,11 @@ pub(crate) fn num(v: Option<&Bson>) -> Option<f64> {
 
 async fn hello(
     member: &Arc<Member>,
-    conn: &Connection,
+    conn: &mut Connection,
     body: &Document,
     legacy: bool,
 ) -> CmdResult {
+    let speculative = speculative_authenticate(member, conn, body, legacy)?;
     if let (Ok(tv), Some(max_wait)) = (
         body.get_document("topologyVersion"),
         num(body.get("maxAwaitTimeMS")),
@@ -305,7 +306,58 @@ async fn hello(
             let _ = tokio::time::timeout(wait, watch.changed()).await;
         }
     }
-    Ok(hello_response(member, conn, body, legacy))
+    let mut reply = hello_response(member, conn, body, legacy);
+    if let Some(speculative) = speculative {
+        reply.insert("speculativeAuthenticate", speculative);
+    }
+    Ok(reply)
+}
+
+/// A `saslStart` carried in the handshake (`speculativeAuthenticate`, 4.4+:
+/// `hello_auth.cpp` `handleHelloAuth`, 4.4's `CmdIsMaster::run`): its reply
+/// goes into the handshake's, and the client goes on with `saslContinue`.
+/// A malformed field fails the handshake; a start that fails
+/// (`sasl_commands.cpp` `doSpeculativeSaslStart`: no `db`, an unknown
+/// mechanism or user) is as if none was made, and the client starts over.
+fn speculative_authenticate(
+    member: &Member,
+    conn: &mut Connection,
+    body: &Document,
+    legacy: bool,
+) -> Result<Option<Document>, CmdError> {
+    let Some(value) = body.get("speculativeAuthenticate") else {
+        return Ok(None);
+    };
+    let field = if legacy { "isMaster" } else { "hello" };
+    let Bson::Document(speculative) = value else {
+        return Err(CmdError::new(
+            error::BAD_VALUE,
+            format!("{field}.speculativeAuthenticate must be an Object"),
+        ));
+    };
+    let Some(command) = speculative.keys().next() else {
+        return Err(CmdError::new(
+            error::BAD_VALUE,
+            format!("{field}.speculativeAuthenticate must be a non-empty Object"),
+        ));
+    };
+    match command.as_str() {
+        "saslStart" => {
+            let Ok(db) = speculative.get_str("db") else {
+                return Ok(None);
+            };
+            let mut start = speculative.clone();
+            start.insert("$db", db);
+            Ok(sasl_start(member, conn, &start).ok())
+        }
+        // doSpeculativeAuthenticate (MONGODB-X509): no client authenticates
+        // with a certificate here, and its failure is swallowed the same way.
+        "authenticate" => Ok(None),
+        other => Err(CmdError::new(
+            error::UNKNOWN_SPECULATIVE_AUTHENTICATE,
+            format!("{field}.speculativeAuthenticate unknown command: {other}"),
+        )),
+    }
 }
 
 fn hello_response(member: &Member, conn: &Connection, body: &Document, legacy: bool) -> Document {

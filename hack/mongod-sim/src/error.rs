@@ -50,6 +50,8 @@ pub const NOT_WRITABLE_PRIMARY: i32 = 10107;
 pub const INTERRUPTED_DUE_TO_REPL_STATE_CHANGE: i32 = 11602;
 pub const NOT_PRIMARY_NO_SECONDARY_OK: i32 = 13435;
 pub const USER_ALREADY_EXISTS: i32 = 51003;
+/// `hello.speculativeAuthenticate` names a command other than saslStart or authenticate.
+pub const UNKNOWN_SPECULATIVE_AUTHENTICATE: i32 = 51769;
 pub const UNSUPPORTED_OP_QUERY_COMMAND: i32 = 352;
 pub const INVALID_NAMESPACE: i32 = 73;
 pub const NAMESPACE_NOT_FOUND: i32 = 26;

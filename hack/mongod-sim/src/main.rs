@@ -26,7 +26,8 @@ const USAGE: &str = "usage: mongod-sim --member ADDR [--member ADDR ...] [--repl
     | site HOST SITE | hairpin SITE on|off   (off: SITE's members cannot reach their own ALIAS)
     | wipe HOST              (a stopped member's data is deleted: it starts empty)
     | oplog-size BYTES|none  (every member's oplog size in bytes, from now on)
-    | initial-sync-ms MS     (how long every initial sync that starts takes)";
+    | initial-sync-ms MS     (how long every initial sync that starts takes)
+    | commands HOST          (JSON: how many of each command HOST received, by client appName)";
 
 struct Options {
     members: Vec<SocketAddr>,
@@ -205,6 +206,20 @@ impl Sim {
         Ok(format!("{host} starts on an empty volume"))
     }
 
+    /// How many of each command `host` received, by client `appName` (the
+    /// benchmark counters), as JSON: `{"<app>": {"<command>": n}}`, `""`
+    /// for a client that gave no name.
+    fn commands_of(&self, host: &str) -> String {
+        let mut by_app: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        for (key, n) in self.net.command_counts() {
+            if key.member == host {
+                let app = by_app.entry(key.app.unwrap_or_default()).or_default();
+                *app.entry(key.command).or_default() += n;
+            }
+        }
+        serde_json::to_string(&by_app).unwrap_or_default()
+    }
+
     /// Runs one control command and returns its answer (JSON or a short message).
     async fn control(&self, line: &str) -> String {
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -272,6 +287,7 @@ impl Sim {
                 Ok(format!("hairpin {switch}"))
             }
             ["state"] => Ok(serde_json::to_string_pretty(&self.net.dump()).unwrap_or_default()),
+            ["commands", host] => Ok(self.commands_of(host)),
             _ => Err(anyhow::anyhow!("unknown command {line:?}\n{USAGE}")),
         };
         match result {

@@ -1,6 +1,7 @@
 //! The Rust `mongodb` driver against mongod-sim: discovery, failover,
 //! documented error codes, SCRAM auth, members that recognise themselves under
-//! another address, reconfig commitment, and the per-client command counters.
+//! another address, reconfig commitment, the per-client command counters, and
+//! SCRAM carried in the handshake.
 //! Writes through the driver are in `driver_writes.rs`.
 
 mod common;
@@ -705,4 +706,103 @@ async fn commands_are_counted_by_member_client_and_command() {
     };
     assert_eq!(count("ping"), 3);
     assert!(count("hello") + count("isMaster") >= 1, "{counts:?}");
+}
+
+/// SCRAM rides on the handshake (`speculativeAuthenticate`, 4.4+): the
+/// driver's first saslStart is answered in its `isMaster`, so a connection
+/// authenticates with one saslContinue. A wrong password still fails; an
+/// unknown user's speculative start is dropped and the driver's own
+/// saslStart is refused. A malformed field fails the handshake itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scram_rides_on_the_handshake_and_a_malformed_speculation_fails_it() {
+    let set = Set::start(77, 1, |spec| {
+        spec.keyfile = Some("c2VjcmV0a2V5ZmlsZWNvbnRlbnQ=".into());
+        spec.root_user = Some(mongod_sim::RootUser {
+            username: "root".into(),
+            password: "s3cret".into(),
+        });
+    })
+    .await;
+    let host = set.hosts[0].clone();
+    let connect = |user: &str, password: &str, app: &str| {
+        let uri = format!(
+            "mongodb://{user}:{password}@{host}/?directConnection=true&authSource=admin\
+             &authMechanism=SCRAM-SHA-256&serverSelectionTimeoutMS=10000&appName={app}"
+        );
+        async move { mongodb::Client::with_uri_str(uri).await.unwrap() }
+    };
+    let count = |app: &str, command: &str| {
+        set.net
+            .command_counts()
+            .iter()
+            .filter(|(key, _)| {
+                key.member == host && key.app.as_deref() == Some(app) && key.command == command
+            })
+            .map(|(_, n)| *n)
+            .sum::<u64>()
+    };
+    let ping = doc! {"ping": 1};
+
+    let root = connect("root", "s3cret", "speculative").await;
+    root.database("admin")
+        .run_command(ping.clone())
+        .await
+        .expect("authenticated");
+    assert_eq!(count("speculative", "saslStart"), 0);
+    assert_eq!(count("speculative", "saslContinue"), 1);
+
+    let wrong = connect("root", "wrong", "wrong-password").await;
+    let refused = wrong.database("admin").run_command(ping.clone()).await;
+    let refused = refused.expect_err("a wrong password");
+    assert!(
+        matches!(
+            refused.kind.as_ref(),
+            mongodb::error::ErrorKind::Authentication { .. }
+        ),
+        "{refused}"
+    );
+    assert_eq!(count("wrong-password", "saslStart"), 0);
+
+    let stranger = connect("nobody", "s3cret", "unknown-user").await;
+    let refused = stranger.database("admin").run_command(ping).await;
+    refused.expect_err("an unknown user");
+    assert!(count("unknown-user", "saslStart") >= 1);
+
+    let anon = set.direct(&host, "").await;
+    let admin = anon.database("admin");
+    let client_first = bson::Binary {
+        subtype: bson::spec::BinarySubtype::Generic,
+        bytes: b"n,,n=root,r=fyko+d2lbbFgONRv9qkxdawL".to_vec(),
+    };
+    let start =
+        doc! {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": client_first, "db": "admin"};
+    let hello = admin
+        .run_command(doc! {"hello": 1, "speculativeAuthenticate": start.clone()})
+        .await
+        .expect("hello with a speculative start");
+    let answer = hello
+        .get_document("speculativeAuthenticate")
+        .expect("answered");
+    assert_eq!(answer.get_i32("conversationId"), Ok(1));
+    assert_eq!(answer.get_bool("done"), Ok(false));
+    let mut without_db = start.clone();
+    without_db.remove("db");
+    let hello = admin
+        .run_command(doc! {"hello": 1, "speculativeAuthenticate": without_db})
+        .await
+        .expect("hello with a start without db");
+    assert!(!hello.contains_key("speculativeAuthenticate"), "{hello}");
+    for (speculative, code) in [
+        (Bson::Int32(1), 2),
+        (Bson::Document(doc! {}), 2),
+        (Bson::Document(doc! {"saslContinue": 1}), 51769),
+    ] {
+        expect_code(
+            admin
+                .run_command(doc! {"hello": 1, "speculativeAuthenticate": speculative})
+                .await,
+            code,
+        )
+        .await;
+    }
 }
