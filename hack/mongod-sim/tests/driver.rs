@@ -176,16 +176,18 @@ async fn stepdown_without_caught_up_secondary_fails_with_262() {
     assert_ne!(new, primary);
 }
 
+/// Access control on: a keyfile and the root user `root` / `s3cret`.
+fn with_root(spec: &mut mongod_sim::MemberSpec) {
+    spec.keyfile = Some("c2VjcmV0a2V5ZmlsZWNvbnRlbnQ=".into());
+    spec.root_user = Some(mongod_sim::RootUser {
+        username: "root".into(),
+        password: "s3cret".into(),
+    });
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scram_sha256_auth_and_unauthenticated_commands_get_13() {
-    let set = Set::start(64, 3, |spec| {
-        spec.keyfile = Some("c2VjcmV0a2V5ZmlsZWNvbnRlbnQ=".into());
-        spec.root_user = Some(mongod_sim::RootUser {
-            username: "root".into(),
-            password: "s3cret".into(),
-        });
-    })
-    .await;
+    let set = Set::start(64, 3, with_root).await;
     let anon = set.direct(&set.hosts[0], "").await;
     expect_code(
         anon.database("admin")
@@ -715,14 +717,7 @@ async fn commands_are_counted_by_member_client_and_command() {
 /// saslStart is refused. A malformed field fails the handshake itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scram_rides_on_the_handshake_and_a_malformed_speculation_fails_it() {
-    let set = Set::start(77, 1, |spec| {
-        spec.keyfile = Some("c2VjcmV0a2V5ZmlsZWNvbnRlbnQ=".into());
-        spec.root_user = Some(mongod_sim::RootUser {
-            username: "root".into(),
-            password: "s3cret".into(),
-        });
-    })
-    .await;
+    let set = Set::start(77, 1, with_root).await;
     let host = set.hosts[0].clone();
     let connect = |user: &str, password: &str, app: &str| {
         let uri = format!(
