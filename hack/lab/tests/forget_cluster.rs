@@ -33,15 +33,6 @@ fn forget_phase(mongodb: &MongoDB) -> Option<ForgetClusterPhase> {
         .map(|f| f.phase)
 }
 
-/// Whether `mongodb` reports the set degraded by `host`'s member.
-fn degraded_naming(mongodb: &MongoDB, host: &str) -> bool {
-    mongodb.status.as_ref().is_some_and(|s| {
-        s.conditions.iter().any(|c| {
-            c.type_ == "Degraded" && c.reason == "MembersUnhealthy" && c.message.contains(host)
-        })
-    })
-}
-
 /// Whether clusters a and b report the roll over, every member of theirs
 /// replaced (c, lost, reports what it last saw).
 async fn rolled_in_a_and_b(lab: &Lab, before: &[Option<String>]) -> Result<bool, String> {
@@ -116,7 +107,7 @@ async fn a_cluster_lost_for_good_is_forgotten_on_request_and_the_next_roll_compl
         lose_clusters(lab, &[2]).await?;
         for index in 0..2 {
             until_in(lab, index, NAME, "c's member seen down", |m| {
-                degraded_naming(m, &c0)
+                reason_saying(m, "Degraded", "MembersUnhealthy", &c0)
             })
             .await?;
         }

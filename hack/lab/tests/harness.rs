@@ -605,10 +605,16 @@ pub async fn wait_for(
 
 /// Whether a condition `type_` of `mongodb` has `reason`.
 pub fn reason_is(mongodb: &MongoDB, type_: &str, reason: &str) -> bool {
+    reason_saying(mongodb, type_, reason, "")
+}
+
+/// Whether a condition `type_` of `mongodb` has `reason` and a message
+/// containing `text`.
+pub fn reason_saying(mongodb: &MongoDB, type_: &str, reason: &str, text: &str) -> bool {
     mongodb.status.as_ref().is_some_and(|s| {
         s.conditions
             .iter()
-            .any(|c| c.type_ == type_ && c.reason == reason)
+            .any(|c| c.type_ == type_ && c.reason == reason && c.message.contains(text))
     })
 }
 

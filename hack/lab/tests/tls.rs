@@ -545,17 +545,8 @@ async fn a_cluster_cut_off_mid_change_holds_the_next_step_until_it_is_back() {
                 NAME,
                 "c's member seen down, the step held for it",
                 |m| {
-                    m.status.as_ref().is_some_and(|s| {
-                        let says = |type_: &str, reason: &str, names_c: bool| {
-                            s.conditions.iter().any(|condition| {
-                                condition.type_ == type_
-                                    && condition.reason == reason
-                                    && (!names_c || condition.message.contains(&c_host))
-                            })
-                        };
-                        says("Degraded", "MembersUnhealthy", true)
-                            && says("TLSReady", "TLSWaitingForPeers", false)
-                    })
+                    reason_saying(m, "Degraded", "MembersUnhealthy", &c_host)
+                        && reason_is(m, "TLSReady", "TLSWaitingForPeers")
                 },
             )
             .await?;

@@ -250,13 +250,12 @@ async fn a_new_ca_goes_in_as_a_bundle_first_and_its_certificates_wait_until_trus
         );
         renew(lab, 0, &new_a.certificate, &new_a.key, &both).await?;
         until_in(lab, 0, NAME, "a's new certificate held", |m| {
-            m.status.as_ref().is_some_and(|s| {
-                s.conditions.iter().any(|c| {
-                    c.type_ == "TLSReady"
-                        && c.reason == "TLSCertificateHeld"
-                        && c.message.contains("refuses the certificate as a peer's")
-                })
-            })
+            reason_saying(
+                m,
+                "TLSReady",
+                "TLSCertificateHeld",
+                "refuses the certificate as a peer's",
+            )
         })
         .await?;
         // The bundle rolls a's member; its old certificate stays, and it

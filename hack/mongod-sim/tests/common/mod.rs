@@ -70,6 +70,18 @@ impl Set {
         set
     }
 
+    /// How many `command`s `host` received from clients named `app`.
+    pub fn commands_received(&self, host: &str, app: &str, command: &str) -> u64 {
+        self.net
+            .command_counts()
+            .iter()
+            .filter(|(key, _)| {
+                key.member == host && key.app.as_deref() == Some(app) && key.command == command
+            })
+            .map(|(_, n)| *n)
+            .sum()
+    }
+
     pub fn config(&self, hosts: &[String]) -> Document {
         let members: Vec<Document> = hosts
             .iter()
